@@ -1,0 +1,154 @@
+"""The file bridge: seed 004's files in a work directory, and the invoker that defers to them.
+
+Layout of a work directory::
+
+    .<workflow>-state.json        the state (source of truth), written durably
+    .agent-request.json           the first pending request (what a seed-only host reads)
+    .agent-requests/<id>.json     every pending request, when several are pending
+    .agent-response.json          a host's answer to any pending request
+    .agent-responses/<id>.json    answers written in parallel, one file each
+    .orchestrator/                the instance lock and the history of finished runs
+
+Request files are derived from the state: they are renamed into place atomically but not
+fsynced, because a resume after a crash writes them again from the state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from .._bridge import (
+    REQUEST_FILE,
+    REQUESTS_DIR,
+    RESPONSE_FILE,
+    RESPONSES_DIR,
+    CheckpointState,
+    state_file_name,
+)
+from .._bridge_codec import dump_document, parse_response, parse_state
+from .._durable import InstanceLock, atomic_write, fsync_directory, remove_file
+from .._errors import ContractError, NoInstanceError, ResponseRejectedError
+from .._json import loads_strict, read_regular_file
+from .._ports import ConsumeInput, FinishInput, HostRequired, PublishInput, ReceivedResponse, SaveStateInput
+
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_STATE_BYTES = 256 * 1024 * 1024
+HISTORY_DIR = ".orchestrator"
+
+
+class FileBridgeInvoker:
+    """The CLI's default invoker: no agent is called in-process; every ask goes to the host."""
+
+    def invoke(self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any) -> str:
+        raise HostRequired()
+
+
+class FileBridge:
+    """One workflow instance in ``workdir``, speaking through seed 004's files."""
+
+    def __init__(
+        self, workdir: Path, workflow_name: str, *, max_response_bytes: int = MAX_RESPONSE_BYTES
+    ) -> None:
+        self.workdir = workdir
+        self.workflow_name = workflow_name
+        self.max_response_bytes = max_response_bytes
+        self.state_path = workdir / state_file_name(workflow_name)
+        self.request_path = workdir / REQUEST_FILE
+        self.response_path = workdir / RESPONSE_FILE
+        self.requests_dir = workdir / REQUESTS_DIR
+        self.responses_dir = workdir / RESPONSES_DIR
+        self.private_dir = workdir / HISTORY_DIR
+
+    def lock(self) -> InstanceLock:
+        self.private_dir.mkdir(exist_ok=True)
+        return InstanceLock(self.private_dir / f"{self.workflow_name}.lock")
+
+    def exists(self) -> bool:
+        return self.state_path.exists()
+
+    def load_state(self) -> CheckpointState:
+        try:
+            raw = read_regular_file(self.state_path, max_bytes=MAX_STATE_BYTES)
+        except FileNotFoundError:
+            raise NoInstanceError(
+                f"{self.workdir}: no {self.workflow_name} instance here (no "
+                f"{self.state_path.name}); start one with 'orchestrate run'"
+            ) from None
+        source = str(self.state_path)
+        return parse_state(loads_strict(raw, source=source, max_bytes=MAX_STATE_BYTES), source=source)
+
+    def save_state(self, request: SaveStateInput) -> None:
+        atomic_write(self.state_path, dump_document(request.state))
+
+    def publish(self, request: PublishInput) -> None:
+        pending = list(request.pending)
+        wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
+        if self.requests_dir.is_dir():
+            for stale in self.requests_dir.iterdir():
+                if stale.name not in wanted:
+                    remove_file(stale)
+        if len(pending) > 1:
+            self.requests_dir.mkdir(exist_ok=True)
+            for item in pending:
+                atomic_write(self.requests_dir / f"{item.request_id}.json", dump_document(item), durable=False)
+        if pending:
+            atomic_write(self.request_path, dump_document(pending[0]), durable=False)
+        else:
+            remove_file(self.request_path)
+
+    def read_responses(self) -> list[ReceivedResponse]:
+        candidates = [self.response_path]
+        if self.responses_dir.is_dir():
+            candidates += sorted(p for p in self.responses_dir.iterdir() if p.suffix == ".json")
+        received = []
+        for path in candidates:
+            try:
+                raw = read_regular_file(path, max_bytes=self.max_response_bytes)
+            except FileNotFoundError:
+                continue
+            except ContractError as exc:
+                raise _rejected(path, exc) from None
+            try:
+                response = parse_response(loads_strict(raw, source=str(path)), source=str(path))
+            except ContractError as exc:
+                raise _rejected(path, exc) from None
+            received.append(
+                ReceivedResponse(response=response, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
+            )
+        return received
+
+    def consume(self, request: ConsumeInput) -> None:
+        directories = set()
+        for item in request.consumed:
+            path = Path(item.source)
+            if remove_file(path):
+                directories.add(path.parent)
+        for directory in directories:
+            fsync_directory(directory)
+
+    def finish(self, request: FinishInput) -> str:
+        run_dir = self.private_dir / "runs" / request.run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        history = run_dir / "state.json"
+        atomic_write(history, dump_document(request.state))
+        for directory in (self.requests_dir, self.responses_dir):
+            if directory.is_dir():
+                for leftover in directory.iterdir():
+                    remove_file(leftover)
+                os.rmdir(directory)
+        for path in (self.request_path, self.response_path, self.state_path):
+            remove_file(path)
+        fsync_directory(self.workdir)
+        return str(history)
+
+
+def _rejected(path: Path, exc: ContractError) -> ResponseRejectedError:
+    return ResponseRejectedError(
+        f"{exc}; the response was refused and left as it is; the request is still pending: "
+        "write a corrected response, then resume",
+        path=str(path),
+        reason=exc.rule or "invalid",
+    )

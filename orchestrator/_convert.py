@@ -1,0 +1,241 @@
+"""The one cattrs converter for every wire format, with path-precise errors.
+
+Structuring is strict: a key the contract does not name is refused unless it carries the
+``x_`` extension prefix (then it is ignored), a wrong type names its JSON path, and a
+major version this build does not know fails closed. Unstructuring omits ``None``
+fields, because the seed's schemas forbid nulls.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
+from ._errors import ContractError, UnknownVersionError
+
+T = TypeVar("T")
+
+EXTENSION_PREFIX = "x_"
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+# RFC 3339 date-time, as JSON Schema's "date-time" format means it.
+_DATE_TIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def _open_map_hook(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure hook for attrs classes: refuse unknown keys, ignore ``x_`` extensions.
+
+    A class with an ``extra`` dict field (an open object in the schema) keeps unknown
+    keys there instead.
+    """
+    inner = make_dict_structure_fn(cls, converter)
+    names = frozenset(a.name for a in attrs.fields(cls))
+    open_object = "extra" in names
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected a JSON object, got {_json_type(value)}")
+        unknown = [key for key in value if key not in names or key == "extra"]
+        if unknown:
+            if open_object:
+                known = {k: v for k, v in value.items() if k in names and k != "extra"}
+                known["extra"] = {k: value[k] for k in unknown}
+                return inner(known, cls)
+            undeclared = [k for k in unknown if not k.startswith(EXTENSION_PREFIX)]
+            if undeclared:
+                raise _UnknownKeys(undeclared)
+            value = {k: v for k, v in value.items() if k in names}
+        return inner(value, cls)
+
+    return structure
+
+
+def _drop_none_hook(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any], Any]:
+    inner = make_dict_unstructure_fn(cls, converter)
+    has_extra = any(a.name == "extra" for a in attrs.fields(cls))
+
+    def unstructure(obj: Any) -> dict[str, Any]:
+        data: dict[str, Any] = {k: v for k, v in inner(obj).items() if v is not None}
+        if has_extra:
+            data.update(data.pop("extra", {}))
+        return data
+
+    return unstructure
+
+
+class _UnknownKeys(Exception):
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        super().__init__(", ".join(keys))
+
+
+def _strict_int(value: Any, _: Any) -> int:
+    # JSON Schema's "integer": bool is not an integer, and neither is 1.5.
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer() and not isinstance(value, bool):
+            return int(value)
+        raise TypeError(f"expected an integer, got {_json_type(value)}")
+    return value
+
+
+def _strict_float(value: Any, _: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {_json_type(value)}")
+    return float(value)
+
+
+def _strict_str(value: Any, _: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {_json_type(value)}")
+    return value
+
+
+def _strict_bool(value: Any, _: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {_json_type(value)}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(detailed_validation=True)
+    converter.register_structure_hook(int, _strict_int)
+    converter.register_structure_hook(float, _strict_float)
+    converter.register_structure_hook(str, _strict_str)
+    converter.register_structure_hook(bool, _strict_bool)
+    converter.register_structure_hook_factory(attrs.has, lambda cls: _open_map_hook(cls, converter))
+    converter.register_unstructure_hook_factory(attrs.has, lambda cls: _drop_none_hook(cls, converter))
+    return converter
+
+
+converter = _make_converter()
+
+
+def structure(data: Any, cls: type[T], *, source: str) -> T:
+    """Structure JSON-like ``data`` into ``cls``; a ``ContractError`` names file and path."""
+    try:
+        return converter.structure(data, cls)
+    except Exception as exc:  # cattrs wraps every failure; turn it into one clear line
+        raise _contract_error(exc, source) from None
+
+
+def unstructure(obj: Any) -> Any:
+    """The JSON-ready form of an attrs instance (``None`` fields omitted)."""
+    return converter.unstructure(obj)
+
+
+def _contract_error(exc: Exception, source: str) -> ContractError:
+    first = _first_leaf(exc, "$")
+    path, leaf = first
+    if isinstance(leaf, _UnknownKeys):
+        keys = ", ".join(repr(k) for k in leaf.keys)
+        return ContractError(
+            f"unknown field {keys}: not in the contract (extension fields need the 'x_' prefix)",
+            source=source,
+            json_path=path,
+            rule="additionalProperties",
+        )
+    if isinstance(leaf, KeyError):
+        return ContractError(
+            f"required field {leaf.args[0]!r} is missing",
+            source=source,
+            json_path=path,
+            rule="required",
+        )
+    if isinstance(leaf, ValueError) and "is not a valid" in str(leaf):
+        return ContractError(f"{leaf}", source=source, json_path=path, rule="enum")
+    return ContractError(f"{leaf}", source=source, json_path=path, rule="type")
+
+
+def _first_leaf(exc: BaseException, path: str) -> tuple[str, BaseException]:
+    """Walk cattrs' exception groups to the first real failure and its JSON path."""
+    from cattrs.errors import ClassValidationError, IterableValidationError
+
+    if isinstance(exc, ClassValidationError):
+        for sub, note in zip(*exc.group_exceptions()):  # type: ignore[call-overload]
+            name = getattr(note, "name", None)
+            if isinstance(sub, KeyError) and not isinstance(sub, _UnknownKeys):
+                return path, KeyError(name)
+            return _first_leaf(sub, f"{path}.{name}" if name else path)
+    if isinstance(exc, IterableValidationError):
+        for sub, note in zip(*exc.group_exceptions()):  # type: ignore[call-overload]
+            index = getattr(note, "index", None)
+            return _first_leaf(sub, f"{path}[{index}]" if index is not None else path)
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _first_leaf(exc.exceptions[0], path)
+    return path, exc
+
+
+# -- checks the type system cannot express -----------------------------------------------
+
+
+def check_version(version: str, *, source: str, json_path: str = "$.version") -> None:
+    """``MAJOR.MINOR``; an unknown major version fails closed."""
+    from ._bridge import SUPPORTED_MAJOR
+
+    match = _VERSION.match(version)
+    if match is None:
+        raise ContractError(
+            f"version {version!r} is not MAJOR.MINOR (for example '1.0')",
+            source=source,
+            json_path=json_path,
+            rule="pattern",
+        )
+    if int(match.group(1)) != SUPPORTED_MAJOR:
+        raise UnknownVersionError(
+            f"version {version!r} has major {match.group(1)}, this build reads major "
+            f"{SUPPORTED_MAJOR} only; write a {SUPPORTED_MAJOR}.x document or upgrade",
+            source=source,
+            json_path=json_path,
+            rule="version",
+        )
+
+
+def check_uuid(value: str, *, source: str, json_path: str) -> None:
+    if _UUID.match(value) is None:
+        raise ContractError(
+            f"{value!r} is not a UUID", source=source, json_path=json_path, rule="format"
+        )
+
+
+def check_date_time(value: str, *, source: str, json_path: str) -> None:
+    if _DATE_TIME.match(value) is None:
+        raise ContractError(
+            f"{value!r} is not an RFC 3339 date-time (like 2025-11-18T10:30:00Z)",
+            source=source,
+            json_path=json_path,
+            rule="format",
+        )
+
+
+def check_range(
+    value: float, *, low: float | None, high: float | None, source: str, json_path: str
+) -> None:
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+        raise ContractError(
+            f"{value} is outside {bounds}", source=source, json_path=json_path, rule="range"
+        )

@@ -1,0 +1,120 @@
+"""``orchestrate drive``: the host loop built in.
+
+Each pending request goes to the handler command on stdin (its path also in
+``ORCHESTRATOR_REQUEST_FILE``); the handler's stdout is the answer. A handler that prints
+a whole response document (an object with ``request_id`` and ``status``) has it used as
+is. A non-zero exit becomes INVOCATION_FAILED, running past the request's
+``timeout_seconds`` becomes TIMEOUT; the engine's policy takes it from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ._bridge import RESPONSES_DIR, AgentRequest
+from ._bridge_codec import dump_document, parse_response
+from ._convert import unstructure
+from ._durable import atomic_write
+from ._engine import Outcome, SystemClock, format_time
+from ._errors import ContractError
+from ._json import dumps_canonical
+
+_STDERR_TAIL = 2000
+
+
+def drive(
+    outcome: Outcome,
+    *,
+    resume: Callable[[], Outcome],
+    handler: str,
+    workdir: Path,
+    parallel: int = 4,
+) -> Outcome:
+    """Answer every pause of ``outcome`` with ``handler`` until the run ends."""
+    responses_dir = workdir / RESPONSES_DIR
+    while outcome.status == "paused":
+        responses_dir.mkdir(exist_ok=True)
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            documents = list(pool.map(lambda r: _ask_handler(handler, r, workdir), outcome.pending))
+        for document in documents:
+            target = responses_dir / f"{document['request_id']}.json"
+            atomic_write(target, dumps_canonical(document))
+        outcome = resume()
+        print(f"orchestrate: {outcome.message}", file=sys.stderr)
+    return outcome
+
+
+def _ask_handler(handler: str, request: AgentRequest, workdir: Path) -> dict[str, Any]:
+    payload = dump_document(request)
+    env = {**os.environ, "ORCHESTRATOR_REQUEST_FILE": str(workdir / ".agent-request.json"),
+           "ORCHESTRATOR_REQUEST_ID": request.request_id}
+    started = time.monotonic()
+    try:
+        completed = subprocess.run(
+            handler,
+            shell=True,
+            input=payload,
+            capture_output=True,
+            timeout=request.timeout_seconds,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return _error(request, "timeout", "TIMEOUT",
+                      f"handler did not answer within {request.timeout_seconds} s", started)
+    if completed.returncode != 0:
+        tail = completed.stderr.decode("utf-8", "replace")[-_STDERR_TAIL:].strip()
+        return _error(request, "error", "INVOCATION_FAILED",
+                      f"handler exited with {completed.returncode}: {tail}", started)
+    text = completed.stdout.decode("utf-8", "replace")
+    document = _as_document(text, request)
+    if document is not None:
+        return document
+    return {
+        "request_id": request.request_id,
+        "version": "1.0",
+        "status": "success",
+        "response": text,
+        "created_at": format_time(SystemClock().now()),
+        "duration_seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _as_document(text: str, request: AgentRequest) -> dict[str, Any] | None:
+    """The handler's output as a full response document, if that is what it printed."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return None
+    if not (isinstance(data, dict) and "request_id" in data and "status" in data):
+        return None
+    try:
+        parse_response(data, source="handler output")
+    except ContractError:
+        return None
+    if data["request_id"] != request.request_id:
+        return None
+    return unstructure(parse_response(data, source="handler output"))  # type: ignore[no-any-return]
+
+
+def _error(request: AgentRequest, status: str, error_type: str, message: str, started: float) -> dict[str, Any]:
+    return {
+        "request_id": request.request_id,
+        "version": "1.0",
+        "status": status,
+        "error_type": error_type,
+        "error_message": message,
+        "created_at": format_time(SystemClock().now()),
+        "duration_seconds": round(time.monotonic() - started, 3),
+    }

@@ -1,0 +1,822 @@
+"""The workflow engine: run phases, pause for agents, record answers, replay on resume.
+
+The state file is the source of truth. Phases that completed are skipped; the current
+phase runs again from its top, and every ``ctx.ask``/``ctx.step`` it already made returns
+its recorded result, matched by position and checked against a fingerprint.
+
+Response files are consumed only after what they said is durably in the state, and a
+response whose digest is already recorded is recognised as a crash leftover, so no
+answer is ever applied twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from . import _durable
+from ._bridge import (
+    AgentRequest,
+    AgentRequestRecord,
+    AgentResponse,
+    CheckpointState,
+    CompletedPhase,
+    ErrorType,
+    HistoryStatus,
+    RequestStatus,
+)
+from ._bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
+from ._convert import structure, unstructure
+from ._errors import (
+    AgentFailedError,
+    AgentInvocationError,
+    ContractError,
+    InstanceExistsError,
+    NonDeterminismError,
+    OrchestratorError,
+    ResponseRejectedError,
+    RunFailedError,
+)
+from ._ports import (
+    AgentInvoker,
+    Bridge,
+    Clock,
+    ConsumeInput,
+    FinishInput,
+    HostRequired,
+    PublishInput,
+    ReceivedResponse,
+    SaveStateInput,
+)
+from ._workflow import Ask, PhaseResult, PhaseSpec, Workflow
+
+T = TypeVar("T")
+
+ENGINE_KEY = "x_orchestrator"
+RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
+FALLBACK_ERRORS = frozenset(
+    {ErrorType.PARSE_ERROR, ErrorType.VALIDATION_ERROR, ErrorType.UNKNOWN}
+) | RETRYABLE
+
+
+class Pause(BaseException):
+    """Unwinds a phase to the engine when it must wait for the host.
+
+    A ``BaseException`` so that a user's ``except Exception:`` cannot swallow it.
+    """
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z``, millisecond precision."""
+    text = moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+
+
+def prompt_digest(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+# -- the engine's own bookkeeping, kept in phase_data["x_orchestrator"] ------------------
+
+
+@attrs.define(kw_only=True)
+class JournalEntry:
+    """One ``ask``/``ask_all``/``step`` call of the current phase, by position."""
+
+    position: int
+    kind: str  # "ask" | "ask_all" | "step"
+    fingerprint: list[str]  # ask: "agent sha256(prompt)" per request; step: [name]
+    request_ids: list[str] = attrs.field(factory=list)
+    result: Any = None
+
+
+@attrs.define(kw_only=True)
+class EngineRecord:
+    """Everything the engine needs to resume that the seed's state has no field for."""
+
+    run_id: str
+    workflow: str
+    workflow_name: str
+    workdir: str
+    started_at: str
+    inputs: dict[str, Any] = attrs.field(factory=dict)
+    status: str = "running"  # running | paused | failed
+    failure: str | None = None
+    revision: int = 0
+    journal: list[JournalEntry] = attrs.field(factory=list)
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """How a ``run``/``resume`` ended, with the exit code the CLI should use."""
+
+    status: str  # "completed" | "paused" | "failed"
+    exit_code: int
+    message: str
+    pending: tuple[AgentRequest, ...] = ()
+    outputs: dict[str, Any] = attrs.field(factory=dict)
+    history_path: str | None = None
+
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 42
+
+
+class Engine:
+    """Runs one workflow instance against a bridge (state and host mailbox).
+
+    ``invoker`` answers asks in-process; when it is ``None`` or raises
+    :class:`HostRequired`, the ask is left to the host and the engine pauses.
+    """
+
+    def __init__(
+        self,
+        workflow_cls: type[Workflow],
+        *,
+        bridge: Bridge,
+        invoker: AgentInvoker | None = None,
+        clock: Clock | None = None,
+        new_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.workflow_cls = workflow_cls
+        self.bridge = bridge
+        self.invoker = invoker
+        self.clock = clock or SystemClock()
+        self.new_id = new_id or (lambda: str(uuid.uuid4()))
+        self._state: CheckpointState | None = None
+        self._record: EngineRecord | None = None
+        self._consumed: list[ReceivedResponse] = []
+        self._fatal: AgentFailedError | None = None
+
+    # -- entry points -------------------------------------------------------------------
+
+    def start(
+        self,
+        *,
+        workflow_ref: str,
+        workdir: Path,
+        inputs: dict[str, Any] | None = None,
+        output_path: str | None = None,
+    ) -> Outcome:
+        """Create the instance and run until it pauses, fails or completes."""
+        with self.bridge.lock():
+            if self.bridge.exists():
+                raise InstanceExistsError(
+                    f"{workdir}: a {self.workflow_cls.name} instance already lives here; "
+                    "'orchestrate resume' continues it, 'orchestrate cancel' removes it"
+                )
+            inputs = dict(inputs or {})
+            first = self.workflow_cls.phases[0]
+            now = format_time(self.clock.now())
+            record = EngineRecord(
+                run_id=self.new_id(),
+                workflow=workflow_ref,
+                workflow_name=self.workflow_cls.name,
+                workdir=str(workdir),
+                started_at=now,
+                inputs=inputs,
+            )
+            state = CheckpointState(
+                phase=first.number,
+                phase_name=first.name,
+                checkpoint_name="started",
+                created_at=now,
+                output_path=str(output_path or workdir),
+                project_path=_optional_str(inputs.get("project_path")),
+                template_name=_optional_str(inputs.get("template_name")),
+            )
+            self._attach(state, record)
+            self._save("started")
+            return self._advance()
+
+    def resume(self) -> Outcome:
+        """Record the host's answers, then continue; with nothing answered, pause again."""
+        with self.bridge.lock():
+            state = self.bridge.load_state()
+            self._attach(state, load_record(state))
+            record = self._require_record()
+            if record.status == "failed":
+                return Outcome(
+                    status="failed",
+                    exit_code=EXIT_ERROR,
+                    message=f"the run already failed: {record.failure}; the state is kept "
+                    "for inspection ('orchestrate cancel' removes it)",
+                )
+            received = self.bridge.read_responses()
+            changed = self._accept_responses(received)
+            changed |= self._expire_overdue()
+            if self._pending():
+                if changed:
+                    self._save("before_agent_invocation")
+                return self._pause_now()
+            return self._advance()
+
+    def cancel(self) -> str:
+        """End the instance on purpose: keep its history, remove state and request files."""
+        with self.bridge.lock():
+            state = self.bridge.load_state()
+            self._attach(state, load_record(state))
+            record = self._require_record()
+            record.status = "cancelled"
+            state.checkpoint_name = "cancelled"
+            self._store_record()
+            return self.bridge.finish(
+                FinishInput(state=state, outcome="cancelled", run_id=record.run_id)
+            )
+
+    # -- recording answers --------------------------------------------------------------
+
+    def _accept_responses(self, received: Sequence[ReceivedResponse]) -> bool:
+        """Judge every response before changing anything, then record them all."""
+        records = self._records_by_id()
+        fresh: list[tuple[AgentRequestRecord, ReceivedResponse]] = []
+        for item in received:
+            record = records.get(item.response.request_id)
+            pending_ids = [r.request_id for r in self._pending()]
+            expected = (
+                f"the pending request is {pending_ids[0]}"
+                if len(pending_ids) == 1
+                else f"pending requests: {', '.join(pending_ids)}"
+                if pending_ids
+                else "no request is pending"
+            )
+            if record is None:
+                raise ResponseRejectedError(
+                    f"{item.source}: request_id {item.response.request_id} matches no request "
+                    f"of this instance ({expected}); the file was left as it is",
+                    path=item.source,
+                    reason="foreign",
+                )
+            if record.status is not HistoryStatus.PENDING:
+                if record.x_response_sha256 == item.sha256:
+                    self._consumed.append(item)  # left behind by a crash after recording
+                    continue
+                raise ResponseRejectedError(
+                    f"{item.source}: request {record.request_id} was already answered "
+                    f"({record.status.value}); this response is stale ({expected}); the file "
+                    "was left as it is",
+                    path=item.source,
+                    reason="stale",
+                )
+            fresh.append((record, item))
+        for record, item in fresh:
+            self._apply_response(record, item.response, digest=item.sha256)
+            self._consumed.append(item)
+        return bool(fresh)
+
+    def _apply_response(
+        self, record: AgentRequestRecord, response: AgentResponse, *, digest: str | None
+    ) -> AgentRequestRecord | None:
+        """Record ``response`` for ``record``; return the retry request if one was made."""
+        record.x_response = response
+        record.x_response_sha256 = digest
+        error = error_type_of(response)
+        if error is None:
+            record.status = HistoryStatus.COMPLETED
+            return None
+        if response.status is RequestStatus.CANCELLED:
+            record.status = HistoryStatus.CANCELLED
+            return None
+        if error in RETRYABLE and record.x_request.retry_count < self.workflow_cls.max_retries:
+            record.status = HistoryStatus.RETRIED
+            return self._retry(record)
+        record.status = HistoryStatus.FAILED
+        return None
+
+    def _retry(self, record: AgentRequestRecord) -> AgentRequestRecord:
+        old = record.x_request
+        request = attrs.evolve(
+            old,
+            request_id=self.new_id(),
+            created_at=format_time(self.clock.now()),
+            retry_count=old.retry_count + 1,
+        )
+        retry = self._new_record(request, position=record.x_position)
+        record.x_note = f"retried as {request.request_id}"
+        for entry in self._require_record().journal:
+            entry.request_ids = [
+                request.request_id if rid == record.request_id else rid
+                for rid in entry.request_ids
+            ]
+        return retry
+
+    def _expire_overdue(self) -> bool:
+        """A pending request older than its timeout counts as a TIMEOUT answer."""
+        now = self.clock.now()
+        expired = False
+        for record in self._pending():
+            request = record.x_request
+            deadline = parse_time(request.created_at) + timedelta(seconds=request.timeout_seconds)
+            if now > deadline:
+                timeout = AgentResponse(
+                    request_id=record.request_id,
+                    status=RequestStatus.TIMEOUT,
+                    created_at=format_time(now),
+                    error_type=ErrorType.TIMEOUT,
+                    error_message=f"no response within {request.timeout_seconds} s",
+                )
+                self._apply_response(record, timeout, digest=None)
+                expired = True
+        return expired
+
+    # -- running phases -----------------------------------------------------------------
+
+    def _advance(self) -> Outcome:
+        state = self._require_state()
+        workflow = self.workflow_cls(self._require_record().inputs)
+        while True:
+            spec = self.workflow_cls.phase_named(state.phase_name)
+            try:
+                result = self._run_phase(workflow, spec)
+            except Pause:
+                self._save("before_agent_invocation")
+                return self._pause_now()
+            except (NonDeterminismError, RunFailedError, AgentFailedError) as exc:
+                return self._fail(spec, exc)
+            except OrchestratorError as exc:
+                return self._fail(spec, exc)
+            except Exception as exc:  # the user's phase raised: fail with its words
+                return self._fail(spec, exc, prefix=f"{type(exc).__name__}: ")
+            next_spec = self._complete_phase(spec, result)
+            if next_spec is None:
+                return self._finish()
+            state.phase, state.phase_name = next_spec.number, next_spec.name
+
+    def _run_phase(self, workflow: Workflow, spec: PhaseSpec) -> PhaseResult:
+        ctx = PhaseContext(self, spec)
+        self._fatal = None
+        try:
+            value = getattr(workflow, spec.method_name)(ctx)
+        except AgentFailedError as exc:
+            if (
+                spec.fallback is None
+                or self._fatal is not None
+                or ErrorType(exc.error_type) not in FALLBACK_ERRORS
+            ):
+                raise
+            value = getattr(workflow, spec.fallback)(ctx, exc)
+        if self._fatal is not None:
+            raise self._fatal  # AGENT_NOT_FOUND fails the run even if the phase caught it
+        ctx.check_all_replayed()
+        if isinstance(value, PhaseResult):
+            return value
+        return PhaseResult(output=value, summary=f"Completed {spec.name}")
+
+    def _complete_phase(self, spec: PhaseSpec, result: PhaseResult) -> PhaseSpec | None:
+        state, record = self._require_state(), self._require_record()
+        state.phase_data[spec.name] = to_json_value(result.output, where=f"phase {spec.name!r} output")
+        state.completed_phases.append(
+            CompletedPhase(
+                phase=spec.number,
+                phase_name=spec.name,
+                completed_at=format_time(self.clock.now()),
+                result_summary=result.summary or f"Completed {spec.name}",
+            )
+        )
+        record.journal = []
+        phases = self.workflow_cls.phases
+        index = phases.index(spec)
+        return phases[index + 1] if index + 1 < len(phases) else None
+
+    def _finish(self) -> Outcome:
+        state = self._require_state()
+        record = self._require_record()
+        state.checkpoint_name = "completed"
+        record.status = "completed"
+        self._store_record()
+        outputs = {k: v for k, v in state.phase_data.items() if k != "x_orchestrator"}
+        history = self.bridge.finish(FinishInput(state=state, outcome="completed", run_id=record.run_id))
+        self._consumed = []
+        return Outcome(
+            status="completed",
+            exit_code=EXIT_OK,
+            message=f"{self.workflow_cls.name}: all {len(self.workflow_cls.phases)} phases "
+            f"completed; history kept in {history}",
+            outputs=outputs,
+            history_path=history,
+        )
+
+    def _fail(self, spec: PhaseSpec, exc: BaseException, prefix: str = "") -> Outcome:
+        record = self._require_record()
+        record.status = "failed"
+        record.failure = f"phase {spec.number} ({spec.name}): {prefix}{exc}"
+        self._save("run_failed")
+        self.bridge.publish(PublishInput(pending=()))
+        self._flush_consumed()
+        return Outcome(
+            status="failed",
+            exit_code=EXIT_ERROR,
+            message=f"run failed in {record.failure}; state kept for inspection",
+        )
+
+    def _pause_now(self) -> Outcome:
+        pending = tuple(r.x_request for r in self._pending())
+        self._require_record().status = "paused"
+        self.bridge.publish(PublishInput(pending=pending))
+        self._flush_consumed()
+        names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
+        return Outcome(
+            status="paused",
+            exit_code=EXIT_PAUSED,
+            message=f"paused in phase {self._require_state().phase} "
+            f"({self._require_state().phase_name}): waiting for {names}",
+            pending=pending,
+        )
+
+    def _flush_consumed(self) -> None:
+        if self._consumed:
+            self.bridge.consume(ConsumeInput(consumed=tuple(self._consumed)))
+            self._consumed = []
+
+    # -- state --------------------------------------------------------------------------
+
+    def _attach(self, state: CheckpointState, record: EngineRecord) -> None:
+        self._state, self._record = state, record
+
+    def _require_state(self) -> CheckpointState:
+        assert self._state is not None, "engine has no state attached"
+        return self._state
+
+    def _require_record(self) -> EngineRecord:
+        assert self._record is not None, "engine has no record attached"
+        return self._record
+
+    def _store_record(self) -> None:
+        self._require_state().phase_data[ENGINE_KEY] = unstructure(self._require_record())
+
+    def _save(self, checkpoint_name: str) -> None:
+        state, record = self._require_state(), self._require_record()
+        record.revision += 1
+        if record.status != "failed":
+            record.status = "paused" if self._pending() else "running"
+        state.checkpoint_name = checkpoint_name
+        state.created_at = format_time(self.clock.now())
+        self._store_record()
+        self.bridge.save_state(SaveStateInput(state=state))
+
+    def _pending(self) -> list[AgentRequestRecord]:
+        return [r for r in self._require_state().agent_requests if r.status is HistoryStatus.PENDING]
+
+    def _records_by_id(self) -> dict[str, AgentRequestRecord]:
+        return {r.request_id: r for r in self._require_state().agent_requests}
+
+    def _new_record(self, request: AgentRequest, *, position: int) -> AgentRequestRecord:
+        record = AgentRequestRecord(
+            request_id=request.request_id,
+            agent_name=request.agent_name,
+            phase=request.phase,
+            status=HistoryStatus.PENDING,
+            x_request=request,
+            x_position=position,
+        )
+        self._require_state().agent_requests.append(record)
+        return record
+
+    # -- called by PhaseContext ---------------------------------------------------------
+
+    def journal_entry(self, position: int) -> JournalEntry | None:
+        journal = self._require_record().journal
+        return journal[position] if position < len(journal) else None
+
+    def open_requests(self, spec: PhaseSpec, position: int, asks: Sequence[Ask], kind: str) -> JournalEntry:
+        state = self._require_state()
+        now = format_time(self.clock.now())
+        entry = JournalEntry(position=position, kind=kind, fingerprint=[_ask_fingerprint(a) for a in asks])
+        records = []
+        for ask in asks:
+            context = dict(ask.context or {})
+            context.setdefault("output_path", state.output_path)
+            if state.project_path is not None:
+                context.setdefault("project_path", state.project_path)
+            if state.template_name is not None:
+                context.setdefault("template_name", state.template_name)
+            context["x_run_id"] = self._require_record().run_id
+            request = AgentRequest(
+                request_id=self.new_id(),
+                phase=spec.number,
+                phase_name=spec.name,
+                agent_name=ask.agent,
+                prompt=ask.prompt,
+                created_at=now,
+                context=context,
+                timeout_seconds=ask.timeout_seconds,
+            )
+            records.append(self._new_record(request, position=position))
+            entry.request_ids.append(request.request_id)
+        self._require_record().journal.append(entry)
+        if self.invoker is not None:
+            if self._invoke_in_process(records):
+                self._save("after_agent_invocation")
+        return entry
+
+    def _invoke_in_process(self, records: list[AgentRequestRecord]) -> bool:
+        """Answer ``records`` through the in-process invoker; False if it defers to the host."""
+        assert self.invoker is not None
+        answered = False
+        for record in records:
+            current: AgentRequestRecord | None = record
+            while current is not None:
+                request = current.x_request
+                started = self.clock.now()
+                try:
+                    text = self.invoker.invoke(
+                        request.agent_name, request.prompt, request.timeout_seconds,
+                        context=request.context,
+                    )
+                    response = AgentResponse(
+                        request_id=request.request_id,
+                        status=RequestStatus.SUCCESS,
+                        created_at=format_time(self.clock.now()),
+                        response=text,
+                        duration_seconds=_seconds_since(started, self.clock.now()),
+                    )
+                except HostRequired:
+                    return answered
+                except AgentInvocationError as exc:
+                    response = AgentResponse(
+                        request_id=request.request_id,
+                        status=RequestStatus.TIMEOUT
+                        if exc.error_type == ErrorType.TIMEOUT.value
+                        else RequestStatus.ERROR,
+                        created_at=format_time(self.clock.now()),
+                        error_type=ErrorType(exc.error_type),
+                        error_message=str(exc),
+                        duration_seconds=_seconds_since(started, self.clock.now()),
+                    )
+                answered = True
+                current = self._apply_response(current, response, digest=None)
+        return answered
+
+    def record_by_id(self, request_id: str) -> AgentRequestRecord:
+        return self._records_by_id()[request_id]
+
+    def mark_fatal(self, error: AgentFailedError) -> None:
+        self._fatal = error
+
+    def record_step(self, position: int, name: str, result: Any) -> None:
+        self._require_record().journal.append(
+            JournalEntry(position=position, kind="step", fingerprint=[name], result=result)
+        )
+        self._save(f"after_step_{name}")
+
+
+class PhaseContext:
+    """What a phase sees: ``ask``, ``ask_all``, ``step``, earlier outputs and inputs."""
+
+    def __init__(self, engine: Engine, spec: PhaseSpec) -> None:
+        self._engine = engine
+        self._spec = spec
+        self._position = 0
+        state = engine._require_state()
+        record = engine._require_record()
+        self.phase: int = spec.number
+        self.phase_name: str = spec.name
+        self.run_id: str = record.run_id
+        self.inputs: dict[str, Any] = record.inputs
+        self.workdir = Path(record.workdir)
+        self.output_path = Path(state.output_path)
+
+    def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
+        """The recorded output of an earlier phase, structured into ``output_type`` if given."""
+        data = self._engine._require_state().phase_data
+        if phase_name not in data or phase_name == ENGINE_KEY:
+            raise KeyError(f"phase {phase_name!r} has no recorded output (yet)")
+        value = data[phase_name]
+        return structure(value, output_type, source=f"phase_data.{phase_name}") if output_type else value
+
+    def ask(
+        self,
+        agent: str,
+        prompt: str,
+        *,
+        output_type: type[T] | None = None,
+        min_confidence: float | None = None,
+        timeout_seconds: int = 120,
+        context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Ask one agent; returns its answer text, or the answer structured into ``output_type``.
+
+        Pauses the workflow (exit 42) when the host must answer. Raises
+        :class:`AgentFailedError` when the answer is an error the policy does not retry.
+        """
+        spec = Ask(
+            agent=agent,
+            prompt=prompt,
+            output_type=output_type,
+            min_confidence=min_confidence,
+            timeout_seconds=timeout_seconds,
+            context=context,
+        )
+        return self._ask_group([spec], kind="ask")[0]
+
+    def ask_all(self, asks: Sequence[Ask]) -> list[Any]:
+        """Ask several agents at once: one pause, answers in any order, results in order."""
+        if not asks:
+            return []
+        return self._ask_group(list(asks), kind="ask_all")
+
+    def step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` once; on replay return its recorded (JSON) result.
+
+        The result must be JSON-serialisable (or an attrs instance, stored unstructured
+        and returned as plain JSON data on replay).
+        """
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is not None:
+            self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
+            return entry.result  # type: ignore[no-any-return]
+        result = fn(*args, **kwargs)
+        _durable.crash_point(f"after-step-run {name}")
+        stored = to_json_value(result, where=f"step {name!r} result")
+        self._engine.record_step(position, name, stored)
+        return result
+
+    def check_all_replayed(self) -> None:
+        record = self._engine._require_record()
+        if len(record.journal) > self._position:
+            entry = record.journal[self._position]
+            raise NonDeterminismError(
+                f"phase {self._spec.name!r} (phase {self._spec.number}) finished at position "
+                f"{self._position}, but the recorded run went on to {_describe(entry)}; a phase "
+                "must make the same asks and steps, in the same order, on replay",
+                phase_name=self._spec.name,
+                position=self._position,
+            )
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _next_position(self) -> int:
+        position = self._position
+        self._position += 1
+        return position
+
+    def _ask_group(self, asks: list[Ask], *, kind: str) -> list[Any]:
+        engine = self._engine
+        for ask in asks:
+            self._check_ask(ask)
+        position = self._next_position()
+        entry = engine.journal_entry(position)
+        fingerprint = [_ask_fingerprint(a) for a in asks]
+        if entry is None:
+            entry = engine.open_requests(self._spec, position, asks, kind)
+        else:
+            self._expect(entry, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks))
+        records = [engine.record_by_id(rid) for rid in entry.request_ids]
+        if any(r.status is HistoryStatus.PENDING for r in records):
+            raise Pause()
+        return [self._answer(record, ask) for record, ask in zip(records, asks)]
+
+    def _check_ask(self, ask: Ask) -> None:
+        where = f"phase {self._spec.name!r}"
+        if ask.agent not in self._engine.workflow_cls.agents:
+            raise RunFailedError(
+                f"{where} asks agent {ask.agent!r}, which the workflow does not declare in "
+                f"'agents' {list(self._engine.workflow_cls.agents)}"
+            )
+        if self._spec not in self._engine.workflow_cls.asking_phases():
+            raise RunFailedError(
+                f"{where} asks an agent but is not marked @phase(..., asks_agents=True) "
+                "while other phases are; mark it so the request schema lists it"
+            )
+        if len(ask.prompt) < PROMPT_MIN_LENGTH:
+            raise RunFailedError(
+                f"{where} asks {ask.agent!r} with a prompt of {len(ask.prompt)} characters; "
+                f"the request contract needs at least {PROMPT_MIN_LENGTH}: say more"
+            )
+        low, high = TIMEOUT_RANGE
+        if not low <= ask.timeout_seconds <= high:
+            raise RunFailedError(f"{where}: timeout_seconds must be within {low}..{high}")
+
+    def _answer(self, record: AgentRequestRecord, ask: Ask) -> Any:
+        response = record.x_response
+        assert response is not None
+        error = error_type_of(response)
+        if response.status is RequestStatus.CANCELLED:
+            raise RunFailedError(
+                f"the host cancelled request {record.request_id} to {record.agent_name}"
+            )
+        if error is not None:
+            raise self._failure(record, error, response.error_message or error.value)
+        if ask.min_confidence is not None and response.get_confidence() < ask.min_confidence:
+            raise self._failure(
+                record,
+                ErrorType.VALIDATION_ERROR,
+                f"confidence {response.get_confidence()} is below the required {ask.min_confidence}",
+            )
+        text = response.response or ""
+        if ask.output_type is None:
+            return text
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise self._failure(record, ErrorType.PARSE_ERROR, f"the answer is not JSON: {exc}") from None
+        try:
+            return structure(data, ask.output_type, source=f"response to {record.request_id}")
+        except ContractError as exc:
+            raise self._failure(record, ErrorType.VALIDATION_ERROR, exc.detail + f" at {exc.json_path}") from None
+
+    def _failure(self, record: AgentRequestRecord, error: ErrorType, message: str) -> AgentFailedError:
+        if record.status is not HistoryStatus.FAILED:
+            record.status = HistoryStatus.FAILED
+            record.x_note = f"{error.value}: {message}"
+        failure = AgentFailedError(
+            f"agent {record.agent_name} (request {record.request_id}) failed with "
+            f"{error.value}: {message}",
+            request_id=record.request_id,
+            agent_name=record.agent_name,
+            error_type=error.value,
+        )
+        if error is ErrorType.AGENT_NOT_FOUND:
+            self._engine.mark_fatal(failure)
+        return failure
+
+    def _expect(self, entry: JournalEntry, *, kind: str, fingerprint: list[str], what: str) -> None:
+        if entry.kind == kind and entry.fingerprint == fingerprint:
+            return
+        changed = "the call changed" if entry.kind != kind else _fingerprint_change(entry.fingerprint, fingerprint)
+        raise NonDeterminismError(
+            f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}: "
+            f"the recorded run made {_describe(entry)}, this run makes {what} ({changed}); a "
+            "phase must make the same asks and steps, in the same order, on replay; put "
+            "anything that varies inside ctx.step, or 'orchestrate cancel' and run again",
+            phase_name=self._spec.name,
+            position=entry.position,
+        )
+
+
+def _ask_fingerprint(ask: Ask) -> str:
+    return f"{ask.agent} {prompt_digest(ask.prompt)}"
+
+
+def _describe(entry: JournalEntry) -> str:
+    if entry.kind == "step":
+        return f"step {entry.fingerprint[0]!r}"
+    agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)
+    return f"{entry.kind} of {agents}"
+
+
+def _describe_asks(kind: str, asks: Sequence[Ask]) -> str:
+    return f"{kind} of {', '.join(a.agent for a in asks)}"
+
+
+def _fingerprint_change(old: list[str], new: list[str]) -> str:
+    if len(old) != len(new):
+        return f"{len(old)} requests recorded, {len(new)} now"
+    for index, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            old_agent, old_hash = a.split(" ")
+            new_agent, new_hash = b.split(" ")
+            if old_agent != new_agent:
+                return f"request {index}: agent {old_agent} became {new_agent}"
+            return (
+                f"request {index}: the prompt changed (sha256 {old_hash[:12]}... became "
+                f"{new_hash[:12]}...)"
+            )
+    return "unchanged"
+
+
+def _seconds_since(start: datetime, end: datetime) -> float:
+    return max(0.0, (end - start).total_seconds())
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def to_json_value(value: Any, *, where: str) -> Any:
+    """``value`` as plain JSON data (attrs instances unstructured); refuses what JSON can't hold."""
+    data = unstructure(value) if attrs.has(type(value)) else value
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RunFailedError(f"{where} cannot be stored as JSON: {exc}") from None
+    return data
+
+
+def load_record(state: CheckpointState) -> EngineRecord:
+    raw = state.phase_data.get(ENGINE_KEY)
+    if raw is None:
+        raise ContractError(
+            f"the state has no phase_data.{ENGINE_KEY}: it was not written by orchestrate",
+            json_path=f"$.phase_data.{ENGINE_KEY}",
+            rule="required",
+        )
+    return structure(raw, EngineRecord, source="state")

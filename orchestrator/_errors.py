@@ -1,0 +1,109 @@
+"""The exception hierarchy: one root, facts as attributes, messages that say what to do."""
+
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Root of every error the framework raises on purpose."""
+
+
+class ContractError(OrchestratorError, ValueError):
+    """A document does not follow its contract.
+
+    ``source`` names the file (or ``<stdin>``), ``json_path`` the place inside it
+    (``$.metadata.confidence``), ``rule`` the rule that was broken.
+    """
+
+    def __init__(self, message: str, *, source: str = "", json_path: str = "$", rule: str = "") -> None:
+        self.source = source
+        self.json_path = json_path
+        self.rule = rule
+        self.detail = message
+        where = f"{source}: " if source else ""
+        at = f" at {json_path}" if json_path and json_path != "$" else ""
+        super().__init__(f"{where}{message}{at}")
+
+
+class UntrustedJSONError(ContractError):
+    """Bytes read from outside could not be accepted as JSON (size, nesting, encoding, syntax)."""
+
+
+class UnknownVersionError(ContractError):
+    """A document carries a major version this build does not understand; refused (fail closed)."""
+
+
+class WorkflowDefinitionError(OrchestratorError, TypeError):
+    """A ``Workflow`` subclass is malformed; raised when the class is created."""
+
+
+class WorkflowNotFoundError(OrchestratorError, LookupError):
+    """``pkg.module:Class``, ``path.py:Class`` or an entry-point name did not resolve."""
+
+
+class NoInstanceError(OrchestratorError, FileNotFoundError):
+    """There is no workflow instance (state file) in the work directory."""
+
+
+class InstanceExistsError(OrchestratorError, FileExistsError):
+    """``run`` was asked to start where an instance already lives."""
+
+
+class InstanceBusyError(OrchestratorError):
+    """Another process holds the instance lock."""
+
+    def __init__(self, message: str, *, lock_path: str, holder: str = "") -> None:
+        self.lock_path = lock_path
+        self.holder = holder
+        super().__init__(message)
+
+
+class ResponseRejectedError(OrchestratorError, ValueError):
+    """A response file was refused; it is left where it is and the request stays pending."""
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(message)
+
+
+class NonDeterminismError(OrchestratorError):
+    """A phase asked or stepped differently on replay than it did when first run."""
+
+    def __init__(self, message: str, *, phase_name: str, position: int) -> None:
+        self.phase_name = phase_name
+        self.position = position
+        super().__init__(message)
+
+
+class AgentFailedError(OrchestratorError):
+    """An agent request ended in an error the policy does not retry.
+
+    Raised inside a phase at the ``ctx.ask`` that made the request; a phase fallback, or
+    the phase itself, may catch it.
+    """
+
+    def __init__(self, message: str, *, request_id: str, agent_name: str, error_type: str) -> None:
+        self.request_id = request_id
+        self.agent_name = agent_name
+        self.error_type = error_type
+        super().__init__(message)
+
+
+class RunFailedError(OrchestratorError):
+    """The run cannot continue; the state file is kept for inspection."""
+
+
+class AgentInvocationError(OrchestratorError):
+    """An in-process agent invocation failed (the seed's ``AgentInvocationError``).
+
+    ``error_type`` is one of the seed's error types; the engine applies the response
+    policy to it exactly as it would to an error response file.
+    """
+
+    def __init__(self, message: str, *, error_type: str = "INVOCATION_FAILED") -> None:
+        self.error_type = error_type
+        super().__init__(message)
+
+
+class UsageError(OrchestratorError, ValueError):
+    """A command or call that cannot be acted on as given (exit code 2)."""

@@ -1,0 +1,460 @@
+"""Strict reading of untrusted JSON: bounded size and depth, UTF-8 only, no NaN, no duplicate keys.
+
+Everything read from outside the process (state files, response files, stdin) goes through
+``read_json_file`` or ``loads_strict``; each refusal is an ``UntrustedJSONError`` whose ``rule``
+says which check failed and whose ``json_path`` says where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from orchestrator._errors import UntrustedJSONError
+
+# ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from typing import Any
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "dumps_canonical",
+    "loads_strict",
+    "read_json_file",
+    "read_regular_file",
+]
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_DEPTH = 64
+
+# Without O_NONBLOCK, opening a FIFO with no writer would hang before fstat could refuse it.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+_HAS_NOFOLLOW = hasattr(os, "O_NOFOLLOW")
+_READ_CHUNK = 1024 * 1024
+
+# Longest marks first: the UTF-32-LE mark begins with the UTF-16-LE one.
+_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\xef\xbb\xbf", "UTF-8"),
+    (b"\xfe\xff", "UTF-16"),
+    (b"\xff\xfe", "UTF-16"),
+)
+
+# The depth scan only needs quotes and brackets; ``{}`` become ``[]`` so one pattern covers both.
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
+_BRACES_AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_BRACKET_WEIGHTS = bytes.maketrans(b"[]", b"\x02\x00")
+_INF = float("inf")
+
+_escapes_pattern: re.Pattern[bytes] | None = None
+_tokens_pattern: re.Pattern[bytes] | None = None
+
+
+def dumps_canonical(obj: Any) -> bytes:
+    """Serialise ``obj`` the one way this project writes JSON: UTF-8, 2-space indent, final newline.
+
+    Key order is kept as given, and NaN/Infinity raise ``ValueError`` so that everything
+    written can be read back by ``loads_strict``.
+    """
+    text = json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def read_regular_file(
+    path: str | os.PathLike[str], *, max_bytes: int, source: str | None = None
+) -> bytes:
+    """Return the bytes of the regular file at ``path``, refusing anything else.
+
+    Refuses a symbolic link (``symlink``), anything but a regular file (``not-a-file``) and a
+    file over ``max_bytes`` (``too-large``), never reading more than ``max_bytes + 1`` bytes.
+    ``FileNotFoundError`` propagates unchanged, so callers can treat it as "not there yet".
+    """
+    name = source if source is not None else os.fspath(path)
+    if not _HAS_NOFOLLOW and os.path.islink(path):
+        # Racy, but the best that can be done where the kernel cannot refuse links itself.
+        raise _symlink_error(name)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise _not_a_file_error(name, "a directory") from None
+    except OSError as exc:
+        # O_NOFOLLOW reports a link as ELOOP (EMLINK on some BSDs); lstat tells it from a real loop.
+        try:
+            is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            is_link = False
+        if is_link:
+            raise _symlink_error(name) from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_a_file_error(name, _file_kind(info.st_mode))
+        if info.st_size > max_bytes:
+            raise UntrustedJSONError(
+                f"file is {info.st_size} bytes, more than the limit of {max_bytes}; "
+                "write a smaller document or raise max_bytes",
+                source=name,
+                json_path="$",
+                rule="too-large",
+            )
+        # The file may grow after fstat, so the reads themselves are capped at max_bytes + 1.
+        chunks: list[bytes] = []
+        remaining = max_bytes + 1
+        want = min(remaining, max(info.st_size + 1, 1))
+        while remaining > 0:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+            want = min(remaining, _READ_CHUNK)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise UntrustedJSONError(
+            f"file grew past the limit of {max_bytes} bytes while being read; "
+            "write it completely before it is read, or raise max_bytes",
+            source=name,
+            json_path="$",
+            rule="too-large",
+        )
+    return data
+
+
+def read_json_file(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    source: str | None = None,
+) -> Any:
+    """Read and parse the JSON file at ``path`` under every rule of ``read_regular_file`` and
+    ``loads_strict``; errors name ``source`` (default: the path).
+    """
+    name = source if source is not None else os.fspath(path)
+    data = read_regular_file(path, max_bytes=max_bytes, source=name)
+    return loads_strict(data, source=name, max_bytes=max_bytes, max_depth=max_depth)
+
+
+def loads_strict(
+    data: bytes,
+    *,
+    source: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """Parse ``data`` as one JSON document, or raise ``UntrustedJSONError``.
+
+    Refused: more than ``max_bytes`` bytes (``too-large``), a byte-order mark (``bom``),
+    invalid UTF-8 (``encoding``), invalid or empty JSON (``syntax``), NaN/Infinity or a number
+    too large for a float (``constant``), a key repeated in one object (``duplicate-key``) and
+    nesting deeper than ``max_depth`` with the top-level value at depth 1 (``depth``).
+    ``source`` names the document in error messages.
+    """
+    if len(data) > max_bytes:
+        raise UntrustedJSONError(
+            f"document is {len(data)} bytes, more than the limit of {max_bytes}; "
+            "send a smaller document or raise max_bytes",
+            source=source,
+            json_path="$",
+            rule="too-large",
+        )
+    for mark, encoding in _BOMS:
+        if data.startswith(mark):
+            raise UntrustedJSONError(
+                f"starts with a {encoding} byte-order mark; save it as UTF-8 without a BOM",
+                source=source,
+                json_path="$",
+                rule="bom",
+            )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UntrustedJSONError(
+            f"not valid UTF-8 at byte offset {exc.start} (byte 0x{data[exc.start]:02x}); "
+            "save it as UTF-8",
+            source=source,
+            json_path="$",
+            rule="encoding",
+        ) from None
+    if not text.strip(" \t\r\n"):
+        what = "empty" if not text else "only whitespace"
+        raise UntrustedJSONError(
+            f"document is {what}; write one JSON value",
+            source=source,
+            json_path="$",
+            rule="syntax",
+        )
+    _check_depth(data, source, max_depth)
+
+    # The hooks leave a _Problem where the bad value was, so its path can be found afterwards
+    # by a walk that only runs when something was wrong.
+    problems: list[_Problem] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                break
+            seen.add(key)
+        problem = _Problem(
+            "duplicate-key",
+            f"key {_quote(key)} appears twice in one object; keep only one of them",
+        )
+        problems.append(problem)
+        return problem
+
+    def constant_hook(name: str) -> Any:
+        problem = _Problem("constant", f"{name} is not allowed; write a finite number or null")
+        problems.append(problem)
+        return problem
+
+    def float_hook(literal: str) -> Any:
+        number = float(literal)
+        if number - number == 0.0:  # false only for +-inf, which an oversized literal becomes
+            return number
+        problem = _Problem(
+            "constant",
+            f"number {literal[:40]} is too large and would read as Infinity; "
+            "write a smaller number or a string",
+        )
+        problems.append(problem)
+        return problem
+
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=pairs_hook,
+            parse_constant=constant_hook,
+            parse_float=float_hook,
+        )
+    except json.JSONDecodeError as exc:
+        raise UntrustedJSONError(
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            source=source,
+            json_path="$",
+            rule="syntax",
+        ) from None
+    except RecursionError:
+        # Second net: the byte scan should have refused this already.
+        raise UntrustedJSONError(
+            f"nesting is too deep to parse; keep it within {max_depth} levels",
+            source=source,
+            json_path="$",
+            rule="depth",
+        ) from None
+    except ValueError as exc:
+        # int() refuses literals over sys.get_int_max_str_digits() digits (CVE-2020-10735).
+        raise UntrustedJSONError(
+            f"a number is too long to read ({str(exc).split(';')[0]}); "
+            "write very long numbers as strings",
+            source=source,
+            json_path="$",
+            rule="syntax",
+        ) from None
+    if problems:
+        path, problem = _locate_problem(value)
+        raise UntrustedJSONError(problem.message, source=source, json_path=path, rule=problem.rule)
+    return value
+
+
+class _Problem:
+    """Stands in the parse result where a refused value (or object) was."""
+
+    __slots__ = ("message", "rule")
+
+    def __init__(self, rule: str, message: str) -> None:
+        self.rule = rule
+        self.message = message
+
+
+def _locate_problem(value: Any) -> tuple[str, _Problem]:
+    """Return the path and marker of the first _Problem in document order."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Problem):
+            return path, node
+        if isinstance(node, dict):
+            stack.extend((v, path + _member(k)) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((node[i], f"{path}[{i}]") for i in range(len(node) - 1, -1, -1))
+    raise AssertionError("a JSON hook reported a problem that is not in the result")
+
+
+def _member(key: str) -> str:
+    if key.isascii() and key.isidentifier():
+        return "." + key
+    return "[" + _quote(key) + "]"
+
+
+def _quote(key: str) -> str:
+    # json.dumps escapes control characters, so a message stays on one line whatever the key.
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _check_depth(data: bytes, source: str, max_depth: int) -> None:
+    """Refuse nesting deeper than ``max_depth`` before the recursive C parser sees it.
+
+    No Python-level loop over bytes, so it stays cheap next to ``json.loads``: escaped quotes
+    and backslashes are dropped (one regex) so every remaining quote delimits a string,
+    everything but quotes and brackets is deleted, string contents are cut out, and then
+    innermost ``[]`` pairs are removed once per level; within ``max_depth`` levels that
+    empties the text.
+    """
+    scanned = _escapes().sub(b"", data) if b"\\" in data else data
+    reduced = scanned.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
+    # Dropping '""' empties every string; if a quote survives, some string holds brackets.
+    outside = reduced.replace(b'""', b"")
+    if b'"' in outside:
+        outside = b"".join(reduced.split(b'"')[::2])
+    rest = outside
+    for _ in range(max_depth):
+        if not rest:
+            return
+        rest = rest.replace(b"[]", b"")
+    if not rest:
+        return
+    # Too deep, or merely unbalanced (a syntax error json will report): tell them apart exactly.
+    if _max_prefix_depth(outside) <= max_depth:
+        return
+    offset, path = _find_too_deep(data, max_depth)
+    if offset < 0:
+        where = ""
+    else:
+        line = data.count(b"\n", 0, offset) + 1
+        line_start = data.rfind(b"\n", 0, offset) + 1
+        column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
+        where = f" (line {line}, column {column})"
+    raise UntrustedJSONError(
+        f"nested deeper than {max_depth} levels{where}; flatten the document or raise max_depth",
+        source=source,
+        json_path=path,
+        rule="depth",
+    )
+
+
+def _max_prefix_depth(brackets: bytes) -> int:
+    """Deepest nesting of a string of ``[`` and ``]``, with C-speed iteration."""
+    import itertools
+    import operator
+
+    # '[' weighs 2 and ']' 0, so the running sum after n brackets, minus n, is the depth there.
+    weights = brackets.translate(_BRACKET_WEIGHTS)
+    depths = map(operator.sub, itertools.accumulate(weights), itertools.count(1))
+    return max(depths, default=0)
+
+
+def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str]:
+    """Byte offset and JSON path of the first container nested deeper than ``max_depth``.
+
+    Walks tokens in Python, so it only runs once the document is known to be too deep, and
+    stops at the first container too deep. Returns ``(-1, "$")`` if it cannot find one.
+    """
+    # Each open container: [is_object, index (arrays), key (objects), a key comes next].
+    stack: list[list[Any]] = []
+    for match in _tokens().finditer(data):
+        token = match.group()
+        first = token[0]
+        if first in b"[{":
+            if len(stack) >= max_depth:
+                return match.start(), _stack_path(stack)
+            stack.append([first == ord("{"), 0, None, True])
+        elif first in b"]}":
+            if not stack:
+                break
+            stack.pop()
+        elif not stack:
+            continue
+        elif first == ord(","):
+            frame = stack[-1]
+            if frame[0]:
+                frame[3] = True
+            else:
+                frame[1] += 1
+        elif first == ord(":"):
+            stack[-1][3] = False
+        elif stack[-1][0] and stack[-1][3]:
+            try:
+                stack[-1][2] = json.loads(token.decode("utf-8"))
+            except ValueError:
+                stack[-1][2] = token.decode("utf-8", "replace")[1:-1]
+    return -1, "$"
+
+
+def _stack_path(stack: list[list[Any]]) -> str:
+    parts = ["$"]
+    for is_object, index, key, _ in stack:
+        if not is_object:
+            parts.append(f"[{index}]")
+        elif isinstance(key, str):
+            parts.append(_member(key))
+    return "".join(parts)
+
+
+def _escapes() -> re.Pattern[bytes]:
+    # Compiled on first use: most documents have no backslash, and import time matters here.
+    global _escapes_pattern
+    if _escapes_pattern is None:
+        import re
+
+        # Left to right, so an escaped backslash is consumed before it could escape a quote.
+        _escapes_pattern = re.compile(rb'\\[\\"]')
+    return _escapes_pattern
+
+
+def _tokens() -> re.Pattern[bytes]:
+    global _tokens_pattern
+    if _tokens_pattern is None:
+        import re
+
+        _tokens_pattern = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
+    return _tokens_pattern
+
+
+def _symlink_error(name: str) -> UntrustedJSONError:
+    return UntrustedJSONError(
+        "is a symbolic link; write the file itself, not a link",
+        source=name,
+        json_path="$",
+        rule="symlink",
+    )
+
+
+def _not_a_file_error(name: str, kind: str) -> UntrustedJSONError:
+    return UntrustedJSONError(
+        f"is {kind}, not a regular file; point to a regular JSON file",
+        source=name,
+        json_path="$",
+        rule="not-a-file",
+    )
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a plain file"

@@ -1,0 +1,112 @@
+"""The ports: small protocols the engine depends on, implemented by ``orchestrator.adapters``.
+
+Each bridge method takes one attrs input object, so it can grow without breaking
+adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ._bridge import AgentRequest, AgentResponse, CheckpointState
+
+
+class HostRequired(BaseException):
+    """Raised by an invoker that cannot call the agent in-process: the host must answer.
+
+    A ``BaseException``, like the pause it leads to, so an ``except Exception`` in user
+    code between the engine and the invoker cannot swallow it.
+    """
+
+
+@runtime_checkable
+class AgentInvoker(Protocol):
+    """The seed's invoker: call an agent, return its answer text.
+
+    Raise :class:`orchestrator.AgentInvocationError` (with the seed's ``error_type``) on
+    failure, or :class:`HostRequired` to defer the call to the host through the bridge.
+    """
+
+    def invoke(self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any) -> str:
+        ...
+
+
+class Clock(Protocol):
+    """Wall-clock time, injected so that tests never wait."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class ReceivedResponse:
+    """A response document read from the host, with where it came from and its digest."""
+
+    response: AgentResponse
+    source: str
+    sha256: str
+
+
+@attrs.frozen(kw_only=True)
+class SaveStateInput:
+    state: CheckpointState
+
+
+@attrs.frozen(kw_only=True)
+class PublishInput:
+    """The requests now pending, in order; anything else published before is withdrawn."""
+
+    pending: Sequence[AgentRequest]
+
+
+@attrs.frozen(kw_only=True)
+class ConsumeInput:
+    """Response documents recorded durably in state, to be removed from the host's side."""
+
+    consumed: Sequence[ReceivedResponse]
+
+
+@attrs.frozen(kw_only=True)
+class FinishInput:
+    """The run ended (``completed`` or ``cancelled``): keep its history, clear the rest."""
+
+    state: CheckpointState
+    outcome: str
+    run_id: str
+
+
+class Bridge(Protocol):
+    """One workflow instance's durable state and its mailbox to the host."""
+
+    def lock(self) -> Any:
+        """A context manager holding the instance exclusively; refuses if already held."""
+        ...
+
+    def exists(self) -> bool:
+        ...
+
+    def load_state(self) -> CheckpointState:
+        ...
+
+    def save_state(self, request: SaveStateInput) -> None:
+        """Durably replace the state (atomic; survives power loss once it returns)."""
+        ...
+
+    def publish(self, request: PublishInput) -> None:
+        ...
+
+    def read_responses(self) -> list[ReceivedResponse]:
+        """Every response the host has left, parsed and validated; refuses bad ones whole."""
+        ...
+
+    def consume(self, request: ConsumeInput) -> None:
+        ...
+
+    def finish(self, request: FinishInput) -> str:
+        """Clean up after the run; returns where the run's history was kept."""
+        ...

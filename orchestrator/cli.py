@@ -1,0 +1,365 @@
+"""``orchestrate``: the composition root. Parses arguments, picks adapters, maps outcomes
+to exit codes (0 done, 1 error with state kept, 2 usage, 42 paused, 75 instance busy).
+
+Only what a command needs is imported, and only when it runs: a host spawns this once
+per pause, so start-up time is the product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._errors import (
+    InstanceBusyError,
+    InstanceExistsError,
+    NoInstanceError,
+    OrchestratorError,
+    UsageError,
+    WorkflowDefinitionError,
+    WorkflowNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from ._engine import Engine, Outcome
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.run_command(args)
+        return code
+    except InstanceBusyError as exc:
+        return _error(exc, EXIT_BUSY)
+    except (
+        NoInstanceError,
+        InstanceExistsError,
+        WorkflowNotFoundError,
+        WorkflowDefinitionError,
+        UsageError,
+    ) as exc:
+        return _error(exc, EXIT_USAGE)
+    except OrchestratorError as exc:
+        return _error(exc, EXIT_ERROR)
+
+
+def _error(exc: BaseException, code: int) -> int:
+    print(f"orchestrate: error: {exc}", file=sys.stderr)
+    return code
+
+
+# -- argument parsing -----------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orchestrate",
+        description="Run agent workflows that pause with exit 42 and resume where they stopped.",
+        epilog="exit codes: 0 done, 1 error (state kept), 2 usage, 42 paused for an agent, "
+        "75 another process holds the instance",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(run_command=handler)
+        return sub
+
+    def add_workdir(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--workdir", type=Path, default=None,
+            help="the instance's work directory (default: the current directory)",
+        )
+
+    def add_start(sub: argparse.ArgumentParser, *, required: bool) -> None:
+        sub.add_argument(
+            "workflow", nargs=None if required else "?",
+            help="pkg.module:Class, path/file.py:Class, or a registered workflow name",
+        )
+        sub.add_argument("--input", action="append", default=[], metavar="KEY=VALUE",
+                         help="a workflow input (repeatable)")
+        sub.add_argument("--output", default=None, help="the output path (default: the work directory)")
+
+    run = command("run", _cmd_run, "Start a workflow instance; runs until it pauses (42) or ends.")
+    add_start(run, required=True)
+    add_workdir(run)
+
+    resume = command("resume", _cmd_resume, "Record the host's responses and continue the instance.")
+    add_workdir(resume)
+    resume.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+
+    status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
+    add_workdir(status)
+    status.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+    respond = command("respond", _cmd_respond, "Write a valid response for a pending request.")
+    add_workdir(respond)
+    respond.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+    respond.add_argument("--request-id", default=None, help="needed when several requests are pending")
+    source = respond.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", default=None, help="the answer text")
+    source.add_argument("--file", type=Path, default=None, help="read the answer text from a file")
+    source.add_argument("--stdin", action="store_true", help="read the answer text from standard input")
+    respond.add_argument("--status", default="success", choices=["success", "error", "timeout", "cancelled"])
+    respond.add_argument("--error-type", default=None,
+                         choices=["AGENT_NOT_FOUND", "INVOCATION_FAILED", "TIMEOUT", "PARSE_ERROR",
+                                  "VALIDATION_ERROR", "UNKNOWN"])
+    respond.add_argument("--model", default=None)
+    respond.add_argument("--tokens-used", type=int, default=None)
+    respond.add_argument("--confidence", type=float, default=None)
+
+    drive = command("drive", _cmd_drive,
+                    "Host loop: run or resume, answer each request with HANDLER, until the end.")
+    add_start(drive, required=False)
+    add_workdir(drive)
+    drive.add_argument("--handler", required=True,
+                       help="shell command: gets the request JSON on stdin, prints the answer")
+    drive.add_argument("--parallel", type=int, default=4, help="handlers run at once (default 4)")
+
+    validate = command("validate", _cmd_validate,
+                       "Check a bridge file (request, response or state); exit 0 valid, 1 invalid.")
+    validate.add_argument("file", type=Path)
+    validate.add_argument("--kind", choices=["request", "response", "state"], default=None,
+                          help="default: from the file name")
+
+    schema = command("schema", _cmd_schema, "Print a JSON Schema (seed 004's, or a workflow's).")
+    schema.add_argument("kind", choices=["request", "response", "state"])
+    schema.add_argument("--workflow", default=None, help="derive the schema for this workflow")
+
+    cancel = command("cancel", _cmd_cancel,
+                     "Stop the instance: keep its history, remove its state and request files.")
+    add_workdir(cancel)
+    cancel.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+    return parser
+
+
+# -- composition --------------------------------------------------------------------------
+
+
+def _workdir(args: argparse.Namespace) -> Path:
+    workdir = (args.workdir or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        raise UsageError(f"work directory {workdir} does not exist")
+    return workdir
+
+
+def _state_path(workdir: Path, workflow_name: str | None) -> Path:
+    from ._bridge import state_file_name
+    from ._errors import NoInstanceError
+
+    if workflow_name:
+        path = workdir / state_file_name(workflow_name)
+        if not path.exists():
+            raise NoInstanceError(f"{workdir}: no {workflow_name} instance here ({path.name} is missing)")
+        return path
+    found = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
+    if not found:
+        raise NoInstanceError(
+            f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
+            "'orchestrate run WORKFLOW'"
+        )
+    if len(found) > 1:
+        names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
+        raise UsageError(f"{workdir} holds several instances ({names}); choose one with --workflow")
+    return found[0]
+
+
+def _recorded_reference(state_path: Path) -> str:
+    """The workflow reference recorded at ``run``, read without structuring the state."""
+    from ._errors import ContractError
+    from ._json import loads_strict, read_regular_file
+
+    data = loads_strict(read_regular_file(state_path, max_bytes=256 * 1024 * 1024), source=str(state_path))
+    try:
+        reference = data["phase_data"]["x_orchestrator"]["workflow"]
+    except (KeyError, TypeError):
+        reference = None
+    if not isinstance(reference, str):
+        raise ContractError(
+            "no workflow reference recorded: this state was not written by orchestrate",
+            source=str(state_path), json_path="$.phase_data.x_orchestrator.workflow", rule="required",
+        )
+    return reference
+
+
+def _engine_for(workflow_cls: Any, workdir: Path) -> Engine:
+    from ._engine import Engine
+    from .adapters.file_bridge import FileBridge, FileBridgeInvoker
+
+    return Engine(workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=FileBridgeInvoker())
+
+
+def _instance_engine(args: argparse.Namespace) -> Engine:
+    from ._loader import load_workflow
+
+    workdir = _workdir(args)
+    reference = _recorded_reference(_state_path(workdir, args.workflow))
+    return _engine_for(load_workflow(reference), workdir)
+
+
+def _parse_inputs(pairs: list[str]) -> dict[str, str]:
+    inputs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--input {pair!r}: write KEY=VALUE")
+        inputs[key] = value
+    return inputs
+
+
+def _start(args: argparse.Namespace, workdir: Path) -> Outcome:
+    from ._loader import load_workflow, resolve_reference
+
+    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
+    workflow_cls = load_workflow(reference)
+    inputs = _parse_inputs(args.input)
+    output = str(Path(args.output).resolve()) if args.output else None
+    return _engine_for(workflow_cls, workdir).start(
+        workflow_ref=reference, workdir=workdir, inputs=inputs, output_path=output
+    )
+
+
+def _report(outcome: Outcome, workdir: Path) -> int:
+    print(f"orchestrate: {outcome.message}", file=sys.stderr)
+    if outcome.status == "paused":
+        from ._bridge import REQUEST_FILE, REQUESTS_DIR
+
+        if len(outcome.pending) == 1:
+            print(workdir / REQUEST_FILE)
+        else:
+            for request in outcome.pending:
+                print(workdir / REQUESTS_DIR / f"{request.request_id}.json")
+    return outcome.exit_code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    workdir = _workdir(args)
+    return _report(_start(args, workdir), workdir)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    return _report(_instance_engine(args).resume(), _workdir(args))
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import json
+
+    from ._inspect import describe_instance
+
+    workdir = _workdir(args)
+    path = _state_path(workdir, args.workflow)
+    summary = describe_instance(path)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(_format_status(summary))
+    return EXIT_OK
+
+
+def _format_status(summary: dict[str, Any]) -> str:
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']})",
+        f"status     {summary['status']}" + (f": {summary['failure']}" if summary.get("failure") else ""),
+        f"phase      {summary['phase']} {summary['phase_name']}  (checkpoint {summary['checkpoint_name']})",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for request in summary["pending"]:
+        lines.append(
+            f"pending    {request['request_id']}  {request['agent_name']}  retry {request['retry_count']}"
+            f"  -> answer in {request['response_file']}"
+        )
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
+    lines.append(f"requests   {counts or 'none yet'}")
+    return "\n".join(lines)
+
+
+def _cmd_respond(args: argparse.Namespace) -> int:
+    from ._inspect import write_response
+
+    workdir = _workdir(args)
+    if args.stdin:
+        text = sys.stdin.read()
+    elif args.file is not None:
+        text = args.file.read_text(encoding="utf-8")
+    else:
+        text = args.text
+    target = write_response(
+        _state_path(workdir, args.workflow),
+        request_id=args.request_id,
+        text=text,
+        status=args.status,
+        error_type=args.error_type,
+        model=args.model,
+        tokens_used=args.tokens_used,
+        confidence=args.confidence,
+    )
+    print(target)
+    return EXIT_OK
+
+
+def _cmd_drive(args: argparse.Namespace) -> int:
+    from ._drive import drive
+
+    workdir = _workdir(args)
+    has_instance = any(workdir.glob(".*-state.json"))
+    if has_instance:
+        engine = _instance_engine(argparse.Namespace(workdir=workdir, workflow=None))
+        outcome = engine.resume()
+    elif args.workflow:
+        outcome = _start(args, workdir)
+    else:
+            raise UsageError("no instance in the work directory: name the WORKFLOW to start")
+    print(f"orchestrate: {outcome.message}", file=sys.stderr)
+
+    def resume() -> Outcome:
+        return _instance_engine(argparse.Namespace(workdir=workdir, workflow=None)).resume()
+
+    final = drive(outcome, resume=resume, handler=args.handler, workdir=workdir, parallel=args.parallel)
+    return final.exit_code
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from ._inspect import validate_file
+
+    problems = validate_file(args.file, kind=args.kind)
+    if problems:
+        for problem in problems:
+            print(f"invalid: {problem}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"valid: {args.file}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from ._schemas import seed_schema, workflow_schemas
+
+    if args.workflow:
+        from ._loader import load_workflow, resolve_reference
+
+        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+        schema = workflow_schemas(workflow_cls)[args.kind]
+    else:
+        schema = seed_schema(args.kind)
+    print(json.dumps(schema, indent=2))
+    return EXIT_OK
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    history = _instance_engine(args).cancel()
+    print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))
