@@ -17,7 +17,10 @@ from pathlib import Path
 
 from ._errors import InstanceBusyError
 
-_crash_at = int(os.environ.get("ORCHESTRATOR_CRASH_AT", "0") or 0)
+# ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
+# every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
+_crash_setting = os.environ.get("ORCHESTRATOR_CRASH_AT", "")
+_crash_at = -1 if _crash_setting == "count" else int(_crash_setting or 0)
 _crash_log = os.environ.get("ORCHESTRATOR_CRASH_LOG", "")
 _crash_points_seen = 0
 
@@ -28,7 +31,10 @@ def crash_point(label: str) -> None:
     if not _crash_at:
         return
     _crash_points_seen += 1
-    if _crash_points_seen == _crash_at:
+    if _crash_at == -1:
+        with open(_crash_log, "a", encoding="utf-8") as log:
+            log.write(f"{_crash_points_seen} {label}\n")
+    elif _crash_points_seen == _crash_at:
         if _crash_log:
             with open(_crash_log, "a", encoding="utf-8") as log:
                 log.write(f"{_crash_at} {label}\n")

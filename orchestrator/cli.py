@@ -207,11 +207,15 @@ def _instance_engine(args: argparse.Namespace) -> Engine:
 
 
 def _parse_inputs(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs. Keys ending in ``_path`` or ``_dir`` are paths: made absolute
+    against the current directory now, so a later ``resume`` from elsewhere finds them."""
     inputs = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--input {pair!r}: write KEY=VALUE")
+        if key.endswith(("_path", "_dir")) and value:
+            value = str(Path(value).resolve())
         inputs[key] = value
     return inputs
 
