@@ -32,7 +32,14 @@ from .._bridge_codec import dump_document, parse_response, parse_state
 from .._durable import InstanceLock, atomic_write, fsync_directory, remove_file
 from .._errors import ContractError, NoInstanceError, ResponseRejectedError
 from .._json import loads_strict, read_regular_file
-from .._ports import ConsumeInput, FinishInput, HostRequired, PublishInput, ReceivedResponse, SaveStateInput
+from .._ports import (
+    ConsumeInput,
+    FinishInput,
+    HostRequired,
+    PublishInput,
+    ReceivedResponse,
+    SaveStateInput,
+)
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_STATE_BYTES = 256 * 1024 * 1024
@@ -42,7 +49,9 @@ HISTORY_DIR = ".orchestrator"
 class FileBridgeInvoker:
     """The CLI's default invoker: no agent is called in-process; every ask goes to the host."""
 
-    def invoke(self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any) -> str:
+    def invoke(
+        self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any
+    ) -> str:
         raise HostRequired()
 
 
@@ -78,7 +87,9 @@ class FileBridge:
                 f"{self.state_path.name}); start one with 'orchestrate run'"
             ) from None
         source = str(self.state_path)
-        return parse_state(loads_strict(raw, source=source, max_bytes=MAX_STATE_BYTES), source=source)
+        return parse_state(
+            loads_strict(raw, source=source, max_bytes=MAX_STATE_BYTES), source=source
+        )
 
     def save_state(self, request: SaveStateInput) -> None:
         atomic_write(self.state_path, dump_document(request.state))
@@ -93,7 +104,11 @@ class FileBridge:
         if len(pending) > 1:
             self.requests_dir.mkdir(exist_ok=True)
             for item in pending:
-                atomic_write(self.requests_dir / f"{item.request_id}.json", dump_document(item), durable=False)
+                atomic_write(
+                    self.requests_dir / f"{item.request_id}.json",
+                    dump_document(item),
+                    durable=False,
+                )
         if pending:
             atomic_write(self.request_path, dump_document(pending[0]), durable=False)
         else:
@@ -116,7 +131,9 @@ class FileBridge:
             except ContractError as exc:
                 raise _rejected(path, exc) from None
             received.append(
-                ReceivedResponse(response=response, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
+                ReceivedResponse(
+                    response=response, source=str(path), sha256=hashlib.sha256(raw).hexdigest()
+                )
             )
         return received
 

@@ -46,7 +46,36 @@ _EXPORTS = {
     "workflow_schemas": "_schemas",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AgentFailedError",
+    "AgentInvocationError",
+    "AgentInvoker",
+    "AgentRequest",
+    "AgentResponse",
+    "Ask",
+    "CheckpointState",
+    "Clock",
+    "ContractError",
+    "Engine",
+    "ErrorType",
+    "HostRequired",
+    "InstanceBusyError",
+    "NonDeterminismError",
+    "OrchestratorError",
+    "Outcome",
+    "PhaseContext",
+    "PhaseResult",
+    "RequestStatus",
+    "ResponseMetadata",
+    "ResponseRejectedError",
+    "RunFailedError",
+    "UnknownVersionError",
+    "Workflow",
+    "WorkflowDefinitionError",
+    "bridge_schemas",
+    "phase",
+    "workflow_schemas",
+]
 
 if TYPE_CHECKING:
     from ._bridge import (

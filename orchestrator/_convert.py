@@ -25,9 +25,7 @@ EXTENSION_PREFIX = "x_"
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # RFC 3339 date-time, as JSON Schema's "date-time" format means it.
-_DATE_TIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def _open_map_hook(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
@@ -127,7 +125,9 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _strict_str)
     converter.register_structure_hook(bool, _strict_bool)
     converter.register_structure_hook_factory(attrs.has, lambda cls: _open_map_hook(cls, converter))
-    converter.register_unstructure_hook_factory(attrs.has, lambda cls: _drop_none_hook(cls, converter))
+    converter.register_unstructure_hook_factory(
+        attrs.has, lambda cls: _drop_none_hook(cls, converter)
+    )
     return converter
 
 
@@ -175,17 +175,22 @@ def _first_leaf(exc: BaseException, path: str) -> tuple[str, BaseException]:
     from cattrs.errors import ClassValidationError, IterableValidationError
 
     if isinstance(exc, ClassValidationError):
-        for sub, note in zip(*exc.group_exceptions()):  # type: ignore[call-overload]
-            name = getattr(note, "name", None)
+        with_notes, without_notes = exc.group_exceptions()
+        for sub, note in with_notes:
             if isinstance(sub, KeyError) and not isinstance(sub, _UnknownKeys):
-                return path, KeyError(name)
-            return _first_leaf(sub, f"{path}.{name}" if name else path)
+                return path, KeyError(note.name)
+            return _first_leaf(sub, f"{path}.{note.name}")
+        for sub in without_notes:
+            return _first_leaf(sub, path)
     if isinstance(exc, IterableValidationError):
-        for sub, note in zip(*exc.group_exceptions()):  # type: ignore[call-overload]
-            index = getattr(note, "index", None)
-            return _first_leaf(sub, f"{path}[{index}]" if index is not None else path)
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _first_leaf(exc.exceptions[0], path)
+        items, without_notes = exc.group_exceptions()
+        for sub, item_note in items:
+            return _first_leaf(sub, f"{path}[{item_note.index}]")
+        for sub in without_notes:
+            return _first_leaf(sub, path)
+    nested = getattr(exc, "exceptions", None)  # an ExceptionGroup (a backport on 3.10)
+    if nested:
+        return _first_leaf(nested[0], path)
     return path, exc
 
 

@@ -54,8 +54,11 @@ def drive(
 
 def _ask_handler(handler: str, request: AgentRequest, workdir: Path) -> dict[str, Any]:
     payload = dump_document(request)
-    env = {**os.environ, "ORCHESTRATOR_REQUEST_FILE": str(workdir / ".agent-request.json"),
-           "ORCHESTRATOR_REQUEST_ID": request.request_id}
+    env = {
+        **os.environ,
+        "ORCHESTRATOR_REQUEST_FILE": str(workdir / ".agent-request.json"),
+        "ORCHESTRATOR_REQUEST_ID": request.request_id,
+    }
     started = time.monotonic()
     try:
         completed = subprocess.run(
@@ -68,12 +71,22 @@ def _ask_handler(handler: str, request: AgentRequest, workdir: Path) -> dict[str
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return _error(request, "timeout", "TIMEOUT",
-                      f"handler did not answer within {request.timeout_seconds} s", started)
+        return _error(
+            request,
+            "timeout",
+            "TIMEOUT",
+            f"handler did not answer within {request.timeout_seconds} s",
+            started,
+        )
     if completed.returncode != 0:
         tail = completed.stderr.decode("utf-8", "replace")[-_STDERR_TAIL:].strip()
-        return _error(request, "error", "INVOCATION_FAILED",
-                      f"handler exited with {completed.returncode}: {tail}", started)
+        return _error(
+            request,
+            "error",
+            "INVOCATION_FAILED",
+            f"handler exited with {completed.returncode}: {tail}",
+            started,
+        )
     text = completed.stdout.decode("utf-8", "replace")
     document = _as_document(text, request)
     if document is not None:
@@ -108,7 +121,9 @@ def _as_document(text: str, request: AgentRequest) -> dict[str, Any] | None:
     return unstructure(parse_response(data, source="handler output"))  # type: ignore[no-any-return]
 
 
-def _error(request: AgentRequest, status: str, error_type: str, message: str, started: float) -> dict[str, Any]:
+def _error(
+    request: AgentRequest, status: str, error_type: str, message: str, started: float
+) -> dict[str, Any]:
     return {
         "request_id": request.request_id,
         "version": "1.0",

@@ -10,6 +10,7 @@ real SIGKILL at a numbered point; it costs one dictionary lookup when unset.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -90,10 +91,8 @@ def remove_file(path: Path) -> bool:
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 class InstanceLock:

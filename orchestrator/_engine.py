@@ -61,9 +61,9 @@ T = TypeVar("T")
 
 ENGINE_KEY = "x_orchestrator"
 RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
-FALLBACK_ERRORS = frozenset(
-    {ErrorType.PARSE_ERROR, ErrorType.VALIDATION_ERROR, ErrorType.UNKNOWN}
-) | RETRYABLE
+FALLBACK_ERRORS = (
+    frozenset({ErrorType.PARSE_ERROR, ErrorType.VALIDATION_ERROR, ErrorType.UNKNOWN}) | RETRYABLE
+)
 
 
 class Pause(BaseException):
@@ -312,8 +312,7 @@ class Engine:
         record.x_note = f"retried as {request.request_id}"
         for entry in self._require_record().journal:
             entry.request_ids = [
-                request.request_id if rid == record.request_id else rid
-                for rid in entry.request_ids
+                request.request_id if rid == record.request_id else rid for rid in entry.request_ids
             ]
         return retry
 
@@ -381,7 +380,9 @@ class Engine:
 
     def _complete_phase(self, spec: PhaseSpec, result: PhaseResult) -> PhaseSpec | None:
         state, record = self._require_state(), self._require_record()
-        state.phase_data[spec.name] = to_json_value(result.output, where=f"phase {spec.name!r} output")
+        state.phase_data[spec.name] = to_json_value(
+            result.output, where=f"phase {spec.name!r} output"
+        )
         state.completed_phases.append(
             CompletedPhase(
                 phase=spec.number,
@@ -402,7 +403,9 @@ class Engine:
         record.status = "completed"
         self._store_record()
         outputs = {k: v for k, v in state.phase_data.items() if k != "x_orchestrator"}
-        history = self.bridge.finish(FinishInput(state=state, outcome="completed", run_id=record.run_id))
+        history = self.bridge.finish(
+            FinishInput(state=state, outcome="completed", run_id=record.run_id)
+        )
         self._consumed = []
         return Outcome(
             status="completed",
@@ -472,7 +475,9 @@ class Engine:
         self.bridge.save_state(SaveStateInput(state=state))
 
     def _pending(self) -> list[AgentRequestRecord]:
-        return [r for r in self._require_state().agent_requests if r.status is HistoryStatus.PENDING]
+        return [
+            r for r in self._require_state().agent_requests if r.status is HistoryStatus.PENDING
+        ]
 
     def _records_by_id(self) -> dict[str, AgentRequestRecord]:
         return {r.request_id: r for r in self._require_state().agent_requests}
@@ -495,10 +500,14 @@ class Engine:
         journal = self._require_record().journal
         return journal[position] if position < len(journal) else None
 
-    def open_requests(self, spec: PhaseSpec, position: int, asks: Sequence[Ask], kind: str) -> JournalEntry:
+    def open_requests(
+        self, spec: PhaseSpec, position: int, asks: Sequence[Ask], kind: str
+    ) -> JournalEntry:
         state = self._require_state()
         now = format_time(self.clock.now())
-        entry = JournalEntry(position=position, kind=kind, fingerprint=[_ask_fingerprint(a) for a in asks])
+        entry = JournalEntry(
+            position=position, kind=kind, fingerprint=[_ask_fingerprint(a) for a in asks]
+        )
         records = []
         for ask in asks:
             context = dict(ask.context or {})
@@ -521,9 +530,8 @@ class Engine:
             records.append(self._new_record(request, position=position))
             entry.request_ids.append(request.request_id)
         self._require_record().journal.append(entry)
-        if self.invoker is not None:
-            if self._invoke_in_process(records):
-                self._save("after_agent_invocation")
+        if self.invoker is not None and self._invoke_in_process(records):
+            self._save("after_agent_invocation")
         return entry
 
     def _invoke_in_process(self, records: list[AgentRequestRecord]) -> bool:
@@ -537,7 +545,9 @@ class Engine:
                 started = self.clock.now()
                 try:
                     text = self.invoker.invoke(
-                        request.agent_name, request.prompt, request.timeout_seconds,
+                        request.agent_name,
+                        request.prompt,
+                        request.timeout_seconds,
                         context=request.context,
                     )
                     response = AgentResponse(
@@ -599,7 +609,11 @@ class PhaseContext:
         if phase_name not in data or phase_name == ENGINE_KEY:
             raise KeyError(f"phase {phase_name!r} has no recorded output (yet)")
         value = data[phase_name]
-        return structure(value, output_type, source=f"phase_data.{phase_name}") if output_type else value
+        return (
+            structure(value, output_type, source=f"phase_data.{phase_name}")
+            if output_type
+            else value
+        )
 
     def ask(
         self,
@@ -682,7 +696,7 @@ class PhaseContext:
         records = [engine.record_by_id(rid) for rid in entry.request_ids]
         if any(r.status is HistoryStatus.PENDING for r in records):
             raise Pause()
-        return [self._answer(record, ask) for record, ask in zip(records, asks)]
+        return [self._answer(record, ask) for record, ask in zip(records, asks, strict=True)]
 
     def _check_ask(self, ask: Ask) -> None:
         where = f"phase {self._spec.name!r}"
@@ -719,7 +733,8 @@ class PhaseContext:
             raise self._failure(
                 record,
                 ErrorType.VALIDATION_ERROR,
-                f"confidence {response.get_confidence()} is below the required {ask.min_confidence}",
+                f"confidence {response.get_confidence()} is below the required "
+                f"{ask.min_confidence}",
             )
         text = response.response or ""
         if ask.output_type is None:
@@ -727,13 +742,19 @@ class PhaseContext:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self._failure(record, ErrorType.PARSE_ERROR, f"the answer is not JSON: {exc}") from None
+            raise self._failure(
+                record, ErrorType.PARSE_ERROR, f"the answer is not JSON: {exc}"
+            ) from None
         try:
             return structure(data, ask.output_type, source=f"response to {record.request_id}")
         except ContractError as exc:
-            raise self._failure(record, ErrorType.VALIDATION_ERROR, exc.detail + f" at {exc.json_path}") from None
+            raise self._failure(
+                record, ErrorType.VALIDATION_ERROR, exc.detail + f" at {exc.json_path}"
+            ) from None
 
-    def _failure(self, record: AgentRequestRecord, error: ErrorType, message: str) -> AgentFailedError:
+    def _failure(
+        self, record: AgentRequestRecord, error: ErrorType, message: str
+    ) -> AgentFailedError:
         if record.status is not HistoryStatus.FAILED:
             record.status = HistoryStatus.FAILED
             record.x_note = f"{error.value}: {message}"
@@ -751,7 +772,11 @@ class PhaseContext:
     def _expect(self, entry: JournalEntry, *, kind: str, fingerprint: list[str], what: str) -> None:
         if entry.kind == kind and entry.fingerprint == fingerprint:
             return
-        changed = "the call changed" if entry.kind != kind else _fingerprint_change(entry.fingerprint, fingerprint)
+        changed = (
+            "the call changed"
+            if entry.kind != kind
+            else _fingerprint_change(entry.fingerprint, fingerprint)
+        )
         raise NonDeterminismError(
             f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}: "
             f"the recorded run made {_describe(entry)}, this run makes {what} ({changed}); a "
@@ -780,7 +805,7 @@ def _describe_asks(kind: str, asks: Sequence[Ask]) -> str:
 def _fingerprint_change(old: list[str], new: list[str]) -> str:
     if len(old) != len(new):
         return f"{len(old)} requests recorded, {len(new)} now"
-    for index, (a, b) in enumerate(zip(old, new)):
+    for index, (a, b) in enumerate(zip(old, new, strict=True)):
         if a != b:
             old_agent, old_hash = a.split(" ")
             new_agent, new_hash = b.split(" ")

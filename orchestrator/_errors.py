@@ -14,7 +14,9 @@ class ContractError(OrchestratorError, ValueError):
     (``$.metadata.confidence``), ``rule`` the rule that was broken.
     """
 
-    def __init__(self, message: str, *, source: str = "", json_path: str = "$", rule: str = "") -> None:
+    def __init__(
+        self, message: str, *, source: str = "", json_path: str = "$", rule: str = ""
+    ) -> None:
         self.source = source
         self.json_path = json_path
         self.rule = rule

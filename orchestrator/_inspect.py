@@ -15,7 +15,10 @@ from ._json import loads_strict, read_regular_file
 
 
 def _load(path: Path) -> Any:
-    return parse_state(loads_strict(read_regular_file(path, max_bytes=256 * 1024 * 1024), source=str(path)), source=str(path))
+    return parse_state(
+        loads_strict(read_regular_file(path, max_bytes=256 * 1024 * 1024), source=str(path)),
+        source=str(path),
+    )
 
 
 def describe_instance(state_path: Path) -> dict[str, Any]:
@@ -45,7 +48,9 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
                 "retry_count": r.x_request.retry_count,
                 "created_at": r.x_request.created_at,
                 "timeout_seconds": r.x_request.timeout_seconds,
-                "response_file": str(_response_target(state_path.parent, r.request_id, len(pending))),
+                "response_file": str(
+                    _response_target(state_path.parent, r.request_id, len(pending))
+                ),
             }
             for r in pending
         ],
@@ -95,7 +100,9 @@ def write_response(
         document["error_message"] = text or status
         document["error_type"] = error_type or ("TIMEOUT" if status == "timeout" else "UNKNOWN")
     metadata = {
-        k: v for k, v in (("model", model), ("tokens_used", tokens_used), ("confidence", confidence)) if v is not None
+        k: v
+        for k, v in (("model", model), ("tokens_used", tokens_used), ("confidence", confidence))
+        if v is not None
     }
     if metadata:
         document["metadata"] = metadata
@@ -114,7 +121,9 @@ def detect_kind(path: Path) -> str:
         return "response"
     if "request" in name or path.parent.name == REQUESTS_DIR:
         return "request"
-    raise UsageError(f"{path}: cannot tell the kind from the name; pass --kind request|response|state")
+    raise UsageError(
+        f"{path}: cannot tell the kind from the name; pass --kind request|response|state"
+    )
 
 
 def validate_file(path: Path, *, kind: str | None) -> list[str]:
@@ -129,4 +138,3 @@ def validate_file(path: Path, *, kind: str | None) -> list[str]:
     except ContractError as exc:
         return [str(exc)]
     return []
-

@@ -322,10 +322,11 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
     """
     scanned = _escapes().sub(b"", data) if b"\\" in data else data
     reduced = scanned.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
-    # Dropping '""' empties every string; if a quote survives, some string holds brackets.
+    # Each '""' is an empty string or the seam between two strings with nothing between them,
+    # so dropping it keeps what lies outside strings; quotes left enclose bracket-holding text.
     outside = reduced.replace(b'""', b"")
     if b'"' in outside:
-        outside = b"".join(reduced.split(b'"')[::2])
+        outside = b"".join(outside.split(b'"')[::2])
     rest = outside
     for _ in range(max_depth):
         if not rest:

@@ -27,7 +27,11 @@ def workflow_harness(tmp_path: Path, fake_clock: FakeClock):  # type: ignore[no-
 
     def make(workflow_cls, *, invoker=None, workdir=None):  # type: ignore[no-untyped-def]
         return WorkflowHarness(
-            workflow_cls, Path(workdir or tmp_path), invoker=invoker, clock=fake_clock, new_id=SequentialIds()
+            workflow_cls,
+            Path(workdir or tmp_path),
+            invoker=invoker,
+            clock=fake_clock,
+            new_id=SequentialIds(),
         )
 
     return make

@@ -25,7 +25,9 @@ _SEED_PURPOSE = "template creation"
 
 def seed_schema(kind: str) -> dict[str, Any]:
     """Seed 004's schema for ``kind`` (request, response or state), as printed."""
-    text = resources.files("orchestrator.schemas").joinpath(_FILES[kind]).read_text(encoding="utf-8")
+    text = (
+        resources.files("orchestrator.schemas").joinpath(_FILES[kind]).read_text(encoding="utf-8")
+    )
     data: dict[str, Any] = json.loads(text)
     return data
 

@@ -189,9 +189,7 @@ def _check_definition(cls: type[Workflow]) -> None:
                 raise WorkflowDefinitionError(
                     f"{label}: fallback {spec.fallback!r} is not a method of the class"
                 )
-            _check_arity(
-                cls, spec.fallback, 3, f"{label}: fallback must take (self, ctx, error)"
-            )
+            _check_arity(cls, spec.fallback, 3, f"{label}: fallback must take (self, ctx, error)")
 
 
 def _check_arity(cls: type[Workflow], method_name: str, positional: int, message: str) -> None:

@@ -75,70 +75,121 @@ def _parser() -> argparse.ArgumentParser:
 
     def add_workdir(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "--workdir", type=Path, default=None,
+            "--workdir",
+            type=Path,
+            default=None,
             help="the instance's work directory (default: the current directory)",
         )
 
     def add_start(sub: argparse.ArgumentParser, *, required: bool) -> None:
         sub.add_argument(
-            "workflow", nargs=None if required else "?",
+            "workflow",
+            nargs=None if required else "?",
             help="pkg.module:Class, path/file.py:Class, or a registered workflow name",
         )
-        sub.add_argument("--input", action="append", default=[], metavar="KEY=VALUE",
-                         help="a workflow input (repeatable)")
-        sub.add_argument("--output", default=None, help="the output path (default: the work directory)")
+        sub.add_argument(
+            "--input",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a workflow input (repeatable)",
+        )
+        sub.add_argument(
+            "--output", default=None, help="the output path (default: the work directory)"
+        )
 
     run = command("run", _cmd_run, "Start a workflow instance; runs until it pauses (42) or ends.")
     add_start(run, required=True)
     add_workdir(run)
 
-    resume = command("resume", _cmd_resume, "Record the host's responses and continue the instance.")
+    resume = command(
+        "resume", _cmd_resume, "Record the host's responses and continue the instance."
+    )
     add_workdir(resume)
-    resume.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+    resume.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
 
     status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
     add_workdir(status)
-    status.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+    status.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
     respond = command("respond", _cmd_respond, "Write a valid response for a pending request.")
     add_workdir(respond)
-    respond.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
-    respond.add_argument("--request-id", default=None, help="needed when several requests are pending")
+    respond.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+    respond.add_argument(
+        "--request-id", default=None, help="needed when several requests are pending"
+    )
     source = respond.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", default=None, help="the answer text")
     source.add_argument("--file", type=Path, default=None, help="read the answer text from a file")
-    source.add_argument("--stdin", action="store_true", help="read the answer text from standard input")
-    respond.add_argument("--status", default="success", choices=["success", "error", "timeout", "cancelled"])
-    respond.add_argument("--error-type", default=None,
-                         choices=["AGENT_NOT_FOUND", "INVOCATION_FAILED", "TIMEOUT", "PARSE_ERROR",
-                                  "VALIDATION_ERROR", "UNKNOWN"])
+    source.add_argument(
+        "--stdin", action="store_true", help="read the answer text from standard input"
+    )
+    respond.add_argument(
+        "--status", default="success", choices=["success", "error", "timeout", "cancelled"]
+    )
+    respond.add_argument(
+        "--error-type",
+        default=None,
+        choices=[
+            "AGENT_NOT_FOUND",
+            "INVOCATION_FAILED",
+            "TIMEOUT",
+            "PARSE_ERROR",
+            "VALIDATION_ERROR",
+            "UNKNOWN",
+        ],
+    )
     respond.add_argument("--model", default=None)
     respond.add_argument("--tokens-used", type=int, default=None)
     respond.add_argument("--confidence", type=float, default=None)
 
-    drive = command("drive", _cmd_drive,
-                    "Host loop: run or resume, answer each request with HANDLER, until the end.")
+    drive = command(
+        "drive",
+        _cmd_drive,
+        "Host loop: run or resume, answer each request with HANDLER, until the end.",
+    )
     add_start(drive, required=False)
     add_workdir(drive)
-    drive.add_argument("--handler", required=True,
-                       help="shell command: gets the request JSON on stdin, prints the answer")
+    drive.add_argument(
+        "--handler",
+        required=True,
+        help="shell command: gets the request JSON on stdin, prints the answer",
+    )
     drive.add_argument("--parallel", type=int, default=4, help="handlers run at once (default 4)")
 
-    validate = command("validate", _cmd_validate,
-                       "Check a bridge file (request, response or state); exit 0 valid, 1 invalid.")
+    validate = command(
+        "validate",
+        _cmd_validate,
+        "Check a bridge file (request, response or state); exit 0 valid, 1 invalid.",
+    )
     validate.add_argument("file", type=Path)
-    validate.add_argument("--kind", choices=["request", "response", "state"], default=None,
-                          help="default: from the file name")
+    validate.add_argument(
+        "--kind",
+        choices=["request", "response", "state"],
+        default=None,
+        help="default: from the file name",
+    )
 
     schema = command("schema", _cmd_schema, "Print a JSON Schema (seed 004's, or a workflow's).")
     schema.add_argument("kind", choices=["request", "response", "state"])
     schema.add_argument("--workflow", default=None, help="derive the schema for this workflow")
 
-    cancel = command("cancel", _cmd_cancel,
-                     "Stop the instance: keep its history, remove its state and request files.")
+    cancel = command(
+        "cancel",
+        _cmd_cancel,
+        "Stop the instance: keep its history, remove its state and request files.",
+    )
     add_workdir(cancel)
-    cancel.add_argument("--workflow", default=None, help="which instance, when a directory holds several")
+    cancel.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
     return parser
 
 
@@ -159,7 +210,9 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
     if workflow_name:
         path = workdir / state_file_name(workflow_name)
         if not path.exists():
-            raise NoInstanceError(f"{workdir}: no {workflow_name} instance here ({path.name} is missing)")
+            raise NoInstanceError(
+                f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
+            )
         return path
     found = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
     if not found:
@@ -178,7 +231,9 @@ def _recorded_reference(state_path: Path) -> str:
     from ._errors import ContractError
     from ._json import loads_strict, read_regular_file
 
-    data = loads_strict(read_regular_file(state_path, max_bytes=256 * 1024 * 1024), source=str(state_path))
+    data = loads_strict(
+        read_regular_file(state_path, max_bytes=256 * 1024 * 1024), source=str(state_path)
+    )
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):
@@ -186,7 +241,9 @@ def _recorded_reference(state_path: Path) -> str:
     if not isinstance(reference, str):
         raise ContractError(
             "no workflow reference recorded: this state was not written by orchestrate",
-            source=str(state_path), json_path="$.phase_data.x_orchestrator.workflow", rule="required",
+            source=str(state_path),
+            json_path="$.phase_data.x_orchestrator.workflow",
+            rule="required",
         )
     return reference
 
@@ -195,7 +252,9 @@ def _engine_for(workflow_cls: Any, workdir: Path) -> Engine:
     from ._engine import Engine
     from .adapters.file_bridge import FileBridge, FileBridgeInvoker
 
-    return Engine(workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=FileBridgeInvoker())
+    return Engine(
+        workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=FileBridgeInvoker()
+    )
 
 
 def _instance_engine(args: argparse.Namespace) -> Engine:
@@ -272,13 +331,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _format_status(summary: dict[str, Any]) -> str:
     lines = [
         f"workflow   {summary['workflow']}  (run {summary['run_id']})",
-        f"status     {summary['status']}" + (f": {summary['failure']}" if summary.get("failure") else ""),
-        f"phase      {summary['phase']} {summary['phase_name']}  (checkpoint {summary['checkpoint_name']})",
+        f"status     {summary['status']}"
+        + (f": {summary['failure']}" if summary.get("failure") else ""),
+        f"phase      {summary['phase']} {summary['phase_name']}"
+        f"  (checkpoint {summary['checkpoint_name']})",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
     ]
     for request in summary["pending"]:
         lines.append(
-            f"pending    {request['request_id']}  {request['agent_name']}  retry {request['retry_count']}"
+            f"pending    {request['request_id']}  {request['agent_name']}"
+            f"  retry {request['retry_count']}"
             f"  -> answer in {request['response_file']}"
         )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
@@ -321,13 +383,15 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     elif args.workflow:
         outcome = _start(args, workdir)
     else:
-            raise UsageError("no instance in the work directory: name the WORKFLOW to start")
+        raise UsageError("no instance in the work directory: name the WORKFLOW to start")
     print(f"orchestrate: {outcome.message}", file=sys.stderr)
 
     def resume() -> Outcome:
         return _instance_engine(argparse.Namespace(workdir=workdir, workflow=None)).resume()
 
-    final = drive(outcome, resume=resume, handler=args.handler, workdir=workdir, parallel=args.parallel)
+    final = drive(
+        outcome, resume=resume, handler=args.handler, workdir=workdir, parallel=args.parallel
+    )
     return final.exit_code
 
 

@@ -41,10 +41,17 @@ class MockAgentInvoker:
         """Add a canned answer given as a dictionary (sent as its JSON text)."""
         self.responses[agent_name] = json.dumps(response_dict)
 
-    def invoke(self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any) -> str:
+    def invoke(
+        self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any
+    ) -> str:
         """Record the call and return the canned answer; unknown agent -> AgentInvocationError."""
         self.invocations.append(
-            {"agent_name": agent_name, "prompt": prompt, "timeout_seconds": timeout_seconds, "kwargs": kwargs}
+            {
+                "agent_name": agent_name,
+                "prompt": prompt,
+                "timeout_seconds": timeout_seconds,
+                "kwargs": kwargs,
+            }
         )
         if agent_name not in self.responses:
             raise AgentInvocationError(
@@ -120,22 +127,36 @@ class WorkflowHarness:
         from .adapters.file_bridge import FileBridge
 
         bridge = FileBridge(self.workdir, self.workflow_cls.name)
-        return Engine(self.workflow_cls, bridge=bridge, invoker=self.invoker, clock=self.clock, new_id=self.new_id)
+        return Engine(
+            self.workflow_cls,
+            bridge=bridge,
+            invoker=self.invoker,
+            clock=self.clock,
+            new_id=self.new_id,
+        )
 
-    def run(self, inputs: dict[str, Any] | None = None, *, output_path: str | None = None) -> Outcome:
+    def run(
+        self, inputs: dict[str, Any] | None = None, *, output_path: str | None = None
+    ) -> Outcome:
         ref = f"{self.workflow_cls.__module__}:{self.workflow_cls.__qualname__}"
-        return self.engine().start(workflow_ref=ref, workdir=self.workdir, inputs=inputs, output_path=output_path)
+        return self.engine().start(
+            workflow_ref=ref, workdir=self.workdir, inputs=inputs, output_path=output_path
+        )
 
     def resume(self) -> Outcome:
         return self.engine().resume()
 
-    def respond(self, request_id: str, text: str, *, status: str = "success", **fields: Any) -> Path:
+    def respond(
+        self, request_id: str, text: str, *, status: str = "success", **fields: Any
+    ) -> Path:
         """Write a response document for ``request_id`` as a host would."""
         document: dict[str, Any] = {
             "request_id": request_id,
             "version": "1.0",
             "status": status,
-            "created_at": format_time(self.clock.now() if self.clock else datetime.now(timezone.utc)),
+            "created_at": format_time(
+                self.clock.now() if self.clock else datetime.now(timezone.utc)
+            ),
         }
         if status == "success":
             document["response"] = text
@@ -145,7 +166,9 @@ class WorkflowHarness:
         target.write_text(json.dumps(document), encoding="utf-8")
         return target
 
-    def run_until_done(self, inputs: dict[str, Any] | None, answer: Callable[[dict[str, Any]], str]) -> Outcome:
+    def run_until_done(
+        self, inputs: dict[str, Any] | None, answer: Callable[[dict[str, Any]], str]
+    ) -> Outcome:
         """In-process host loop: answer every pause with ``answer(request)`` until the end."""
         from ._convert import unstructure
 
@@ -166,7 +189,15 @@ class WorkflowHarness:
         max_cycles: int = 1000,
     ) -> subprocess.CompletedProcess[str]:
         """Drive real ``orchestrate run``/``respond``/``resume`` processes through every pause."""
-        command = [sys.executable, "-m", "orchestrator", "run", workflow_ref, "--workdir", str(self.workdir)]
+        command = [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            workflow_ref,
+            "--workdir",
+            str(self.workdir),
+        ]
         for key, value in (inputs or {}).items():
             command += ["--input", f"{key}={value}"]
         full_env = {**os.environ, **(env or {})}
@@ -177,13 +208,29 @@ class WorkflowHarness:
             for path in self._pending_request_files():
                 request = json.loads(path.read_text(encoding="utf-8"))
                 subprocess.run(
-                    [sys.executable, "-m", "orchestrator", "respond", "--workdir", str(self.workdir),
-                     "--request-id", request["request_id"], "--stdin"],
-                    input=answer(request), capture_output=True, text=True, env=full_env, check=True,
+                    [
+                        sys.executable,
+                        "-m",
+                        "orchestrator",
+                        "respond",
+                        "--workdir",
+                        str(self.workdir),
+                        "--request-id",
+                        request["request_id"],
+                        "--stdin",
+                    ],
+                    input=answer(request),
+                    capture_output=True,
+                    text=True,
+                    env=full_env,
+                    check=True,
                 )
             result = subprocess.run(
                 [sys.executable, "-m", "orchestrator", "resume", "--workdir", str(self.workdir)],
-                capture_output=True, text=True, env=full_env, check=False,
+                capture_output=True,
+                text=True,
+                env=full_env,
+                check=False,
             )
         raise AssertionError(f"still paused after {max_cycles} cycles")
 

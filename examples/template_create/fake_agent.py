@@ -61,7 +61,11 @@ def main() -> int:
         "response": json.dumps(answer, sort_keys=True),
         "created_at": "2025-11-18T10:31:45Z",
         "duration_seconds": 0.0,
-        "metadata": {"model": "offline-fake-agent", "tokens_used": len(prompt) // 4, "confidence": 0.92},
+        "metadata": {
+            "model": "offline-fake-agent",
+            "tokens_used": len(prompt) // 4,
+            "confidence": 0.92,
+        },
     }
     print(json.dumps(document))
     return 0

@@ -26,12 +26,25 @@ import attrs
 from orchestrator import Ask, PhaseResult, Workflow, phase
 
 LANGUAGES = {
-    ".py": "Python", ".ts": "TypeScript", ".tsx": "TypeScript", ".js": "JavaScript",
-    ".cs": "C#", ".go": "Go", ".rs": "Rust", ".java": "Java", ".rb": "Ruby",
+    ".py": "Python",
+    ".ts": "TypeScript",
+    ".tsx": "TypeScript",
+    ".js": "JavaScript",
+    ".cs": "C#",
+    ".go": "Go",
+    ".rs": "Rust",
+    ".java": "Java",
+    ".rb": "Ruby",
 }
 FRAMEWORK_MARKERS = {
-    "fastapi": "FastAPI", "django": "Django", "flask": "Flask", "sqlalchemy": "SQLAlchemy",
-    "pydantic": "Pydantic", "pytest": "pytest", "react": "React", "vite": "Vite",
+    "fastapi": "FastAPI",
+    "django": "Django",
+    "flask": "Flask",
+    "sqlalchemy": "SQLAlchemy",
+    "pydantic": "Pydantic",
+    "pytest": "pytest",
+    "react": "React",
+    "vite": "Vite",
     "express": "Express",
 }
 SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "dist", "build"}
@@ -123,11 +136,14 @@ class TemplateCreate(Workflow):
             f"Frameworks from manifests: {', '.join(scan['frameworks'])}\n"
             f"Files ({scan['file_count']}):\n" + "\n".join(f"- {f}" for f in scan["files"])
         )
-        analysis = ctx.ask("architectural-reviewer", prompt, output_type=Analysis, min_confidence=0.5)
+        analysis = ctx.ask(
+            "architectural-reviewer", prompt, output_type=Analysis, min_confidence=0.5
+        )
         output = {"scan": scan, **attrs.asdict(analysis)}
         return PhaseResult(
             output=output,
-            summary=f"Analyzed {scan['file_count']} files, confidence {analysis.overall_confidence}",
+            summary=f"Analyzed {scan['file_count']} files, "
+            f"confidence {analysis.overall_confidence}",
         )
 
     def heuristic_analysis(self, ctx: Any, error: Exception) -> PhaseResult:
@@ -135,7 +151,11 @@ class TemplateCreate(Workflow):
         language = next(iter(scan["languages"]), "unknown")
         output = {
             "scan": scan,
-            "technology_stack": {"primary_language": language, "frameworks": scan["frameworks"], "confidence": 0.3},
+            "technology_stack": {
+                "primary_language": language,
+                "frameworks": scan["frameworks"],
+                "confidence": 0.3,
+            },
             "architecture_pattern": "unknown",
             "layers": [],
             "patterns": [],
@@ -166,7 +186,11 @@ class TemplateCreate(Workflow):
         settings = {
             "naming": {"modules": "snake_case", "classes": "PascalCase"},
             "layers": {layer: f"src/{layer}" for layer in analysis["layers"]},
-            "testing": {"framework": "pytest" if "pytest" in analysis["technology_stack"]["frameworks"] else "none"},
+            "testing": {
+                "framework": "pytest"
+                if "pytest" in analysis["technology_stack"]["frameworks"]
+                else "none"
+            },
         }
         path = ctx.output_path / "settings.json"
         ctx.step("write_settings", write_text, path, json.dumps(settings, indent=2) + "\n")
@@ -186,7 +210,9 @@ class TemplateCreate(Workflow):
             return [Path(w).relative_to(ctx.output_path).as_posix() for w in written]
 
         written = ctx.step("copy_templates", copy_templates)
-        return PhaseResult(output={"templates": written}, summary=f"Wrote {len(written)} template files")
+        return PhaseResult(
+            output={"templates": written}, summary=f"Wrote {len(written)} template files"
+        )
 
     @phase(5)
     def agent_recommendation(self, ctx: Any) -> PhaseResult:
@@ -207,8 +233,8 @@ class TemplateCreate(Workflow):
                     f"# Agent Creation Request\n\nCreate the agent '{role}' for a "
                     f"{analysis['technology_stack']['primary_language']} project using "
                     f"{', '.join(analysis['technology_stack']['frameworks'])}, architecture "
-                    f"{analysis['architecture_pattern']}. Answer with JSON: name, description, body "
-                    "(markdown instructions for the agent)."
+                    f"{analysis['architecture_pattern']}. Answer with JSON: name, description, "
+                    "body (markdown instructions for the agent)."
                 ),
                 output_type=AgentDefinition,
             )
@@ -240,8 +266,12 @@ class TemplateCreate(Workflow):
 
         def write_agents() -> list[str]:
             return [
-                Path(write_text(ctx.output_path / "agents" / f"{a.name}.md",
-                                f"# {a.name}\n\n{a.description}\n\n{a.body}\n")).name
+                Path(
+                    write_text(
+                        ctx.output_path / "agents" / f"{a.name}.md",
+                        f"# {a.name}\n\n{a.description}\n\n{a.body}\n",
+                    )
+                ).name
                 for a in enhanced
             ]
 
@@ -269,4 +299,6 @@ class TemplateCreate(Workflow):
         missing = [p for p in expected if not (ctx.output_path / p).is_file()]
         if missing:
             raise RuntimeError(f"template incomplete, missing: {', '.join(missing)}")
-        return PhaseResult(output={"files": sorted(expected)}, summary=f"Validated {len(expected)} files")
+        return PhaseResult(
+            output={"files": sorted(expected)}, summary=f"Validated {len(expected)} files"
+        )
