@@ -114,7 +114,7 @@ def read_regular_file(
         # The file may grow after fstat, so the reads themselves are capped at max_bytes + 1.
         chunks: list[bytes] = []
         remaining = max_bytes + 1
-        want = min(remaining, max(info.st_size + 1, 1))
+        want = min(remaining, info.st_size + 1)
         while remaining > 0:
             chunk = os.read(fd, want)
             if not chunk:

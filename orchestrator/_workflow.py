@@ -57,7 +57,7 @@ def phase(
 ) -> Callable[[F], F]:
     """Declare a method ``(self, ctx)`` as phase ``number``.
 
-    ``name`` defaults to the method's name (snake_case). ``fallback`` names a method
+    ``name`` defaults to the attribute's name (snake_case). ``fallback`` names a method
     ``(self, ctx, error)`` that produces the phase's output when an agent answers with
     PARSE_ERROR, VALIDATION_ERROR or UNKNOWN, or when retries of TIMEOUT and
     INVOCATION_FAILED run out. ``asks_agents`` marks the phases that ask agents: when
@@ -66,7 +66,7 @@ def phase(
     """
 
     def mark(method: F) -> F:
-        method.__orchestrator_phase__ = (number, name or method.__name__, fallback, asks_agents)  # type: ignore[attr-defined]
+        method.__orchestrator_phase__ = (number, name, fallback, asks_agents)  # type: ignore[attr-defined]
         return method
 
     return mark
@@ -133,7 +133,7 @@ def _collect_phases(cls: type[Workflow]) -> tuple[PhaseSpec, ...]:
             number, name, fallback, asks_agents = marker
             spec = PhaseSpec(
                 number=number,
-                name=name,
+                name=name or attr_name,
                 method_name=attr_name,
                 fallback=fallback,
                 asks_agents=asks_agents,

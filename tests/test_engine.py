@@ -1,0 +1,281 @@
+"""The engine's semantics, in-process: replay, steps once, ask_all, the response policy.
+
+Each test runs a small workflow through the real file bridge in a temporary directory,
+with the fake clock and sequential ids from the pytest plugin.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from orchestrator import (
+    AgentInvocationError,
+    Ask,
+    NonDeterminismError,
+    PhaseResult,
+    Workflow,
+    phase,
+)
+from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
+
+LONG = "Please answer carefully and completely; this sentence pads the prompt past the contract's minimum. "
+
+
+def prompt(topic: str) -> str:
+    return f"{LONG}Topic: {topic}"
+
+
+@attrs.frozen
+class Verdict:
+    score: int
+    label: str
+
+
+class Counting(Workflow):
+    """Two phases; phase 1 steps, asks, steps again; phase 2 asks twice at once."""
+
+    name = "counting"
+    agents = ("writer", "critic")
+    calls: list[str] = []  # noqa: RUF012 (a test probe, reset per test)
+
+    @phase(1)
+    def draft(self, ctx: Any) -> PhaseResult:
+        before = ctx.step("before", self._count, "before")
+        text = ctx.ask("writer", prompt(self.inputs["topic"]))
+        after = ctx.step("after", self._count, "after")
+        return PhaseResult(output={"text": text, "steps": [before, after]}, summary="drafted")
+
+    @phase(2)
+    def critique(self, ctx: Any) -> dict[str, Any]:
+        text = ctx.output("draft")["text"]
+        first, second = ctx.ask_all(
+            [
+                Ask(agent="critic", prompt=prompt("style " + text)),
+                Ask(agent="critic", prompt=prompt("facts " + text), output_type=Verdict),
+            ]
+        )
+        return {"style": first, "facts": attrs.asdict(second)}
+
+    def _count(self, label: str) -> str:
+        Counting.calls.append(label)
+        return f"{label}-{len(Counting.calls)}"
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls() -> None:
+    Counting.calls = []
+
+
+def pending_ids(harness: WorkflowHarness) -> list[str]:
+    outcome_files = sorted((harness.workdir / ".agent-requests").glob("*.json"))
+    if outcome_files:
+        return [json.loads(p.read_text())["request_id"] for p in outcome_files]
+    single = harness.workdir / ".agent-request.json"
+    return [json.loads(single.read_text())["request_id"]] if single.exists() else []
+
+
+def state_of(harness: WorkflowHarness) -> dict[str, Any]:
+    return json.loads((harness.workdir / ".counting-state.json").read_text())
+
+
+def test_pause_answer_resume_completes_with_steps_run_once(workflow_harness: Any) -> None:
+    harness = workflow_harness(Counting)
+    outcome = harness.run({"topic": "tides"})
+    assert (outcome.status, outcome.exit_code) == ("paused", 42)
+    assert Counting.calls == ["before"]
+    (request,) = outcome.pending
+    assert request.agent_name == "writer" and request.phase_name == "draft"
+
+    # Resuming with no answer changes nothing and pauses again.
+    before = (harness.workdir / ".counting-state.json").read_bytes()
+    assert harness.resume().exit_code == 42
+    assert (harness.workdir / ".counting-state.json").read_bytes() == before
+
+    harness.respond(request.request_id, "a draft about tides")
+    outcome = harness.resume()
+    assert outcome.status == "paused" and len(outcome.pending) == 2
+    assert Counting.calls == ["before", "after"]  # the replayed step did not run again
+    assert len(pending_ids(harness)) == 2
+    style, facts = outcome.pending
+    harness.respond(facts.request_id, json.dumps({"score": 4, "label": "sound"}))
+    assert harness.resume().exit_code == 42  # one answer of two: still waiting
+    harness.respond(style.request_id, "crisp")
+    outcome = harness.resume()
+    assert (outcome.status, outcome.exit_code) == ("completed", 0)
+    assert outcome.outputs["draft"] == {"text": "a draft about tides", "steps": ["before-1", "after-2"]}
+    assert outcome.outputs["critique"] == {"style": "crisp", "facts": {"score": 4, "label": "sound"}}
+    assert Counting.calls == ["before", "after"]
+    leftovers = {p.name for p in harness.workdir.iterdir()}
+    assert leftovers == {".orchestrator"}
+    history = json.loads(Path(outcome.history_path).read_text())
+    assert [p["phase_name"] for p in history["completed_phases"]] == ["draft", "critique"]
+    assert [r["status"] for r in history["agent_requests"]] == ["completed"] * 3
+
+
+def test_in_process_invoker_runs_to_the_end_without_pausing(workflow_harness: Any) -> None:
+    mock = MockAgentInvoker()
+    mock.add_response("writer", "in-process draft")
+    mock.add_response("critic", lambda p: json.dumps({"score": 5, "label": "ok"}) if "facts" in p else "fine")
+    outcome = workflow_harness(Counting, invoker=mock).run({"topic": "moons"})
+    assert outcome.exit_code == 0
+    assert outcome.outputs["critique"]["facts"] == {"score": 5, "label": "ok"}
+    assert len(mock.get_invocations("critic")) == 2
+    assert len(mock.get_invocations("writer")) == 1
+    assert mock.get_invocations("writer")[0]["prompt"] == prompt("moons")
+
+
+def test_timeout_is_retried_as_a_new_request_up_to_the_limit(workflow_harness: Any) -> None:
+    harness = workflow_harness(Counting)
+    first = harness.run({"topic": "x"}).pending[0]
+    harness.respond(first.request_id, "", status="timeout", error_type="TIMEOUT", error_message="slow")
+    retry = harness.resume().pending[0]
+    assert retry.request_id != first.request_id
+    assert (retry.retry_count, retry.prompt) == (1, first.prompt)
+    harness.respond(retry.request_id, "", status="error", error_type="INVOCATION_FAILED", error_message="boom")
+    second = harness.resume().pending[0]
+    assert second.retry_count == 2
+    harness.respond(second.request_id, "", status="timeout", error_type="TIMEOUT", error_message="slow")
+    outcome = harness.resume()  # max_retries (2) used up, no fallback: the run fails
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)
+    assert "TIMEOUT" in outcome.message
+    statuses = [r["status"] for r in state_of(harness)["agent_requests"]]
+    assert statuses == ["retried", "retried", "failed"]
+    assert harness.resume().exit_code == 1  # a failed run stays failed; state kept
+
+
+def test_overdue_pending_request_counts_as_a_timeout(workflow_harness: Any, fake_clock: FakeClock) -> None:
+    harness = workflow_harness(Counting)
+    first = harness.run({"topic": "x"}).pending[0]
+    fake_clock.advance(first.timeout_seconds + 1)
+    retry = harness.resume().pending[0]
+    assert retry.retry_count == 1 and retry.request_id != first.request_id
+    record = state_of(harness)["agent_requests"][0]
+    assert record["status"] == "retried"
+    assert record["x_response"]["error_type"] == "TIMEOUT"
+
+
+class WithFallback(Workflow):
+    name = "with-fallback"
+    agents = ("analyst",)
+
+    @phase(1, fallback="heuristic")
+    def analyse(self, ctx: Any) -> Any:
+        return attrs.asdict(ctx.ask("analyst", prompt("numbers"), output_type=Verdict))
+
+    def heuristic(self, ctx: Any, error: Exception) -> Any:
+        return {"score": 0, "label": "heuristic", "why": type(error).__name__}
+
+
+@pytest.mark.parametrize(
+    ("answer", "fields"),
+    [
+        ("not json at all", {}),  # PARSE_ERROR raised by the engine's own parse
+        (json.dumps({"score": "high"}), {}),  # VALIDATION_ERROR: does not structure
+        ("", {"status": "error", "error_type": "PARSE_ERROR", "error_message": "bad"}),
+        ("", {"status": "error", "error_type": "VALIDATION_ERROR", "error_message": "bad"}),
+    ],
+)
+def test_parse_and_validation_errors_go_to_the_fallback(
+    workflow_harness: Any, answer: str, fields: dict[str, Any]
+) -> None:
+    harness = workflow_harness(WithFallback)
+    request = harness.run().pending[0]
+    harness.respond(request.request_id, answer, **fields)
+    outcome = harness.resume()
+    assert outcome.exit_code == 0
+    assert outcome.outputs["analyse"]["label"] == "heuristic"
+
+
+def test_agent_not_found_fails_the_run_even_with_a_fallback(workflow_harness: Any) -> None:
+    harness = workflow_harness(WithFallback)
+    request = harness.run().pending[0]
+    harness.respond(request.request_id, "", status="error", error_type="AGENT_NOT_FOUND", error_message="who?")
+    outcome = harness.resume()
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)
+    assert "AGENT_NOT_FOUND" in outcome.message
+
+
+def test_cancelled_answer_fails_the_run(workflow_harness: Any) -> None:
+    harness = workflow_harness(WithFallback)
+    request = harness.run().pending[0]
+    harness.respond(request.request_id, "", status="cancelled")
+    outcome = harness.resume()
+    assert outcome.exit_code == 1 and "cancelled" in outcome.message
+
+
+def test_in_process_invocation_error_follows_the_same_policy(workflow_harness: Any) -> None:
+    mock = MockAgentInvoker()
+    mock.add_response("analyst", AgentInvocationError("down", error_type="INVOCATION_FAILED"))
+    outcome = workflow_harness(WithFallback, invoker=mock).run()
+    assert outcome.exit_code == 0  # 1 try + 2 retries, then the fallback
+    assert len(mock.get_invocations()) == 3
+    assert outcome.outputs["analyse"]["label"] == "heuristic"
+
+
+class Confident(Workflow):
+    name = "confident"
+    agents = ("analyst",)
+
+    @phase(1)
+    def analyse(self, ctx: Any) -> str:
+        return str(ctx.ask("analyst", prompt("sure?"), min_confidence=0.8))
+
+
+@pytest.mark.parametrize(("confidence", "code"), [(0.9, 0), (0.5, 1)])
+def test_min_confidence_is_checked_against_the_response_metadata(
+    workflow_harness: Any, confidence: float, code: int
+) -> None:
+    harness = workflow_harness(Confident)
+    request = harness.run().pending[0]
+    harness.respond(request.request_id, "yes", metadata={"confidence": confidence})
+    outcome = harness.resume()
+    assert outcome.exit_code == code
+    if code:
+        assert "VALIDATION_ERROR" in outcome.message and "below the required 0.8" in outcome.message
+
+
+class Swallower(Workflow):
+    name = "swallower"
+    agents = ("writer",)
+
+    @phase(1)
+    def greedy(self, ctx: Any) -> str:
+        try:
+            return str(ctx.ask("writer", prompt("swallow")))
+        except Exception:  # a user's broad except must not swallow the pause
+            return "swallowed"
+
+
+def test_the_pause_cannot_be_swallowed_by_except_exception(workflow_harness: Any) -> None:
+    assert workflow_harness(Swallower).run().exit_code == 42
+
+
+def test_replay_detects_a_changed_prompt(workflow_harness: Any) -> None:
+    harness = workflow_harness(Counting)
+    request = harness.run({"topic": "tides"}).pending[0]
+    harness.respond(request.request_id, "draft")
+    engine = harness.engine()
+    engine.workflow_cls = type("Changed", (Counting,), {"name": "counting"})
+    state = json.loads((harness.workdir / ".counting-state.json").read_text())
+    state["phase_data"]["x_orchestrator"]["inputs"]["topic"] = "storms"
+    (harness.workdir / ".counting-state.json").write_text(json.dumps(state))
+    outcome = engine.resume()
+    assert outcome.exit_code == 1
+    assert "phase 'draft'" in outcome.message and "position 1" in outcome.message
+    assert "prompt changed" in outcome.message
+    with pytest.raises(NonDeterminismError):
+        raise NonDeterminismError("x", phase_name="draft", position=1)
+
+
+def test_a_second_run_in_the_same_directory_is_refused(workflow_harness: Any) -> None:
+    from orchestrator._errors import InstanceExistsError
+
+    harness = workflow_harness(Counting)
+    harness.run({"topic": "a"})
+    with pytest.raises(InstanceExistsError, match="already lives here"):
+        harness.run({"topic": "b"})

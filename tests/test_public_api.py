@@ -1,0 +1,91 @@
+"""The public surface: a pinned ``__all__``, lazy imports, the seed's mock API, fixtures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import orchestrator
+from orchestrator.testing import AgentInvocationError, FakeClock, MockAgentInvoker
+
+PUBLIC = [
+    "AgentFailedError",
+    "AgentInvocationError",
+    "AgentInvoker",
+    "AgentRequest",
+    "AgentResponse",
+    "Ask",
+    "CheckpointState",
+    "Clock",
+    "ContractError",
+    "Engine",
+    "ErrorType",
+    "HostRequired",
+    "InstanceBusyError",
+    "NonDeterminismError",
+    "OrchestratorError",
+    "Outcome",
+    "PhaseContext",
+    "PhaseResult",
+    "RequestStatus",
+    "ResponseMetadata",
+    "ResponseRejectedError",
+    "RunFailedError",
+    "UnknownVersionError",
+    "Workflow",
+    "WorkflowDefinitionError",
+    "bridge_schemas",
+    "phase",
+    "workflow_schemas",
+]
+
+
+def test_all_is_pinned_sorted_and_resolvable() -> None:
+    assert orchestrator.__all__ == PUBLIC == sorted(PUBLIC)
+    for name in PUBLIC:
+        assert getattr(orchestrator, name) is not None
+
+
+def test_importing_the_package_imports_no_dependency() -> None:
+    code = "import sys, orchestrator; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('attrs', 'attr', 'cattrs', 'filelock', 'tenacity'))))"
+    out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_errors_derive_from_the_root_and_matching_builtins() -> None:
+    assert issubclass(orchestrator.ContractError, ValueError)
+    assert issubclass(orchestrator.WorkflowDefinitionError, TypeError)
+    for name in PUBLIC:
+        value = getattr(orchestrator, name)
+        if isinstance(value, type) and name.endswith("Error"):
+            assert issubclass(value, orchestrator.OrchestratorError), name
+    assert issubclass(orchestrator.HostRequired, BaseException)
+    assert not issubclass(orchestrator.HostRequired, Exception)
+
+
+def test_mock_invoker_has_the_seed_api() -> None:
+    mock = MockAgentInvoker({"architectural-reviewer": "{}"})
+    mock.add_response_from_dict("architectural-reviewer", {"overall_confidence": 0.92})
+    assert json.loads(mock.invoke("architectural-reviewer", "p", timeout_seconds=60, extra=1)) == {
+        "overall_confidence": 0.92
+    }
+    assert mock.get_invocations("architectural-reviewer") == [
+        {"agent_name": "architectural-reviewer", "prompt": "p", "timeout_seconds": 60, "kwargs": {"extra": 1}}
+    ]
+    try:
+        mock.invoke("nobody", "p")
+    except AgentInvocationError as exc:
+        assert "nobody" in str(exc) and exc.error_type == "AGENT_NOT_FOUND"
+    else:  # pragma: no cover
+        raise AssertionError("expected AgentInvocationError")
+    assert len(mock.get_invocations()) == 2
+    mock.reset()
+    assert mock.get_invocations() == []
+
+
+def test_the_pytest_plugin_provides_the_fixtures(mock_invoker: MockAgentInvoker, fake_clock: FakeClock) -> None:
+    assert isinstance(mock_invoker, MockAgentInvoker)
+    start = fake_clock.now()
+    fake_clock.advance(5)
+    assert (fake_clock.now() - start).total_seconds() == 5
