@@ -31,7 +31,7 @@ from .._bridge import (
 from .._bridge_codec import dump_document, parse_response, parse_state
 from .._durable import InstanceLock, atomic_write, fsync_directory, remove_file
 from .._errors import ContractError, NoInstanceError, ResponseRejectedError
-from .._json import loads_strict, read_regular_file
+from .._json import STATE_MAX_BYTES, loads_strict, read_regular_file
 from .._ports import (
     ConsumeInput,
     FinishInput,
@@ -42,7 +42,6 @@ from .._ports import (
 )
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-MAX_STATE_BYTES = 256 * 1024 * 1024
 HISTORY_DIR = ".orchestrator"
 
 
@@ -80,7 +79,7 @@ class FileBridge:
 
     def load_state(self) -> CheckpointState:
         try:
-            raw = read_regular_file(self.state_path, max_bytes=MAX_STATE_BYTES)
+            raw = read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
         except FileNotFoundError:
             raise NoInstanceError(
                 f"{self.workdir}: no {self.workflow_name} instance here (no "
@@ -88,7 +87,7 @@ class FileBridge:
             ) from None
         source = str(self.state_path)
         return parse_state(
-            loads_strict(raw, source=source, max_bytes=MAX_STATE_BYTES), source=source
+            loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES), source=source
         )
 
     def save_state(self, request: SaveStateInput) -> None:
@@ -127,7 +126,8 @@ class FileBridge:
             except ContractError as exc:
                 raise _rejected(path, exc) from None
             try:
-                response = parse_response(loads_strict(raw, source=str(path)), source=str(path))
+                data = loads_strict(raw, source=str(path), max_bytes=self.max_response_bytes)
+                response = parse_response(data, source=str(path))
             except ContractError as exc:
                 raise _rejected(path, exc) from None
             received.append(

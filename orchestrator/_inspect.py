@@ -11,12 +11,12 @@ from ._convert import structure
 from ._durable import atomic_write
 from ._engine import ENGINE_KEY, EngineRecord, SystemClock, format_time
 from ._errors import ContractError, UsageError
-from ._json import loads_strict, read_regular_file
+from ._json import STATE_MAX_BYTES, read_json_file
 
 
 def _load(path: Path) -> Any:
     return parse_state(
-        loads_strict(read_regular_file(path, max_bytes=256 * 1024 * 1024), source=str(path)),
+        read_json_file(path, max_bytes=STATE_MAX_BYTES),
         source=str(path),
     )
 
@@ -131,7 +131,7 @@ def validate_file(path: Path, *, kind: str | None) -> list[str]:
     kind = kind or detect_kind(path)
     parse = {"request": parse_request, "response": parse_response, "state": parse_state}[kind]
     try:
-        data = loads_strict(read_regular_file(path, max_bytes=256 * 1024 * 1024), source=str(path))
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
         parse(data, source=str(path))
     except FileNotFoundError:
         return [f"{path}: no such file"]

@@ -30,6 +30,7 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
+STATE_MAX_BYTES = 256 * 1024 * 1024
 
 # Without O_NONBLOCK, opening a FIFO with no writer would hang before fstat could refuse it.
 _OPEN_FLAGS = (
@@ -55,7 +56,8 @@ _BOMS = (
 _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 _BRACES_AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
 _BRACKET_WEIGHTS = bytes.maketrans(b"[]", b"\x02\x00")
-_INF = float("inf")
+# json.dumps leaves these raw with ensure_ascii=False, yet splitlines() breaks on them.
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 _escapes_pattern: re.Pattern[bytes] | None = None
 _tokens_pattern: re.Pattern[bytes] | None = None
@@ -68,7 +70,13 @@ def dumps_canonical(obj: Any) -> bytes:
     written can be read back by ``loads_strict``.
     """
     text = json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False, allow_nan=False)
-    return (text + "\n").encode("utf-8")
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (legal as a JSON escape, e.g. from a host's response) has no
+        # UTF-8 form: keep it as an escape so the file stays valid and reads back equal.
+        text = json.dumps(obj, ensure_ascii=True, indent=2, sort_keys=False, allow_nan=False)
+        return (text + "\n").encode("ascii")
 
 
 def read_regular_file(
@@ -217,7 +225,7 @@ def loads_strict(
             seen.add(key)
         problem = _Problem(
             "duplicate-key",
-            f"key {_quote(key)} appears twice in one object; keep only one of them",
+            f"key {_quote(key)} appears more than once in one object; keep only one of them",
         )
         problems.append(problem)
         return problem
@@ -307,8 +315,8 @@ def _member(key: str) -> str:
 
 
 def _quote(key: str) -> str:
-    # json.dumps escapes control characters, so a message stays on one line whatever the key.
-    return json.dumps(key, ensure_ascii=False)
+    # Escaped so that a message stays on one line whatever the key holds.
+    return json.dumps(key, ensure_ascii=False).translate(_LINE_BREAKS)
 
 
 def _check_depth(data: bytes, source: str, max_depth: int) -> None:
@@ -328,25 +336,35 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
     if b'"' in outside:
         outside = b"".join(outside.split(b'"')[::2])
     rest = outside
-    for _ in range(max_depth):
-        if not rest:
-            return
-        rest = rest.replace(b"[]", b"")
-    if not rest:
-        return
-    # Too deep, or merely unbalanced (a syntax error json will report): tell them apart exactly.
-    if _max_prefix_depth(outside) <= max_depth:
-        return
-    offset, path = _find_too_deep(data, max_depth)
-    if offset < 0:
-        where = ""
+    passes = 0
+    # A run this long is too deep whatever surrounds it; looking for it each pass ends
+    # b"[" * 100_000 at once instead of after max_depth fruitless passes.
+    too_deep_run = b"[" * (max_depth + 1)
+    while rest:
+        if passes >= max_depth or too_deep_run in rest:
+            break
+        shorter = rest.replace(b"[]", b"")
+        if len(shorter) == len(rest):
+            break  # only unmatched brackets are left
+        rest = shorter
+        passes += 1
     else:
-        line = data.count(b"\n", 0, offset) + 1
-        line_start = data.rfind(b"\n", 0, offset) + 1
-        column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
-        where = f" (line {line}, column {column})"
+        return
+    # Brackets left over: too deep, or unmatched (a syntax error json will report). Removing
+    # matched pairs keeps every other bracket's depth and lowers the deepest by at most one a
+    # pass, so the true maximum lies between max(rest) and max(rest) + passes.
+    if too_deep_run not in rest and _max_prefix_depth(rest) + passes <= max_depth:
+        return
+    located = _find_too_deep(data, max_depth)
+    if located is None:
+        return  # brackets stop matching before nesting gets too deep: json reports it
+    offset, path = located
+    line = data.count(b"\n", 0, offset) + 1
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
     raise UntrustedJSONError(
-        f"nested deeper than {max_depth} levels{where}; flatten the document or raise max_depth",
+        f"nested deeper than {max_depth} levels (line {line}, column {column}); "
+        "flatten the document or raise max_depth",
         source=source,
         json_path=path,
         rule="depth",
@@ -364,11 +382,11 @@ def _max_prefix_depth(brackets: bytes) -> int:
     return max(depths, default=0)
 
 
-def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str]:
+def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str] | None:
     """Byte offset and JSON path of the first container nested deeper than ``max_depth``.
 
-    Walks tokens in Python, so it only runs once the document is known to be too deep, and
-    stops at the first container too deep. Returns ``(-1, "$")`` if it cannot find one.
+    Walks tokens in Python, so it runs only once the document is likely too deep, and stops
+    at the first container too deep. None if there is none before the brackets stop matching.
     """
     # Each open container: [is_object, index (arrays), key (objects), a key comes next].
     stack: list[list[Any]] = []
@@ -381,7 +399,7 @@ def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str]:
             stack.append([first == ord("{"), 0, None, True])
         elif first in b"]}":
             if not stack:
-                break
+                return None
             stack.pop()
         elif not stack:
             continue
@@ -398,7 +416,7 @@ def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str]:
                 stack[-1][2] = json.loads(token.decode("utf-8"))
             except ValueError:
                 stack[-1][2] = token.decode("utf-8", "replace")[1:-1]
-    return -1, "$"
+    return None
 
 
 def _stack_path(stack: list[list[Any]]) -> str:

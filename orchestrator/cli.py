@@ -229,11 +229,9 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
 def _recorded_reference(state_path: Path) -> str:
     """The workflow reference recorded at ``run``, read without structuring the state."""
     from ._errors import ContractError
-    from ._json import loads_strict, read_regular_file
+    from ._json import STATE_MAX_BYTES, read_json_file
 
-    data = loads_strict(
-        read_regular_file(state_path, max_bytes=256 * 1024 * 1024), source=str(state_path)
-    )
+    data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

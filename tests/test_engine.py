@@ -23,7 +23,10 @@ from orchestrator import (
 )
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
 
-LONG = "Please answer carefully and completely; this sentence pads the prompt past the contract's minimum. "
+LONG = (
+    "Please answer carefully and completely; "
+    "this sentence pads the prompt past the contract's minimum. "
+)
 
 
 def prompt(topic: str) -> str:
@@ -41,7 +44,7 @@ class Counting(Workflow):
 
     name = "counting"
     agents = ("writer", "critic")
-    calls: list[str] = []  # noqa: RUF012 (a test probe, reset per test)
+    calls: list[str] = []
 
     @phase(1)
     def draft(self, ctx: Any) -> PhaseResult:
@@ -107,8 +110,14 @@ def test_pause_answer_resume_completes_with_steps_run_once(workflow_harness: Any
     harness.respond(style.request_id, "crisp")
     outcome = harness.resume()
     assert (outcome.status, outcome.exit_code) == ("completed", 0)
-    assert outcome.outputs["draft"] == {"text": "a draft about tides", "steps": ["before-1", "after-2"]}
-    assert outcome.outputs["critique"] == {"style": "crisp", "facts": {"score": 4, "label": "sound"}}
+    assert outcome.outputs["draft"] == {
+        "text": "a draft about tides",
+        "steps": ["before-1", "after-2"],
+    }
+    assert outcome.outputs["critique"] == {
+        "style": "crisp",
+        "facts": {"score": 4, "label": "sound"},
+    }
     assert Counting.calls == ["before", "after"]
     leftovers = {p.name for p in harness.workdir.iterdir()}
     assert leftovers == {".orchestrator"}
@@ -120,7 +129,9 @@ def test_pause_answer_resume_completes_with_steps_run_once(workflow_harness: Any
 def test_in_process_invoker_runs_to_the_end_without_pausing(workflow_harness: Any) -> None:
     mock = MockAgentInvoker()
     mock.add_response("writer", "in-process draft")
-    mock.add_response("critic", lambda p: json.dumps({"score": 5, "label": "ok"}) if "facts" in p else "fine")
+    mock.add_response(
+        "critic", lambda p: json.dumps({"score": 5, "label": "ok"}) if "facts" in p else "fine"
+    )
     outcome = workflow_harness(Counting, invoker=mock).run({"topic": "moons"})
     assert outcome.exit_code == 0
     assert outcome.outputs["critique"]["facts"] == {"score": 5, "label": "ok"}
@@ -132,14 +143,20 @@ def test_in_process_invoker_runs_to_the_end_without_pausing(workflow_harness: An
 def test_timeout_is_retried_as_a_new_request_up_to_the_limit(workflow_harness: Any) -> None:
     harness = workflow_harness(Counting)
     first = harness.run({"topic": "x"}).pending[0]
-    harness.respond(first.request_id, "", status="timeout", error_type="TIMEOUT", error_message="slow")
+    harness.respond(
+        first.request_id, "", status="timeout", error_type="TIMEOUT", error_message="slow"
+    )
     retry = harness.resume().pending[0]
     assert retry.request_id != first.request_id
     assert (retry.retry_count, retry.prompt) == (1, first.prompt)
-    harness.respond(retry.request_id, "", status="error", error_type="INVOCATION_FAILED", error_message="boom")
+    harness.respond(
+        retry.request_id, "", status="error", error_type="INVOCATION_FAILED", error_message="boom"
+    )
     second = harness.resume().pending[0]
     assert second.retry_count == 2
-    harness.respond(second.request_id, "", status="timeout", error_type="TIMEOUT", error_message="slow")
+    harness.respond(
+        second.request_id, "", status="timeout", error_type="TIMEOUT", error_message="slow"
+    )
     outcome = harness.resume()  # max_retries (2) used up, no fallback: the run fails
     assert (outcome.status, outcome.exit_code) == ("failed", 1)
     assert "TIMEOUT" in outcome.message
@@ -148,7 +165,9 @@ def test_timeout_is_retried_as_a_new_request_up_to_the_limit(workflow_harness: A
     assert harness.resume().exit_code == 1  # a failed run stays failed; state kept
 
 
-def test_overdue_pending_request_counts_as_a_timeout(workflow_harness: Any, fake_clock: FakeClock) -> None:
+def test_overdue_pending_request_counts_as_a_timeout(
+    workflow_harness: Any, fake_clock: FakeClock
+) -> None:
     harness = workflow_harness(Counting)
     first = harness.run({"topic": "x"}).pending[0]
     fake_clock.advance(first.timeout_seconds + 1)
@@ -194,7 +213,9 @@ def test_parse_and_validation_errors_go_to_the_fallback(
 def test_agent_not_found_fails_the_run_even_with_a_fallback(workflow_harness: Any) -> None:
     harness = workflow_harness(WithFallback)
     request = harness.run().pending[0]
-    harness.respond(request.request_id, "", status="error", error_type="AGENT_NOT_FOUND", error_message="who?")
+    harness.respond(
+        request.request_id, "", status="error", error_type="AGENT_NOT_FOUND", error_message="who?"
+    )
     outcome = harness.resume()
     assert (outcome.status, outcome.exit_code) == ("failed", 1)
     assert "AGENT_NOT_FOUND" in outcome.message

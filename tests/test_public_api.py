@@ -48,8 +48,13 @@ def test_all_is_pinned_sorted_and_resolvable() -> None:
 
 
 def test_importing_the_package_imports_no_dependency() -> None:
-    code = "import sys, orchestrator; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('attrs', 'attr', 'cattrs', 'filelock', 'tenacity'))))"
-    out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True)
+    code = (
+        "import sys, orchestrator; deps = ('attrs', 'attr', 'cattrs', 'filelock', 'tenacity'); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in deps)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True
+    )
     assert json.loads(out.stdout) == []
 
 
@@ -71,7 +76,12 @@ def test_mock_invoker_has_the_seed_api() -> None:
         "overall_confidence": 0.92
     }
     assert mock.get_invocations("architectural-reviewer") == [
-        {"agent_name": "architectural-reviewer", "prompt": "p", "timeout_seconds": 60, "kwargs": {"extra": 1}}
+        {
+            "agent_name": "architectural-reviewer",
+            "prompt": "p",
+            "timeout_seconds": 60,
+            "kwargs": {"extra": 1},
+        }
     ]
     try:
         mock.invoke("nobody", "p")
@@ -84,7 +94,9 @@ def test_mock_invoker_has_the_seed_api() -> None:
     assert mock.get_invocations() == []
 
 
-def test_the_pytest_plugin_provides_the_fixtures(mock_invoker: MockAgentInvoker, fake_clock: FakeClock) -> None:
+def test_the_pytest_plugin_provides_the_fixtures(
+    mock_invoker: MockAgentInvoker, fake_clock: FakeClock
+) -> None:
     assert isinstance(mock_invoker, MockAgentInvoker)
     start = fake_clock.now()
     fake_clock.advance(5)
