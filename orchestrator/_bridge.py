@@ -124,7 +124,8 @@ class CompletedPhase:
 class AgentRequestRecord:
     """One item of the state's ``agent_requests`` history.
 
-    The seed's four keys, plus the engine's own under ``x_`` names: the whole request
+    The seed's four keys, plus the engine's own under ``x_`` names (absent from states
+    written by other tools, such as the seed's example): the whole request
     (so a lost request file is re-derived from state), the phase position that asked,
     the recorded response and a digest of its bytes (so a response file left behind by a
     crash is recognised, not consumed twice).
@@ -134,11 +135,20 @@ class AgentRequestRecord:
     agent_name: str
     phase: int
     status: HistoryStatus
-    x_request: AgentRequest
-    x_position: int
+    x_request: AgentRequest | None = None
+    x_position: int | None = None
     x_response: AgentResponse | None = None
     x_response_sha256: str | None = None
     x_note: str | None = None
+
+    def request(self) -> AgentRequest:
+        """The full request; only states written by this engine carry it."""
+        if self.x_request is None:
+            raise ValueError(
+                f"agent_requests item {self.request_id} has no x_request: this state was not "
+                "written by orchestrate and cannot be resumed"
+            )
+        return self.x_request
 
 
 @attrs.define(kw_only=True)

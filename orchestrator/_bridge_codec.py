@@ -23,7 +23,7 @@ from ._json import dumps_canonical
 
 PROMPT_MIN_LENGTH = 100
 TIMEOUT_RANGE = (30, 600)
-SEED_MAX_PHASE = 9
+CONTEXT_STRING_KEYS = ("project_path", "output_path", "template_name")
 
 
 def _check_version_first(data: Any, source: str) -> None:
@@ -37,7 +37,7 @@ def validate_request(
     request: AgentRequest,
     *,
     source: str,
-    max_phase: int = SEED_MAX_PHASE,
+    max_phase: int | None = None,
     phase_names: tuple[str, ...] | None = None,
     agent_names: tuple[str, ...] | None = None,
 ) -> None:
@@ -72,6 +72,15 @@ def validate_request(
         request.timeout_seconds, low=low, high=high, source=source, json_path="$.timeout_seconds"
     )
     check_date_time(request.created_at, source=source, json_path="$.created_at")
+    for key in CONTEXT_STRING_KEYS:
+        value = (request.context or {}).get(key)
+        if value is not None and not isinstance(value, str):
+            raise ContractError(
+                f"context.{key} must be a string",
+                source=source,
+                json_path=f"$.context.{key}",
+                rule="type",
+            )
     check_range(request.retry_count, low=0, high=None, source=source, json_path="$.retry_count")
 
 
@@ -111,9 +120,15 @@ def validate_state(state: CheckpointState, *, source: str, max_phase: int | None
     check_version(state.version, source=source)
     check_range(state.phase, low=1, high=max_phase, source=source, json_path="$.phase")
     check_date_time(state.created_at, source=source, json_path="$.created_at")
+    for index, completed in enumerate(state.completed_phases):
+        check_date_time(
+            completed.completed_at,
+            source=source,
+            json_path=f"$.completed_phases[{index}].completed_at",
+        )
     for index, record in enumerate(state.agent_requests):
         where = f"$.agent_requests[{index}]"
-        if record.x_request.request_id != record.request_id:
+        if record.x_request is not None and record.x_request.request_id != record.request_id:
             raise ContractError(
                 "request_id differs from x_request.request_id",
                 source=source,
@@ -122,10 +137,24 @@ def validate_state(state: CheckpointState, *, source: str, max_phase: int | None
             )
 
 
-def parse_request(data: Any, *, source: str) -> AgentRequest:
+def parse_request(
+    data: Any,
+    *,
+    source: str,
+    max_phase: int | None = None,
+    phase_names: tuple[str, ...] | None = None,
+    agent_names: tuple[str, ...] | None = None,
+) -> AgentRequest:
+    """A request; with a workflow's enums and phase range when they are given."""
     _check_version_first(data, source)
     request = structure(data, AgentRequest, source=source)
-    validate_request(request, source=source, max_phase=10**6)
+    validate_request(
+        request,
+        source=source,
+        max_phase=max_phase,
+        phase_names=phase_names,
+        agent_names=agent_names,
+    )
     return request
 
 
@@ -136,10 +165,10 @@ def parse_response(data: Any, *, source: str) -> AgentResponse:
     return response
 
 
-def parse_state(data: Any, *, source: str) -> CheckpointState:
+def parse_state(data: Any, *, source: str, max_phase: int | None = None) -> CheckpointState:
     _check_version_first(data, source)
     state = structure(data, CheckpointState, source=source)
-    validate_state(state, source=source)
+    validate_state(state, source=source, max_phase=max_phase)
     return state
 
 

@@ -25,7 +25,9 @@ EXTENSION_PREFIX = "x_"
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # RFC 3339 date-time, as JSON Schema's "date-time" format means it.
-_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_DATE_TIME = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$"
+)
 
 
 def _open_map_hook(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
@@ -102,6 +104,62 @@ def _strict_bool(value: Any, _: Any) -> bool:
     return value
 
 
+class _AtIndex(Exception):
+    """A failure inside a list item or an object member, with where it happened."""
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        self.step = step
+        self.cause = cause
+        super().__init__(f"{step}: {cause}")
+
+
+def _is_list_type(cls: Any) -> bool:
+    return getattr(cls, "__origin__", None) is list
+
+
+def _is_dict_type(cls: Any) -> bool:
+    return cls is dict or getattr(cls, "__origin__", None) is dict
+
+
+def _list_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    # cattrs builds a list by iterating, so a JSON object or string would pass as a list.
+    (item_type,) = getattr(cls, "__args__", None) or (Any,)
+
+    def structure(value: Any, _: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise TypeError(f"expected an array, got {_json_type(value)}")
+        if item_type is Any:
+            return list(value)
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(converter.structure(item, item_type))
+            except Exception as exc:
+                raise _AtIndex(f"[{index}]", exc) from None
+        return items
+
+    return structure
+
+
+def _dict_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    _, value_type = getattr(cls, "__args__", None) or (str, Any)
+
+    def structure(value: Any, _: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object, got {_json_type(value)}")
+        if value_type is Any:
+            return dict(value)
+        members = {}
+        for key, item in value.items():
+            try:
+                members[key] = converter.structure(item, value_type)
+            except Exception as exc:
+                raise _AtIndex(f".{key}", exc) from None
+        return members
+
+    return structure
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -125,6 +183,8 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _strict_str)
     converter.register_structure_hook(bool, _strict_bool)
     converter.register_structure_hook_factory(attrs.has, lambda cls: _open_map_hook(cls, converter))
+    converter.register_structure_hook_factory(_is_list_type, lambda cls: _list_hook(cls, converter))
+    converter.register_structure_hook_factory(_is_dict_type, lambda cls: _dict_hook(cls, converter))
     converter.register_unstructure_hook_factory(
         attrs.has, lambda cls: _drop_none_hook(cls, converter)
     )
@@ -188,6 +248,8 @@ def _first_leaf(exc: BaseException, path: str) -> tuple[str, BaseException]:
             return _first_leaf(sub, f"{path}[{item_note.index}]")
         for sub in without_notes:
             return _first_leaf(sub, path)
+    if isinstance(exc, _AtIndex):
+        return _first_leaf(exc.cause, f"{path}{exc.step}")
     nested = getattr(exc, "exceptions", None)  # an ExceptionGroup (a backport on 3.10)
     if nested:
         return _first_leaf(nested[0], path)
@@ -227,13 +289,27 @@ def check_uuid(value: str, *, source: str, json_path: str) -> None:
 
 
 def check_date_time(value: str, *, source: str, json_path: str) -> None:
-    if _DATE_TIME.match(value) is None:
+    """RFC 3339 ``date-time``: the shape, and values that exist on a calendar."""
+    match = _DATE_TIME.match(value)
+    if match is None or not _real_date_time(match):
         raise ContractError(
             f"{value!r} is not an RFC 3339 date-time (like 2025-11-18T10:30:00Z)",
             source=source,
             json_path=json_path,
             rule="format",
         )
+
+
+def _real_date_time(match: re.Match[str]) -> bool:
+    import calendar
+
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return False
+    if hour > 23 or minute > 59 or second > 60:  # 60: a leap second
+        return False
+    offset_hours, offset_minutes = match.group(9), match.group(10)
+    return offset_hours is None or (int(offset_hours) <= 23 and int(offset_minutes) <= 59)
 
 
 def check_range(

@@ -294,21 +294,21 @@ class Engine:
         if response.status is RequestStatus.CANCELLED:
             record.status = HistoryStatus.CANCELLED
             return None
-        if error in RETRYABLE and record.x_request.retry_count < self.workflow_cls.max_retries:
+        if error in RETRYABLE and record.request().retry_count < self.workflow_cls.max_retries:
             record.status = HistoryStatus.RETRIED
             return self._retry(record)
         record.status = HistoryStatus.FAILED
         return None
 
     def _retry(self, record: AgentRequestRecord) -> AgentRequestRecord:
-        old = record.x_request
+        old = record.request()
         request = attrs.evolve(
             old,
             request_id=self.new_id(),
             created_at=format_time(self.clock.now()),
             retry_count=old.retry_count + 1,
         )
-        retry = self._new_record(request, position=record.x_position)
+        retry = self._new_record(request, position=record.x_position or 0)
         record.x_note = f"retried as {request.request_id}"
         for entry in self._require_record().journal:
             entry.request_ids = [
@@ -321,7 +321,7 @@ class Engine:
         now = self.clock.now()
         expired = False
         for record in self._pending():
-            request = record.x_request
+            request = record.request()
             deadline = parse_time(request.created_at) + timedelta(seconds=request.timeout_seconds)
             if now > deadline:
                 timeout = AgentResponse(
@@ -430,7 +430,7 @@ class Engine:
         )
 
     def _pause_now(self) -> Outcome:
-        pending = tuple(r.x_request for r in self._pending())
+        pending = tuple(r.request() for r in self._pending())
         self._require_record().status = "paused"
         self.bridge.publish(PublishInput(pending=pending))
         self._flush_consumed()
@@ -541,7 +541,7 @@ class Engine:
         for record in records:
             current: AgentRequestRecord | None = record
             while current is not None:
-                request = current.x_request
+                request = current.request()
                 started = self.clock.now()
                 try:
                     text = self.invoker.invoke(
@@ -729,13 +729,21 @@ class PhaseContext:
             )
         if error is not None:
             raise self._failure(record, error, response.error_message or error.value)
-        if ask.min_confidence is not None and response.get_confidence() < ask.min_confidence:
-            raise self._failure(
-                record,
-                ErrorType.VALIDATION_ERROR,
-                f"confidence {response.get_confidence()} is below the required "
-                f"{ask.min_confidence}",
-            )
+        if ask.min_confidence is not None:
+            confidence = confidence_of(response)
+            if confidence is None:
+                raise self._failure(
+                    record,
+                    ErrorType.VALIDATION_ERROR,
+                    "no confidence reported (metadata.confidence, or a numeric "
+                    "overall_confidence or confidence in the JSON answer)",
+                )
+            if confidence < ask.min_confidence:
+                raise self._failure(
+                    record,
+                    ErrorType.VALIDATION_ERROR,
+                    f"confidence {confidence} is below the required {ask.min_confidence}",
+                )
         text = response.response or ""
         if ask.output_type is None:
             return text
@@ -818,6 +826,28 @@ def _fingerprint_change(old: list[str], new: list[str]) -> str:
     return "unchanged"
 
 
+def confidence_of(response: AgentResponse) -> float | None:
+    """The answer's confidence: the response metadata's, else the answer's own.
+
+    The seed describes ``metadata.confidence`` as the "overall confidence score from
+    response": a host may copy it out of the answer, or leave it there. An in-process
+    invoker returns text only, so the answer's top-level ``overall_confidence`` (or
+    ``confidence``) counts too. ``None`` when neither says.
+    """
+    if response.metadata is not None and response.metadata.confidence is not None:
+        return response.metadata.confidence
+    try:
+        data = json.loads(response.response or "")
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        for key in ("overall_confidence", "confidence"):
+            value = data.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+    return None
+
+
 def _seconds_since(start: datetime, end: datetime) -> float:
     return max(0.0, (end - start).total_seconds())
 
@@ -844,4 +874,12 @@ def load_record(state: CheckpointState) -> EngineRecord:
             json_path=f"$.phase_data.{ENGINE_KEY}",
             rule="required",
         )
+    for index, item in enumerate(state.agent_requests):
+        if item.x_request is None or item.x_position is None:
+            raise ContractError(
+                "agent_requests item lacks the engine's x_request/x_position: this state was "
+                "not written by orchestrate and cannot be resumed",
+                json_path=f"$.agent_requests[{index}]",
+                rule="required",
+            )
     return structure(raw, EngineRecord, source="state")

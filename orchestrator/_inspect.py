@@ -45,9 +45,9 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
                 "request_id": r.request_id,
                 "agent_name": r.agent_name,
                 "phase": r.phase,
-                "retry_count": r.x_request.retry_count,
-                "created_at": r.x_request.created_at,
-                "timeout_seconds": r.x_request.timeout_seconds,
+                "retry_count": r.request().retry_count,
+                "created_at": r.request().created_at,
+                "timeout_seconds": r.request().timeout_seconds,
                 "response_file": str(
                     _response_target(state_path.parent, r.request_id, len(pending))
                 ),
@@ -126,13 +126,27 @@ def detect_kind(path: Path) -> str:
     )
 
 
-def validate_file(path: Path, *, kind: str | None) -> list[str]:
-    """Problems with a bridge file (empty when valid)."""
+def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> list[str]:
+    """Problems with a bridge file (empty when valid).
+
+    With ``workflow_cls``, requests and states are also held to that workflow's phase
+    names, agent names and phase range, as its generated schemas are.
+    """
     kind = kind or detect_kind(path)
-    parse = {"request": parse_request, "response": parse_response, "state": parse_state}[kind]
+    limits: dict[str, Any] = {}
+    if workflow_cls is not None:
+        limits["max_phase"] = workflow_cls.max_phase()
+        if kind == "request":
+            limits["phase_names"] = tuple(p.name for p in workflow_cls.asking_phases())
+            limits["agent_names"] = tuple(workflow_cls.agents)
     try:
         data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
-        parse(data, source=str(path))
+        if kind == "request":
+            parse_request(data, source=str(path), **limits)
+        elif kind == "response":
+            parse_response(data, source=str(path))
+        else:
+            parse_state(data, source=str(path), **limits)
     except FileNotFoundError:
         return [f"{path}: no such file"]
     except ContractError as exc:

@@ -171,6 +171,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("file", type=Path)
     validate.add_argument(
+        "--workflow",
+        default=None,
+        help="also check the workflow's phase names, agent names and phase range",
+    )
+    validate.add_argument(
         "--kind",
         choices=["request", "response", "state"],
         default=None,
@@ -396,7 +401,12 @@ def _cmd_drive(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from ._inspect import validate_file
 
-    problems = validate_file(args.file, kind=args.kind)
+    workflow_cls = None
+    if args.workflow:
+        from ._loader import load_workflow, resolve_reference
+
+        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+    problems = validate_file(args.file, kind=args.kind, workflow_cls=workflow_cls)
     if problems:
         for problem in problems:
             print(f"invalid: {problem}", file=sys.stderr)

@@ -186,6 +186,7 @@ class WorkflowHarness:
         answer: Callable[[dict[str, Any]], str],
         *,
         env: dict[str, str] | None = None,
+        output_path: str | None = None,
         max_cycles: int = 1000,
     ) -> subprocess.CompletedProcess[str]:
         """Drive real ``orchestrate run``/``respond``/``resume`` processes through every pause."""
@@ -200,6 +201,8 @@ class WorkflowHarness:
         ]
         for key, value in (inputs or {}).items():
             command += ["--input", f"{key}={value}"]
+        if output_path is not None:
+            command += ["--output", output_path]
         full_env = {**os.environ, **(env or {})}
         result = subprocess.run(command, capture_output=True, text=True, env=full_env, check=False)
         for _ in range(max_cycles):
