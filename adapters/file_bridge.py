@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from .._bridge import (
 )
 from .._bridge_codec import dump_document, parse_response, parse_state
 from .._durable import InstanceLock, atomic_write, fsync_directory, remove_file
-from .._errors import ContractError, NoInstanceError, ResponseRejectedError
+from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
 from .._json import STATE_MAX_BYTES, loads_strict, read_regular_file
 from .._ports import (
     ConsumeInput,
@@ -86,9 +87,25 @@ class FileBridge:
                 f"{self.state_path.name}); start one with 'orchestrate run'"
             ) from None
         source = str(self.state_path)
-        return parse_state(
-            loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES), source=source
-        )
+        try:
+            return parse_state(
+                loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES), source=source
+            )
+        except ContractError as exc:
+            raise StateDamagedError.wrap(exc) from None
+
+    def set_aside(self) -> Path | None:
+        """Move a (damaged) state file into ``.orchestrator/damaged/`` and clear the
+        request and response files; returns where the state went."""
+        kept = None
+        if self.state_path.exists():
+            damaged = self.private_dir / "damaged"
+            damaged.mkdir(parents=True, exist_ok=True)
+            kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
+            os.replace(self.state_path, kept)
+        self._clear_bridge_files()
+        fsync_directory(self.workdir)
+        return kept
 
     def save_state(self, request: SaveStateInput) -> None:
         atomic_write(self.state_path, dump_document(request.state))
@@ -151,15 +168,19 @@ class FileBridge:
         run_dir.mkdir(parents=True, exist_ok=True)
         history = run_dir / "state.json"
         atomic_write(history, dump_document(request.state))
+        self._clear_bridge_files()
+        remove_file(self.state_path)
+        fsync_directory(self.workdir)
+        return str(history)
+
+    def _clear_bridge_files(self) -> None:
         for directory in (self.requests_dir, self.responses_dir):
             if directory.is_dir():
                 for leftover in directory.iterdir():
                     remove_file(leftover)
                 os.rmdir(directory)
-        for path in (self.request_path, self.response_path, self.state_path):
+        for path in (self.request_path, self.response_path):
             remove_file(path)
-        fsync_directory(self.workdir)
-        return str(history)
 
 
 def _rejected(path: Path, exc: ContractError) -> ResponseRejectedError:

@@ -43,6 +43,7 @@ from ._errors import (
     OrchestratorError,
     ResponseRejectedError,
     RunFailedError,
+    StateDamagedError,
 )
 from ._ports import (
     AgentInvoker,
@@ -246,17 +247,10 @@ class Engine:
     def _accept_responses(self, received: Sequence[ReceivedResponse]) -> bool:
         """Judge every response before changing anything, then record them all."""
         records = self._records_by_id()
-        fresh: list[tuple[AgentRequestRecord, ReceivedResponse]] = []
+        expected = _describe_pending([r.request_id for r in self._pending()])
+        fresh: dict[str, tuple[AgentRequestRecord, ReceivedResponse]] = {}
         for item in received:
             record = records.get(item.response.request_id)
-            pending_ids = [r.request_id for r in self._pending()]
-            expected = (
-                f"the pending request is {pending_ids[0]}"
-                if len(pending_ids) == 1
-                else f"pending requests: {', '.join(pending_ids)}"
-                if pending_ids
-                else "no request is pending"
-            )
             if record is None:
                 raise ResponseRejectedError(
                     f"{item.source}: request_id {item.response.request_id} matches no request "
@@ -275,8 +269,19 @@ class Engine:
                     path=item.source,
                     reason="stale",
                 )
-            fresh.append((record, item))
-        for record, item in fresh:
+            earlier = fresh.get(record.request_id)
+            if earlier is not None:
+                if earlier[1].sha256 == item.sha256:
+                    self._consumed.append(item)  # the same answer in both places
+                    continue
+                raise ResponseRejectedError(
+                    f"{item.source} and {earlier[1].source} give two different answers to "
+                    f"request {record.request_id}; remove the wrong one, then resume",
+                    path=item.source,
+                    reason="conflicting",
+                )
+            fresh[record.request_id] = (record, item)
+        for record, item in fresh.values():
             self._apply_response(record, item.response, digest=item.sha256)
             self._consumed.append(item)
         return bool(fresh)
@@ -780,11 +785,12 @@ class PhaseContext:
     def _expect(self, entry: JournalEntry, *, kind: str, fingerprint: list[str], what: str) -> None:
         if entry.kind == kind and entry.fingerprint == fingerprint:
             return
-        changed = (
-            "the call changed"
-            if entry.kind != kind
-            else _fingerprint_change(entry.fingerprint, fingerprint)
-        )
+        if entry.kind != kind:
+            changed = "the call changed"
+        elif kind == "step":
+            changed = f"step {entry.fingerprint[0]!r} became {fingerprint[0]!r}"
+        else:
+            changed = _fingerprint_change(entry.fingerprint, fingerprint)
         raise NonDeterminismError(
             f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}: "
             f"the recorded run made {_describe(entry)}, this run makes {what} ({changed}); a "
@@ -793,6 +799,14 @@ class PhaseContext:
             phase_name=self._spec.name,
             position=entry.position,
         )
+
+
+def _describe_pending(pending_ids: list[str]) -> str:
+    if not pending_ids:
+        return "no request is pending"
+    if len(pending_ids) == 1:
+        return f"the pending request is {pending_ids[0]}"
+    return f"pending requests: {', '.join(pending_ids)}"
 
 
 def _ask_fingerprint(ask: Ask) -> str:
@@ -867,19 +881,27 @@ def to_json_value(value: Any, *, where: str) -> Any:
 
 
 def load_record(state: CheckpointState) -> EngineRecord:
+    """The engine's bookkeeping from a loaded state; a state it cannot resume is damaged."""
+    source = "the state file"
     raw = state.phase_data.get(ENGINE_KEY)
     if raw is None:
-        raise ContractError(
-            f"the state has no phase_data.{ENGINE_KEY}: it was not written by orchestrate",
+        raise StateDamagedError(
+            f"there is no phase_data.{ENGINE_KEY}, so orchestrate did not write it; "
+            + StateDamagedError.HINT,
+            source=source,
             json_path=f"$.phase_data.{ENGINE_KEY}",
             rule="required",
         )
     for index, item in enumerate(state.agent_requests):
         if item.x_request is None or item.x_position is None:
-            raise ContractError(
-                "agent_requests item lacks the engine's x_request/x_position: this state was "
-                "not written by orchestrate and cannot be resumed",
+            raise StateDamagedError(
+                "an agent_requests item lacks the engine's x_request/x_position; "
+                + StateDamagedError.HINT,
+                source=source,
                 json_path=f"$.agent_requests[{index}]",
                 rule="required",
             )
-    return structure(raw, EngineRecord, source="state")
+    try:
+        return structure(raw, EngineRecord, source=source)
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None

@@ -34,6 +34,24 @@ class UnknownVersionError(ContractError):
     """A document carries a major version this build does not understand; refused (fail closed)."""
 
 
+class StateDamagedError(ContractError):
+    """The state file cannot be read as this engine's state; it is left untouched."""
+
+    HINT = (
+        "the state file is damaged: restore it from a backup, or run 'orchestrate cancel "
+        "--force' to set it aside and start over"
+    )
+
+    @classmethod
+    def wrap(cls, exc: ContractError) -> StateDamagedError:
+        return cls(
+            f"{exc.detail}; {cls.HINT}",
+            source=exc.source,
+            json_path=exc.json_path,
+            rule=exc.rule,
+        )
+
+
 class WorkflowDefinitionError(OrchestratorError, TypeError):
     """A ``Workflow`` subclass is malformed; raised when the class is created."""
 

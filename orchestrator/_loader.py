@@ -39,6 +39,10 @@ def load_workflow(reference: str) -> type[Workflow]:
                 f"workflow {reference!r}: cannot import module {module_part!r} ({exc}); is it "
                 "installed or on PYTHONPATH?"
             ) from None
+        except Exception as exc:
+            raise WorkflowNotFoundError(
+                f"workflow {reference!r}: importing {module_part} failed: {_one_line(exc)}"
+            ) from exc
     found = namespace.get(class_name)
     if not (isinstance(found, type) and issubclass(found, Workflow)):
         raise WorkflowNotFoundError(
@@ -63,10 +67,18 @@ def _import_file(path: Path, reference: str) -> dict[str, object]:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException:
+    except Exception as exc:
         del sys.modules[name]
-        raise
+        raise WorkflowNotFoundError(
+            f"workflow {reference!r}: importing {path} failed: {_one_line(exc)}; fix the file"
+        ) from exc
     return vars(module)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} (line {exc.lineno})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _from_entry_point(name: str) -> type[Workflow]:

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import (
+    ContractError,
     InstanceBusyError,
     InstanceExistsError,
     NoInstanceError,
     OrchestratorError,
+    StateDamagedError,
     UsageError,
     WorkflowDefinitionError,
     WorkflowNotFoundError,
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ) as exc:
         return _error(exc, EXIT_USAGE)
     except OrchestratorError as exc:
+        return _error(exc, EXIT_ERROR)
+    except OSError as exc:  # a file the command needed: say which, without a traceback
         return _error(exc, EXIT_ERROR)
 
 
@@ -193,6 +197,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_workdir(cancel)
     cancel.add_argument(
+        "--force",
+        action="store_true",
+        help="for a damaged state: move it aside unread and clear the request files",
+    )
+    cancel.add_argument(
         "--workflow", default=None, help="which instance, when a directory holds several"
     )
     return parser
@@ -233,17 +242,20 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
 
 def _recorded_reference(state_path: Path) -> str:
     """The workflow reference recorded at ``run``, read without structuring the state."""
-    from ._errors import ContractError
     from ._json import STATE_MAX_BYTES, read_json_file
 
-    data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+    try:
+        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):
         reference = None
     if not isinstance(reference, str):
-        raise ContractError(
-            "no workflow reference recorded: this state was not written by orchestrate",
+        raise StateDamagedError(
+            "no workflow reference recorded, so orchestrate did not write it; "
+            + StateDamagedError.HINT,
             source=str(state_path),
             json_path="$.phase_data.x_orchestrator.workflow",
             rule="required",
@@ -358,7 +370,10 @@ def _cmd_respond(args: argparse.Namespace) -> int:
     if args.stdin:
         text = sys.stdin.read()
     elif args.file is not None:
-        text = args.file.read_text(encoding="utf-8")
+        try:
+            text = args.file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
     else:
         text = args.text
     target = write_response(
@@ -432,8 +447,24 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
+    if args.force:
+        return _cancel_damaged(args)
     history = _instance_engine(args).cancel()
     print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cancel_damaged(args: argparse.Namespace) -> int:
+    """Set a state aside without reading it: for a damaged instance that cannot resume."""
+    from .adapters.file_bridge import FileBridge
+
+    workdir = _workdir(args)
+    state_path = _state_path(workdir, args.workflow)
+    name = state_path.name[1 : -len("-state.json")]
+    bridge = FileBridge(workdir, name)
+    with bridge.lock():
+        kept = bridge.set_aside()
+    print(f"orchestrate: instance removed; its state file was moved to {kept}", file=sys.stderr)
     return EXIT_OK
 
 
