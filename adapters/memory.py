@@ -1,0 +1,93 @@
+"""An in-memory bridge: the state and the host's mailbox held in one process.
+
+For tests and for embedding the engine where another component owns persistence. The
+state is kept as the same canonical bytes the file bridge writes, so what is saved goes
+through the real codec both ways.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .._bridge import AgentRequest, AgentResponse, CheckpointState
+from .._bridge_codec import dump_document, parse_response, parse_state
+from .._errors import ContractError, InstanceBusyError, NoInstanceError, ResponseRejectedError
+from .._json import dumps_canonical, loads_strict
+from .._ports import ConsumeInput, FinishInput, PublishInput, ReceivedResponse, SaveStateInput
+
+
+class MemoryBridge:
+    """One workflow instance in memory. ``answer`` plays the host."""
+
+    def __init__(self, name: str = "memory") -> None:
+        self.name = name
+        self.state_bytes: bytes | None = None
+        self.published: tuple[AgentRequest, ...] = ()
+        self.inbox: dict[str, bytes] = {}  # source name -> raw response document
+        self.history: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        if not self._lock.acquire(blocking=False):
+            raise InstanceBusyError(
+                f"{self.name}: the instance is in use by another caller", lock_path=self.name
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def exists(self) -> bool:
+        return self.state_bytes is not None
+
+    def load_state(self) -> CheckpointState:
+        if self.state_bytes is None:
+            raise NoInstanceError(f"{self.name}: no instance")
+        source = f"{self.name}:state"
+        return parse_state(loads_strict(self.state_bytes, source=source), source=source)
+
+    def save_state(self, request: SaveStateInput) -> None:
+        self.state_bytes = dump_document(request.state)
+
+    def publish(self, request: PublishInput) -> None:
+        self.published = tuple(request.pending)
+
+    def answer(self, raw: bytes | dict[str, Any], *, source: str | None = None) -> None:
+        """Leave a response document for the next ``read_responses``, as a host would."""
+        data = raw if isinstance(raw, bytes) else dumps_canonical(raw)
+        self.inbox[source or f"{self.name}:response:{len(self.inbox)}"] = data
+
+    def read_responses(self) -> list[ReceivedResponse]:
+        received = []
+        for source, raw in sorted(self.inbox.items()):
+            try:
+                response: AgentResponse = parse_response(
+                    loads_strict(raw, source=source), source=source
+                )
+            except ContractError as exc:
+                raise ResponseRejectedError(
+                    f"{exc}; the response was refused", path=source, reason=exc.rule
+                ) from None
+            received.append(
+                ReceivedResponse(
+                    response=response, source=source, sha256=hashlib.sha256(raw).hexdigest()
+                )
+            )
+        return received
+
+    def consume(self, request: ConsumeInput) -> None:
+        for item in request.consumed:
+            self.inbox.pop(item.source, None)
+
+    def finish(self, request: FinishInput) -> str:
+        key = f"{self.name}:runs/{request.run_id}"
+        self.history[key] = dump_document(request.state)
+        self.state_bytes = None
+        self.published = ()
+        self.inbox.clear()
+        return key
