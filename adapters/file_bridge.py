@@ -65,6 +65,7 @@ class FileBridge:
         self.workflow_name = workflow_name
         self.max_response_bytes = max_response_bytes
         self.state_path = workdir / state_file_name(workflow_name)
+        self.location = str(self.state_path)
         self.request_path = workdir / REQUEST_FILE
         self.response_path = workdir / RESPONSE_FILE
         self.requests_dir = workdir / REQUESTS_DIR

@@ -25,6 +25,7 @@ class MemoryBridge:
 
     def __init__(self, name: str = "memory") -> None:
         self.name = name
+        self.location = f"{name}:state"
         self.state_bytes: bytes | None = None
         self.published: tuple[AgentRequest, ...] = ()
         self.inbox: dict[str, bytes] = {}  # source name -> raw response document
@@ -48,7 +49,7 @@ class MemoryBridge:
     def load_state(self) -> CheckpointState:
         if self.state_bytes is None:
             raise NoInstanceError(f"{self.name}: no instance")
-        source = f"{self.name}:state"
+        source = self.location
         return parse_state(loads_strict(self.state_bytes, source=source), source=source)
 
     def save_state(self, request: SaveStateInput) -> None:

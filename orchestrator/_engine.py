@@ -211,7 +211,7 @@ class Engine:
         """Record the host's answers, then continue; with nothing answered, pause again."""
         with self.bridge.lock():
             state = self.bridge.load_state()
-            self._attach(state, load_record(state))
+            self._attach(state, load_record(state, source=self.bridge.location))
             record = self._require_record()
             if record.status == "failed":
                 return Outcome(
@@ -233,7 +233,7 @@ class Engine:
         """End the instance on purpose: keep its history, remove state and request files."""
         with self.bridge.lock():
             state = self.bridge.load_state()
-            self._attach(state, load_record(state))
+            self._attach(state, load_record(state, source=self.bridge.location))
             record = self._require_record()
             record.status = "cancelled"
             state.checkpoint_name = "cancelled"
@@ -880,14 +880,12 @@ def to_json_value(value: Any, *, where: str) -> Any:
     return data
 
 
-def load_record(state: CheckpointState) -> EngineRecord:
+def load_record(state: CheckpointState, *, source: str) -> EngineRecord:
     """The engine's bookkeeping from a loaded state; a state it cannot resume is damaged."""
-    source = "the state file"
     raw = state.phase_data.get(ENGINE_KEY)
     if raw is None:
         raise StateDamagedError(
-            f"there is no phase_data.{ENGINE_KEY}, so orchestrate did not write it; "
-            + StateDamagedError.HINT,
+            f"there is no phase_data.{ENGINE_KEY}, so orchestrate did not write it",
             source=source,
             json_path=f"$.phase_data.{ENGINE_KEY}",
             rule="required",
@@ -895,8 +893,7 @@ def load_record(state: CheckpointState) -> EngineRecord:
     for index, item in enumerate(state.agent_requests):
         if item.x_request is None or item.x_position is None:
             raise StateDamagedError(
-                "an agent_requests item lacks the engine's x_request/x_position; "
-                + StateDamagedError.HINT,
+                "an agent_requests item lacks the engine's x_request/x_position",
                 source=source,
                 json_path=f"$.agent_requests[{index}]",
                 rule="required",
@@ -904,4 +901,4 @@ def load_record(state: CheckpointState) -> EngineRecord:
     try:
         return structure(raw, EngineRecord, source=source)
     except ContractError as exc:
-        raise StateDamagedError.wrap(exc) from None
+        raise StateDamagedError.wrap(exc, path_prefix=f"$.phase_data.{ENGINE_KEY}") from None

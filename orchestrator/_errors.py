@@ -14,6 +14,9 @@ class ContractError(OrchestratorError, ValueError):
     (``$.metadata.confidence``), ``rule`` the rule that was broken.
     """
 
+    #: words appended after the location, saying what to do (subclasses set it)
+    advice = ""
+
     def __init__(
         self, message: str, *, source: str = "", json_path: str = "$", rule: str = ""
     ) -> None:
@@ -23,7 +26,8 @@ class ContractError(OrchestratorError, ValueError):
         self.detail = message
         where = f"{source}: " if source else ""
         at = f" at {json_path}" if json_path and json_path != "$" else ""
-        super().__init__(f"{where}{message}{at}")
+        advice = f"; {self.advice}" if self.advice else ""
+        super().__init__(f"{where}{message}{at}{advice}")
 
 
 class UntrustedJSONError(ContractError):
@@ -37,17 +41,20 @@ class UnknownVersionError(ContractError):
 class StateDamagedError(ContractError):
     """The state file cannot be read as this engine's state; it is left untouched."""
 
-    HINT = (
+    advice = (
         "the state file is damaged: restore it from a backup, or run 'orchestrate cancel "
         "--force' to set it aside and start over"
     )
 
     @classmethod
-    def wrap(cls, exc: ContractError) -> StateDamagedError:
+    def wrap(
+        cls, exc: ContractError, *, source: str = "", path_prefix: str = ""
+    ) -> StateDamagedError:
+        """The same problem, reported as a damaged state (``path_prefix`` roots a sub-document)."""
         return cls(
-            f"{exc.detail}; {cls.HINT}",
-            source=exc.source,
-            json_path=exc.json_path,
+            exc.detail,
+            source=source or exc.source,
+            json_path=path_prefix + exc.json_path[1:] if path_prefix else exc.json_path,
             rule=exc.rule,
         )
 

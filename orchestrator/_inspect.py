@@ -7,24 +7,23 @@ from typing import Any
 
 from ._bridge import REQUESTS_DIR, RESPONSE_FILE, RESPONSES_DIR, HistoryStatus, RequestStatus
 from ._bridge_codec import dump_document, parse_request, parse_response, parse_state
-from ._convert import structure
 from ._durable import atomic_write
-from ._engine import ENGINE_KEY, EngineRecord, SystemClock, format_time
-from ._errors import ContractError, UsageError
+from ._engine import SystemClock, format_time, load_record
+from ._errors import ContractError, StateDamagedError, UsageError
 from ._json import STATE_MAX_BYTES, read_json_file
 
 
 def _load(path: Path) -> Any:
-    return parse_state(
-        read_json_file(path, max_bytes=STATE_MAX_BYTES),
-        source=str(path),
-    )
+    try:
+        return parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
 
 
 def describe_instance(state_path: Path) -> dict[str, Any]:
     """A JSON-ready summary of an instance for ``orchestrate status``."""
     state = _load(state_path)
-    record = structure(state.phase_data[ENGINE_KEY], EngineRecord, source=str(state_path))
+    record = load_record(state, source=str(state_path))
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     counts: dict[str, int] = {}
     for item in state.agent_requests:

@@ -114,7 +114,7 @@ def read_regular_file(
         if info.st_size > max_bytes:
             raise UntrustedJSONError(
                 f"file is {info.st_size} bytes, more than the limit of {max_bytes}; "
-                "write a smaller document or raise max_bytes",
+                "write a smaller document",
                 source=name,
                 json_path="$",
                 rule="too-large",
@@ -136,7 +136,7 @@ def read_regular_file(
     if len(data) > max_bytes:
         raise UntrustedJSONError(
             f"file grew past the limit of {max_bytes} bytes while being read; "
-            "write it completely before it is read, or raise max_bytes",
+            "write it whole (to a temporary name, then rename) before it is read",
             source=name,
             json_path="$",
             rule="too-large",
@@ -177,7 +177,7 @@ def loads_strict(
     if len(data) > max_bytes:
         raise UntrustedJSONError(
             f"document is {len(data)} bytes, more than the limit of {max_bytes}; "
-            "send a smaller document or raise max_bytes",
+            "send a smaller document",
             source=source,
             json_path="$",
             rule="too-large",

@@ -84,6 +84,9 @@ class FinishInput:
 class Bridge(Protocol):
     """One workflow instance's durable state and its mailbox to the host."""
 
+    #: where the state lives, for messages (a file path, or a name)
+    location: str
+
     def lock(self) -> Any:
         """A context manager holding the instance exclusively; refuses if already held."""
         ...

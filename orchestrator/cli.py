@@ -254,8 +254,7 @@ def _recorded_reference(state_path: Path) -> str:
         reference = None
     if not isinstance(reference, str):
         raise StateDamagedError(
-            "no workflow reference recorded, so orchestrate did not write it; "
-            + StateDamagedError.HINT,
+            "no workflow reference recorded, so orchestrate did not write it",
             source=str(state_path),
             json_path="$.phase_data.x_orchestrator.workflow",
             rule="required",
