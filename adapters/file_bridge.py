@@ -30,7 +30,13 @@ from .._bridge import (
     state_file_name,
 )
 from .._bridge_codec import dump_document, parse_response, parse_state
-from .._durable import InstanceLock, atomic_write, fsync_directory, remove_file
+from .._durable import (
+    InstanceLock,
+    atomic_write,
+    fsync_directory,
+    remove_file,
+    sweep_temporaries,
+)
 from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
 from .._json import STATE_MAX_BYTES, loads_strict, read_regular_file
 from .._ports import (
@@ -112,6 +118,7 @@ class FileBridge:
         atomic_write(self.state_path, dump_document(request.state))
 
     def publish(self, request: PublishInput) -> None:
+        self._sweep()
         pending = list(request.pending)
         wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
         if self.requests_dir.is_dir():
@@ -167,12 +174,18 @@ class FileBridge:
     def finish(self, request: FinishInput) -> str:
         run_dir = self.private_dir / "runs" / request.run_id
         run_dir.mkdir(parents=True, exist_ok=True)
+        self._sweep(run_dir)
         history = run_dir / "state.json"
         atomic_write(history, dump_document(request.state))
         self._clear_bridge_files()
         remove_file(self.state_path)
         fsync_directory(self.workdir)
         return str(history)
+
+    def _sweep(self, *extra: Path) -> None:
+        """Clear temporary files of writers that died mid-write (a crash leaves them)."""
+        for directory in (self.workdir, self.requests_dir, self.responses_dir, *extra):
+            sweep_temporaries(directory)
 
     def _clear_bridge_files(self) -> None:
         for directory in (self.requests_dir, self.responses_dir):

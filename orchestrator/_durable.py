@@ -80,6 +80,41 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         fsync_directory(directory)
 
 
+def sweep_temporaries(directory: Path) -> list[Path]:
+    """Remove temporary files that :func:`atomic_write` left behind when its process died.
+
+    A temporary file names its writer's pid; one whose writer is still alive (a concurrent
+    ``orchestrate respond``, say) is left alone.
+    """
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        pid_text = name[:-4].rpartition(".")[2]
+        if not pid_text.isdigit() or _process_alive(int(pid_text)):
+            continue
+        path = directory / name
+        _unlink_quietly(path)
+        removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def remove_file(path: Path) -> bool:
     """Unlink ``path`` if it exists; return whether it did. The caller fsyncs the directory."""
     crash_point(f"before-unlink {path.name}")
