@@ -15,7 +15,6 @@ fsynced, because a resume after a crash writes them again from the state.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from .._durable import (
     atomic_write,
     fsync_directory,
     remove_file,
+    sha256_hex,
     sweep_temporaries,
 )
 from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
@@ -156,20 +156,15 @@ class FileBridge:
             except ContractError as exc:
                 raise _rejected(path, exc) from None
             received.append(
-                ReceivedResponse(
-                    response=response, source=str(path), sha256=hashlib.sha256(raw).hexdigest()
-                )
+                ReceivedResponse(response=response, source=str(path), sha256=sha256_hex(raw))
             )
         return received
 
     def consume(self, request: ConsumeInput) -> None:
-        directories = set()
+        # No directory fsync: a response file that reappears after a crash is recognised
+        # by the digest the state recorded for it, and dropped without being applied.
         for item in request.consumed:
-            path = Path(item.source)
-            if remove_file(path):
-                directories.add(path.parent)
-        for directory in directories:
-            fsync_directory(directory)
+            remove_file(Path(item.source))
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self.private_dir / "runs" / request.run_id

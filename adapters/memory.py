@@ -7,7 +7,6 @@ through the real codec both ways.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from typing import Any
 
 from .._bridge import AgentRequest, AgentResponse, CheckpointState
 from .._bridge_codec import dump_document, parse_response, parse_state
+from .._durable import sha256_hex
 from .._errors import ContractError, InstanceBusyError, NoInstanceError, ResponseRejectedError
 from .._json import dumps_canonical, loads_strict
 from .._ports import ConsumeInput, FinishInput, PublishInput, ReceivedResponse, SaveStateInput
@@ -75,9 +75,7 @@ class MemoryBridge:
                     f"{exc}; the response was refused", path=source, reason=exc.rule
                 ) from None
             received.append(
-                ReceivedResponse(
-                    response=response, source=source, sha256=hashlib.sha256(raw).hexdigest()
-                )
+                ReceivedResponse(response=response, source=source, sha256=sha256_hex(raw))
             )
         return received
 

@@ -1,5 +1,5 @@
 """``python -m orchestrator`` is ``orchestrate``."""
 
-from orchestrator.cli import main
+from orchestrator.cli import entry
 
-raise SystemExit(main())
+entry()

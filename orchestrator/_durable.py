@@ -42,6 +42,22 @@ def crash_point(label: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data`` in hex, without importing ``hashlib``.
+
+    ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
+    interpreter's built-in implementation gives the same digest.
+    """
+    try:
+        from _sha2 import sha256  # Python >= 3.12
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef]  # 3.10, 3.11
+        except ImportError:  # pragma: no cover - a build without the built-in module
+            from hashlib import sha256
+    return sha256(data).hexdigest()  # type: ignore[no-any-return]
+
+
 def fsync_directory(directory: Path) -> None:
     """Make a rename or unlink inside ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

@@ -11,9 +11,7 @@ answer is ever applied twice.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -92,7 +90,7 @@ def parse_time(text: str) -> datetime:
 
 
 def prompt_digest(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+    return _durable.sha256_hex(prompt.encode("utf-8"))
 
 
 # -- the engine's own bookkeeping, kept in phase_data["x_orchestrator"] ------------------
@@ -160,7 +158,7 @@ class Engine:
         self.bridge = bridge
         self.invoker = invoker
         self.clock = clock or SystemClock()
-        self.new_id = new_id or (lambda: str(uuid.uuid4()))
+        self.new_id = new_id or _random_uuid
         self._state: CheckpointState | None = None
         self._record: EngineRecord | None = None
         self._consumed: list[ReceivedResponse] = []
@@ -860,6 +858,12 @@ def confidence_of(response: AgentResponse) -> float | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
     return None
+
+
+def _random_uuid() -> str:
+    import uuid  # only when an id is made: uuid's import is not free
+
+    return str(uuid.uuid4())
 
 
 def _seconds_since(start: datetime, end: datetime) -> float:

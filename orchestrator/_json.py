@@ -64,19 +64,40 @@ _tokens_pattern: re.Pattern[bytes] | None = None
 
 
 def dumps_canonical(obj: Any) -> bytes:
-    """Serialise ``obj`` the one way this project writes JSON: UTF-8, 2-space indent, final newline.
+    """Serialise ``obj`` the one way this project writes JSON (UTF-8, final newline).
 
-    Key order is kept as given, and NaN/Infinity raise ``ValueError`` so that everything
-    written can be read back by ``loads_strict``.
+    The layout is two levels deep: each top-level member on its own line, and each item of
+    a top-level object or array on its own line, written compactly. A state file thus
+    reads as one line per phase output and per agent request, which is what a person
+    scans for, and it is written by the C encoder (``indent`` would force the much slower
+    pure-Python one on every checkpoint). Key order is kept; NaN/Infinity raise
+    ``ValueError`` so that everything written reads back through ``loads_strict``.
     """
-    text = json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False, allow_nan=False)
     try:
-        return (text + "\n").encode("utf-8")
+        return _layout(obj, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (legal as a JSON escape, e.g. from a host's response) has no
         # UTF-8 form: keep it as an escape so the file stays valid and reads back equal.
-        text = json.dumps(obj, ensure_ascii=True, indent=2, sort_keys=False, allow_nan=False)
-        return (text + "\n").encode("ascii")
+        return _layout(obj, ensure_ascii=True).encode("ascii")
+
+
+def _layout(obj: Any, *, ensure_ascii: bool) -> str:
+    encode = json.JSONEncoder(
+        ensure_ascii=ensure_ascii, allow_nan=False, separators=(", ", ": ")
+    ).encode
+    if not isinstance(obj, dict) or not obj:
+        return encode(obj) + "\n"
+    members = []
+    for key, value in obj.items():
+        if isinstance(value, dict) and value:
+            inner = ",\n".join(f"    {encode(k)}: {encode(v)}" for k, v in value.items())
+            text = "{\n" + inner + "\n  }"
+        elif isinstance(value, list) and value:
+            text = "[\n" + ",\n".join(f"    {encode(v)}" for v in value) + "\n  ]"
+        else:
+            text = encode(value)
+        members.append(f"  {encode(key)}: {text}")
+    return "{\n" + ",\n".join(members) + "\n}\n"
 
 
 def read_regular_file(

@@ -4,12 +4,12 @@ entry-point group."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import sys
 from pathlib import Path
 
+from ._durable import sha256_hex
 from ._errors import WorkflowNotFoundError
 from ._workflow import Workflow
 
@@ -54,7 +54,7 @@ def load_workflow(reference: str) -> type[Workflow]:
 def _import_file(path: Path, reference: str) -> dict[str, object]:
     if not path.is_file():
         raise WorkflowNotFoundError(f"workflow {reference!r}: no such file {path}")
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    digest = sha256_hex(str(path).encode())[:10]
     name = f"_orchestrator_workflow_{path.stem}_{digest}"
     if name in sys.modules:
         return vars(sys.modules[name])
