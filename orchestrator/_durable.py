@@ -15,6 +15,7 @@ import errno
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from ._errors import InstanceBusyError
 
@@ -48,14 +49,26 @@ def sha256_hex(data: bytes) -> str:
     ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
     interpreter's built-in implementation gives the same digest.
     """
-    try:
-        from _sha2 import sha256  # Python >= 3.12
-    except ImportError:
+    global _sha256_constructor
+    if _sha256_constructor is None:
+        _sha256_constructor = _find_sha256()
+    return _sha256_constructor(data).hexdigest()  # type: ignore[no-any-return]
+
+
+_sha256_constructor: Any = None
+
+
+def _find_sha256() -> Any:
+    import importlib
+
+    for name in ("_sha2", "_sha256"):  # Python >= 3.12, then 3.10 and 3.11
         try:
-            from _sha256 import sha256  # type: ignore[import-not-found,no-redef]  # 3.10, 3.11
-        except ImportError:  # pragma: no cover - a build without the built-in module
-            from hashlib import sha256
-    return sha256(data).hexdigest()  # type: ignore[no-any-return]
+            return importlib.import_module(name).sha256
+        except ImportError:
+            continue
+    from hashlib import sha256  # pragma: no cover - a build without the built-in module
+
+    return sha256  # pragma: no cover
 
 
 def fsync_directory(directory: Path) -> None:
@@ -102,7 +115,7 @@ def sweep_temporaries(directory: Path) -> list[Path]:
     A temporary file names its writer's pid; one whose writer is still alive (a concurrent
     ``orchestrate respond``, say) is left alone.
     """
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(directory)
     except FileNotFoundError:

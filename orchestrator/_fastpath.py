@@ -1,0 +1,186 @@
+"""A fast path for the converter: plain attrs classes of JSON types, without cattrs.
+
+``orchestrate resume`` runs once per pause, and importing cattrs and generating its hooks
+is a fifth of that process's life. For the shapes the wire formats use (str, int, float,
+bool, enums, ``X | None``, ``list[X]``, ``dict[str, Any]``, nested attrs classes) this
+module structures and unstructures directly. It never decides that a document is wrong:
+on anything unexpected it raises :class:`Unsupported`, and the cattrs converter, which
+stays the single authority, takes over and either agrees or explains the error with its
+JSON path. A property test holds the two to the same results.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+EXTENSION_PREFIX = "x_"
+
+
+class Unsupported(Exception):
+    """The fast path does not handle this value or class; use the converter."""
+
+
+Convert = Callable[[Any], Any]
+
+
+@attrs.frozen
+class _Plan:
+    fields: tuple[tuple[str, Convert, bool], ...]  # name, convert, required
+    names: frozenset[str]
+    open_object: bool  # unknown keys are kept in an ``extra`` dict field
+
+
+_plans: dict[type, _Plan | None] = {}
+
+
+def structure(data: Any, cls: type[Any]) -> Any:
+    """``data`` structured into the attrs class ``cls``; :class:`Unsupported` otherwise."""
+    plan = _plan_for(cls)
+    if plan is None:
+        raise Unsupported(cls)
+    return _structure_with(plan, cls, data)
+
+
+def unstructure(obj: Any) -> Any:
+    """The JSON form of ``obj`` (attrs instances as dicts without ``None`` fields)."""
+    kind = type(obj)
+    if kind in (str, int, float, bool) or obj is None:
+        return obj
+    if kind is dict:
+        return {key: unstructure(value) for key, value in obj.items()}
+    if kind is list:
+        return [unstructure(item) for item in obj]
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if attrs.has(kind) and _plan_for(kind) is not None:
+        data = {}
+        for field in attrs.fields(kind):
+            value = getattr(obj, field.name)
+            if value is not None:
+                data[field.name] = unstructure(value)
+        if "extra" in data:
+            data.update(data.pop("extra"))
+        return data
+    raise Unsupported(kind)
+
+
+def _structure_with(plan: _Plan, cls: type[Any], data: Any) -> Any:
+    if type(data) is not dict:
+        raise Unsupported(cls)
+    names = plan.names
+    extra: dict[str, Any] = {}
+    for key in data:
+        if key not in names or key == "extra":
+            if plan.open_object:
+                extra[key] = data[key]
+            elif not key.startswith(EXTENSION_PREFIX):
+                raise Unsupported(key)  # the converter names the unknown field
+    kwargs: dict[str, Any] = {}
+    for name, convert, required in plan.fields:
+        if name == "extra" and plan.open_object:
+            kwargs[name] = extra
+        elif name in data:
+            kwargs[name] = convert(data[name])
+        elif required:
+            raise Unsupported(name)
+    return cls(**kwargs)
+
+
+def _plan_for(cls: type[Any]) -> _Plan | None:
+    if cls in _plans:
+        return _plans[cls]
+    _plans[cls] = None  # a class that refers to itself is left to the converter
+    try:
+        attrs.resolve_types(cls)
+        fields = attrs.fields(cls)
+        steps = []
+        for field in fields:
+            if not field.init or field.alias != field.name:
+                raise Unsupported(field.name)
+            required = field.default is attrs.NOTHING
+            steps.append((field.name, _converter_for(field.type), required))
+        names = frozenset(f.name for f in fields)
+        plan: _Plan | None = _Plan(tuple(steps), names, "extra" in names)
+    except (Unsupported, NameError, TypeError):
+        plan = None
+    _plans[cls] = plan
+    return plan
+
+
+def _converter_for(kind: Any) -> Convert:
+    if kind is str:
+        return _exact(str)
+    if kind is int:
+        return _exact(int)
+    if kind is bool:
+        return _exact(bool)
+    if kind is float:
+        return _number
+    if kind is Any:
+        return _same
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return _enum(kind)
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = _converter_for(next(a for a in args if a is not type(None)))
+        return lambda value: None if value is None else inner(value)
+    if origin is list and len(args) == 1:
+        return _list(_converter_for(args[0]))
+    if origin is dict and args == (str, Any):
+        return _dict
+    if isinstance(kind, type) and attrs.has(kind):
+        return lambda value: structure(value, kind)
+    raise Unsupported(kind)
+
+
+def _exact(kind: type) -> Convert:
+    def convert(value: Any) -> Any:
+        if type(value) is not kind:
+            raise Unsupported(kind)
+        return value
+
+    return convert
+
+
+def _number(value: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    raise Unsupported(float)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _enum(kind: type[enum.Enum]) -> Convert:
+    def convert(value: Any) -> Any:
+        try:
+            return kind(value)
+        except (ValueError, TypeError):
+            raise Unsupported(kind) from None
+
+    return convert
+
+
+def _list(inner: Convert) -> Convert:
+    def convert(value: Any) -> list[Any]:
+        if type(value) is not list:
+            raise Unsupported(list)
+        return [inner(item) for item in value]
+
+    return convert
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise Unsupported(dict)
+    return dict(value)
