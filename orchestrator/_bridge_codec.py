@@ -19,6 +19,7 @@ from ._convert import (
     unstructure,
 )
 from ._errors import ContractError
+from ._fastpath import shallow
 from ._json import dumps_canonical
 
 PROMPT_MIN_LENGTH = 100
@@ -173,8 +174,11 @@ def parse_state(data: Any, *, source: str, max_phase: int | None = None) -> Chec
 
 
 def dump_document(obj: Any) -> bytes:
-    """Canonical bytes of any contract object: indented UTF-8 JSON, nulls omitted."""
-    return dumps_canonical(unstructure(obj))
+    """Canonical bytes of any contract object (see ``dumps_canonical``), nulls omitted."""
+    try:
+        return dumps_canonical(shallow(obj), default=shallow)
+    except TypeError:  # a value only the converter knows how to unstructure
+        return dumps_canonical(unstructure(obj))
 
 
 def error_type_of(response: AgentResponse) -> ErrorType | None:

@@ -70,6 +70,27 @@ def unstructure(obj: Any) -> Any:
     raise Unsupported(kind)
 
 
+def shallow(obj: Any) -> Any:
+    """One level of :func:`unstructure`, as a JSON encoder's ``default`` hook.
+
+    The C encoder walks the containers itself and calls back only for attrs instances
+    and enums, so saving a large state costs little more than ``json.dumps``.
+    """
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    kind = type(obj)
+    if attrs.has(kind) and _plan_for(kind) is not None:
+        data = {}
+        for field in attrs.fields(kind):
+            value = getattr(obj, field.name)
+            if value is not None:
+                data[field.name] = value
+        if "extra" in data:
+            data.update(data.pop("extra"))
+        return data
+    raise TypeError(f"{kind.__name__} is not handled by the fast path")
+
+
 def _structure_with(plan: _Plan, cls: type[Any], data: Any) -> Any:
     if type(data) is not dict:
         raise Unsupported(cls)

@@ -63,7 +63,7 @@ _escapes_pattern: re.Pattern[bytes] | None = None
 _tokens_pattern: re.Pattern[bytes] | None = None
 
 
-def dumps_canonical(obj: Any) -> bytes:
+def dumps_canonical(obj: Any, *, default: Any = None) -> bytes:
     """Serialise ``obj`` the one way this project writes JSON (UTF-8, final newline).
 
     The layout is two levels deep: each top-level member on its own line, and each item of
@@ -72,23 +72,29 @@ def dumps_canonical(obj: Any) -> bytes:
     scans for, and it is written by the C encoder (``indent`` would force the much slower
     pure-Python one on every checkpoint). Key order is kept; NaN/Infinity raise
     ``ValueError`` so that everything written reads back through ``loads_strict``.
+    ``default`` is the encoder's hook for values JSON has no type for.
     """
     try:
-        return _layout(obj, ensure_ascii=False).encode("utf-8")
+        return _layout(obj, ensure_ascii=False, default=default).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (legal as a JSON escape, e.g. from a host's response) has no
         # UTF-8 form: keep it as an escape so the file stays valid and reads back equal.
-        return _layout(obj, ensure_ascii=True).encode("ascii")
+        return _layout(obj, ensure_ascii=True, default=default).encode("ascii")
 
 
-def _layout(obj: Any, *, ensure_ascii: bool) -> str:
+_JSON_TYPES = (dict, list, str, int, float, bool, type(None))
+
+
+def _layout(obj: Any, *, ensure_ascii: bool, default: Any) -> str:
     encode = json.JSONEncoder(
-        ensure_ascii=ensure_ascii, allow_nan=False, separators=(", ", ": ")
+        ensure_ascii=ensure_ascii, allow_nan=False, separators=(", ", ": "), default=default
     ).encode
     if not isinstance(obj, dict) or not obj:
         return encode(obj) + "\n"
     members = []
     for key, value in obj.items():
+        if default is not None and not isinstance(value, _JSON_TYPES):
+            value = default(value)  # lay an object out as its JSON form would be
         if isinstance(value, dict) and value:
             inner = ",\n".join(f"    {encode(k)}: {encode(v)}" for k, v in value.items())
             text = "{\n" + inner + "\n  }"

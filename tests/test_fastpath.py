@@ -21,8 +21,10 @@ from hypothesis import strategies as st
 
 from orchestrator import _fastpath
 from orchestrator._bridge import AgentRequest, AgentResponse, CheckpointState
+from orchestrator._bridge_codec import dump_document
 from orchestrator._converter import converter
 from orchestrator._engine import EngineRecord
+from orchestrator._json import dumps_canonical
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seed004"
 
@@ -161,6 +163,12 @@ def test_mutated_documents_never_make_the_two_disagree(
     assert ok, f"the fast path accepted what the converter refuses: {slow}"
     assert fast == slow
     assert same_json(_fastpath.unstructure(fast), converter.unstructure(slow))
+
+
+@pytest.mark.parametrize(("cls", "document"), CASES)
+def test_documents_are_written_as_the_converter_would_write_them(cls: type, document: Any) -> None:
+    obj = converter.structure(copy.deepcopy(document), cls)
+    assert dump_document(obj) == dumps_canonical(converter.unstructure(obj))
 
 
 def test_classes_it_cannot_handle_are_left_to_the_converter() -> None:
