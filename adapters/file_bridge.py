@@ -7,7 +7,8 @@ Layout of a work directory::
     .agent-requests/<id>.json     every pending request, when several are pending
     .agent-response.json          a host's answer to any pending request
     .agent-responses/<id>.json    answers written in parallel, one file each
-    .orchestrator/                the instance lock and the history of finished runs
+    .orchestrator/                the instance lock and each run's history: its final
+                                  state, and the finished requests archived on the way
 
 Request files are derived from the state: they are renamed into place atomically but not
 fsynced, because a resume after a crash writes them again from the state.
@@ -28,9 +29,16 @@ from .._bridge import (
     CheckpointState,
     state_file_name,
 )
-from .._bridge_codec import dump_document, parse_response, parse_state
+from .._bridge_codec import (
+    dump_document,
+    encode_record_line,
+    parse_response,
+    parse_state,
+    restore_archived,
+)
 from .._durable import (
     InstanceLock,
+    append_durably,
     atomic_write,
     fsync_directory,
     remove_file,
@@ -40,6 +48,7 @@ from .._durable import (
 from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
 from .._json import STATE_MAX_BYTES, loads_strict, read_regular_file
 from .._ports import (
+    ArchiveInput,
     ConsumeInput,
     FinishInput,
     HostRequired,
@@ -50,6 +59,7 @@ from .._ports import (
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 HISTORY_DIR = ".orchestrator"
+ARCHIVE_FILE = "requests.ndjson"
 
 
 class FileBridgeInvoker:
@@ -166,16 +176,35 @@ class FileBridge:
         for item in request.consumed:
             remove_file(Path(item.source))
 
+    def archive(self, request: ArchiveInput) -> None:
+        lines = b"".join(encode_record_line(record) for record in request.records)
+        append_durably(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
+
+    def state_token(self) -> object | None:
+        try:
+            info = os.stat(self.state_path)
+        except FileNotFoundError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
     def finish(self, request: FinishInput) -> str:
-        run_dir = self.private_dir / "runs" / request.run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = self._run_dir(request.run_id)
         self._sweep(run_dir)
+        state = request.state
+        archive = run_dir / ARCHIVE_FILE
+        if archive.exists():
+            state = restore_archived(state, archive.read_bytes(), source=str(archive))
         history = run_dir / "state.json"
-        atomic_write(history, dump_document(request.state))
+        atomic_write(history, dump_document(state))
         self._clear_bridge_files()
         remove_file(self.state_path)
         fsync_directory(self.workdir)
         return str(history)
+
+    def _run_dir(self, run_id: str) -> Path:
+        run_dir = self.private_dir / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return run_dir
 
     def _sweep(self, *extra: Path) -> None:
         """Clear temporary files of writers that died mid-write (a crash leaves them)."""

@@ -13,11 +13,24 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._bridge import AgentRequest, AgentResponse, CheckpointState
-from .._bridge_codec import dump_document, parse_response, parse_state
+from .._bridge_codec import (
+    dump_document,
+    encode_record_line,
+    parse_response,
+    parse_state,
+    restore_archived,
+)
 from .._durable import sha256_hex
 from .._errors import ContractError, InstanceBusyError, NoInstanceError, ResponseRejectedError
 from .._json import dumps_canonical, loads_strict
-from .._ports import ConsumeInput, FinishInput, PublishInput, ReceivedResponse, SaveStateInput
+from .._ports import (
+    ArchiveInput,
+    ConsumeInput,
+    FinishInput,
+    PublishInput,
+    ReceivedResponse,
+    SaveStateInput,
+)
 
 
 class MemoryBridge:
@@ -30,6 +43,8 @@ class MemoryBridge:
         self.published: tuple[AgentRequest, ...] = ()
         self.inbox: dict[str, bytes] = {}  # source name -> raw response document
         self.history: dict[str, bytes] = {}
+        self.archived = b""
+        self._saves = 0
         self._lock = threading.Lock()
 
     @contextmanager
@@ -54,6 +69,13 @@ class MemoryBridge:
 
     def save_state(self, request: SaveStateInput) -> None:
         self.state_bytes = dump_document(request.state)
+        self._saves += 1
+
+    def state_token(self) -> object | None:
+        return None if self.state_bytes is None else self._saves
+
+    def archive(self, request: ArchiveInput) -> None:
+        self.archived += b"".join(encode_record_line(r) for r in request.records)
 
     def publish(self, request: PublishInput) -> None:
         self.published = tuple(request.pending)
@@ -85,7 +107,9 @@ class MemoryBridge:
 
     def finish(self, request: FinishInput) -> str:
         key = f"{self.name}:runs/{request.run_id}"
-        self.history[key] = dump_document(request.state)
+        state = restore_archived(request.state, self.archived, source=f"{self.name}:archive")
+        self.history[key] = dump_document(state)
+        self.archived = b""
         self.state_bytes = None
         self.published = ()
         self.inbox.clear()

@@ -128,7 +128,9 @@ class AgentRequestRecord:
     written by other tools, such as the seed's example): the whole request
     (so a lost request file is re-derived from state), the phase position that asked,
     the recorded response and a digest of its bytes (so a response file left behind by a
-    crash is recognised, not consumed twice).
+    crash is recognised, not consumed twice). Once its phase is over, an item may be
+    archived: its full text moves to the run's history and ``x_archived`` is set, keeping
+    the state, rewritten at every checkpoint, small.
     """
 
     request_id: str
@@ -140,6 +142,7 @@ class AgentRequestRecord:
     x_response: AgentResponse | None = None
     x_response_sha256: str | None = None
     x_note: str | None = None
+    x_archived: bool | None = None
 
     def request(self) -> AgentRequest:
         """The full request; only states written by this engine carry it."""

@@ -7,9 +7,19 @@ versions), always naming the file and the JSON path of the first problem.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from ._bridge import AgentRequest, AgentResponse, CheckpointState, ErrorType, RequestStatus
+import attrs
+
+from ._bridge import (
+    AgentRequest,
+    AgentRequestRecord,
+    AgentResponse,
+    CheckpointState,
+    ErrorType,
+    RequestStatus,
+)
 from ._convert import (
     check_date_time,
     check_range,
@@ -20,7 +30,7 @@ from ._convert import (
 )
 from ._errors import ContractError
 from ._fastpath import shallow
-from ._json import dumps_canonical
+from ._json import dumps_canonical, loads_strict
 
 PROMPT_MIN_LENGTH = 100
 TIMEOUT_RANGE = (30, 600)
@@ -179,6 +189,31 @@ def dump_document(obj: Any) -> bytes:
         return dumps_canonical(shallow(obj), default=shallow)
     except TypeError:  # a value only the converter knows how to unstructure
         return dumps_canonical(unstructure(obj))
+
+
+def encode_record_line(record: AgentRequestRecord) -> bytes:
+    """One history line: the whole record as compact JSON (ASCII, so always valid UTF-8)."""
+    return (json.dumps(shallow(record), default=shallow, separators=(",", ":")) + "\n").encode()
+
+
+def restore_archived(state: CheckpointState, lines: bytes, *, source: str) -> CheckpointState:
+    """``state`` with every archived record replaced by its whole copy from history ``lines``.
+
+    Lines that do not parse are skipped: only a crash mid-append makes one, and its record
+    was still whole in the state then, so it was appended again.
+    """
+    whole: dict[str, AgentRequestRecord] = {}
+    for line in lines.splitlines():
+        try:
+            record = structure(loads_strict(line, source=source), AgentRequestRecord, source=source)
+        except ContractError:
+            continue
+        whole[record.request_id] = record
+    restored = [
+        whole.get(item.request_id, item) if item.x_archived else item
+        for item in state.agent_requests
+    ]
+    return attrs.evolve(state, agent_requests=restored)
 
 
 def error_type_of(response: AgentResponse) -> ErrorType | None:

@@ -45,6 +45,7 @@ from ._errors import (
 )
 from ._ports import (
     AgentInvoker,
+    ArchiveInput,
     Bridge,
     Clock,
     ConsumeInput,
@@ -153,8 +154,10 @@ class Engine:
         invoker: AgentInvoker | None = None,
         clock: Clock | None = None,
         new_id: Callable[[], str] | None = None,
+        archive_after: int | None = None,
     ) -> None:
         self.workflow_cls = workflow_cls
+        self.archive_after = archive_after or workflow_cls.archive_after
         self.bridge = bridge
         self.invoker = invoker
         self.clock = clock or SystemClock()
@@ -163,6 +166,9 @@ class Engine:
         self._record: EngineRecord | None = None
         self._consumed: list[ReceivedResponse] = []
         self._fatal: AgentFailedError | None = None
+        # The bridge's token of the state this engine left at its last clean pause: while
+        # the stored state still has it, a later resume needs no re-read.
+        self._paused_token: object | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -208,8 +214,10 @@ class Engine:
     def resume(self) -> Outcome:
         """Record the host's answers, then continue; with nothing answered, pause again."""
         with self.bridge.lock():
-            state = self.bridge.load_state()
-            self._attach(state, load_record(state, source=self.bridge.location))
+            token, self._paused_token = self._paused_token, None
+            if token is None or self._state is None or self.bridge.state_token() != token:
+                state = self.bridge.load_state()
+                self._attach(state, load_record(state, source=self.bridge.location))
             record = self._require_record()
             if record.status == "failed":
                 return Outcome(
@@ -437,6 +445,7 @@ class Engine:
         self._require_record().status = "paused"
         self.bridge.publish(PublishInput(pending=pending))
         self._flush_consumed()
+        self._paused_token = self.bridge.state_token()
         names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
         return Outcome(
             status="paused",
@@ -468,6 +477,7 @@ class Engine:
         self._require_state().phase_data[ENGINE_KEY] = unstructure(self._require_record())
 
     def _save(self, checkpoint_name: str) -> None:
+        self._archive_finished()
         state, record = self._require_state(), self._require_record()
         record.revision += 1
         if record.status != "failed":
@@ -476,6 +486,28 @@ class Engine:
         state.created_at = format_time(self.clock.now())
         self._store_record()
         self.bridge.save_state(SaveStateInput(state=state))
+
+    def _archive_finished(self) -> None:
+        """Move finished requests of completed phases to the run's history, in batches.
+
+        The state is rewritten at every checkpoint; keeping only what resuming needs keeps
+        that cost flat over a long run. The history append is durable before the state
+        that drops the text is written; a crash in between only appends them twice.
+        """
+        state = self._require_state()
+        finished = [
+            r
+            for r in state.agent_requests
+            if not r.x_archived and r.phase < state.phase and r.status is not HistoryStatus.PENDING
+        ]
+        if len(finished) < self.archive_after:
+            return
+        run_id = self._require_record().run_id
+        self.bridge.archive(ArchiveInput(records=tuple(finished), run_id=run_id))
+        for record in finished:
+            record.x_request = record.x_response = None
+            record.x_position = None
+            record.x_archived = True
 
     def _pending(self) -> list[AgentRequestRecord]:
         return [
@@ -895,7 +927,7 @@ def load_record(state: CheckpointState, *, source: str) -> EngineRecord:
             rule="required",
         )
     for index, item in enumerate(state.agent_requests):
-        if item.x_request is None or item.x_position is None:
+        if not item.x_archived and (item.x_request is None or item.x_position is None):
             raise StateDamagedError(
                 "an agent_requests item lacks the engine's x_request/x_position",
                 source=source,

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._bridge import AgentRequest, AgentResponse, CheckpointState
+from ._bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
 
 
 class HostRequired(BaseException):
@@ -73,6 +73,15 @@ class ConsumeInput:
 
 
 @attrs.frozen(kw_only=True)
+class ArchiveInput:
+    """Finished requests of completed phases: keep them whole in the run's history,
+    durably, before the state drops their text."""
+
+    records: Sequence[AgentRequestRecord]
+    run_id: str
+
+
+@attrs.frozen(kw_only=True)
 class FinishInput:
     """The run ended (``completed`` or ``cancelled``): keep its history, clear the rest."""
 
@@ -107,6 +116,16 @@ class Bridge(Protocol):
 
     def consume(self, request: ConsumeInput) -> None: ...
 
+    def archive(self, request: ArchiveInput) -> None:
+        """Append records to the run's history; durable once it returns."""
+        ...
+
+    def state_token(self) -> object | None:
+        """Something that changes whenever the stored state does (``None``: unknown), so a
+        long-lived engine can skip re-reading a state it wrote itself."""
+        ...
+
     def finish(self, request: FinishInput) -> str:
-        """Clean up after the run; returns where the run's history was kept."""
+        """Clean up after the run; returns where the run's history was kept (archived
+        records whole again)."""
         ...

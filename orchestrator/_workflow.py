@@ -78,14 +78,16 @@ class Workflow:
     Set ``name`` (kebab-case: the state file is ``.<name>-state.json``), ``agents`` (the
     agent names the workflow may ask) and declare phases with :func:`phase`. Class
     options: ``purpose`` (words used in the generated JSON Schemas), ``max_retries`` (for
-    TIMEOUT and INVOCATION_FAILED). A base class meant for further subclassing says
-    ``class Base(Workflow, abstract=True)``.
+    TIMEOUT and INVOCATION_FAILED), ``archive_after`` (how many finished requests of
+    completed phases gather in the state before they move to the run's history). A base
+    class meant for further subclassing says ``class Base(Workflow, abstract=True)``.
     """
 
     name: ClassVar[str]
     agents: ClassVar[tuple[str, ...]] = ()
     purpose: ClassVar[str] = ""
     max_retries: ClassVar[int] = 2
+    archive_after: ClassVar[int] = 16
     phases: ClassVar[tuple[PhaseSpec, ...]] = ()
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -162,6 +164,8 @@ def _check_definition(cls: type[Workflow]) -> None:
         raise WorkflowDefinitionError(f"{where}: 'agents' lists a name twice: {agents!r}")
     if not isinstance(cls.max_retries, int) or cls.max_retries < 0:
         raise WorkflowDefinitionError(f"{where}: 'max_retries' must be an integer >= 0")
+    if not isinstance(cls.archive_after, int) or cls.archive_after < 1:
+        raise WorkflowDefinitionError(f"{where}: 'archive_after' must be an integer >= 1")
     if not cls.phases:
         raise WorkflowDefinitionError(f"{where}: no phases; decorate methods with @phase(n)")
     previous = 0

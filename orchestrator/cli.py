@@ -341,16 +341,18 @@ def _parse_inputs(pairs: list[str]) -> dict[str, str]:
     return inputs
 
 
-def _start(args: argparse.Namespace, workdir: Path) -> Outcome:
+def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
     from ._loader import load_workflow, resolve_reference
 
     reference = resolve_reference(args.workflow, base_dir=Path.cwd())
     workflow_cls = load_workflow(reference)
     inputs = _parse_inputs(args.input)
     output = str(Path(args.output).resolve()) if args.output else None
-    return _engine_for(workflow_cls, workdir).start(
+    engine = _engine_for(workflow_cls, workdir)
+    outcome = engine.start(
         workflow_ref=reference, workdir=workdir, inputs=inputs, output_path=output
     )
+    return engine, outcome
 
 
 def _report(outcome: Outcome, workdir: Path) -> int:
@@ -368,7 +370,7 @@ def _report(outcome: Outcome, workdir: Path) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     workdir = _workdir(args)
-    return _report(_start(args, workdir), workdir)
+    return _report(_start(args, workdir)[1], workdir)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -449,16 +451,17 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         engine = _instance_engine(argparse.Namespace(workdir=workdir, workflow=None))
         outcome = engine.resume()
     elif args.workflow:
-        outcome = _start(args, workdir)
+        engine, outcome = _start(args, workdir)
     else:
         raise UsageError("no instance in the work directory: name the WORKFLOW to start")
     print(f"orchestrate: {outcome.message}", file=sys.stderr)
-
-    def resume() -> Outcome:
-        return _instance_engine(argparse.Namespace(workdir=workdir, workflow=None)).resume()
-
+    # One engine for the whole loop: it re-reads the state only if something else changed it.
     final = drive(
-        outcome, resume=resume, handler=args.handler, workdir=workdir, parallel=args.parallel
+        outcome,
+        resume=engine.resume,
+        handler=args.handler,
+        workdir=workdir,
+        parallel=args.parallel,
     )
     return final.exit_code
 
