@@ -87,6 +87,7 @@ class FileBridge:
         self.requests_dir = workdir / REQUESTS_DIR
         self.responses_dir = workdir / RESPONSES_DIR
         self.private_dir = workdir / HISTORY_DIR
+        self._swept = False
 
     def lock(self) -> InstanceLock:
         self.private_dir.mkdir(exist_ok=True)
@@ -128,7 +129,9 @@ class FileBridge:
         atomic_write(self.state_path, dump_document(request.state))
 
     def publish(self, request: PublishInput) -> None:
-        self._sweep()
+        if not self._swept:  # leftovers come from processes that died before this one
+            self._sweep()
+            self._swept = True
         pending = list(request.pending)
         wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
         if self.requests_dir.is_dir():

@@ -211,14 +211,20 @@ def fresh_dir(root: Path, name: str) -> Path:
 
 
 def in_process_cycles(
-    workflow: type[Any], ref: str, root: Path, phases: int, wanted: int
+    workflow: type[Any], ref: str, root: Path, phases: int, wanted: int, *, one_engine: bool
 ) -> tuple[Series, list[bytes]]:
-    """Respond + resume until the next pause, in-process; also the state bytes of each pause."""
+    """Respond + resume until the next pause, in-process; also the state bytes of each pause.
+
+    ``one_engine``: the same ``Engine`` resumes every time, as an in-process host keeps it
+    (it re-reads the state only when something else changed it); otherwise a fresh one
+    per cycle, which reads the state from disk as a new ``orchestrate`` process does.
+    """
     samples = Series()
     states: list[bytes] = []
     while len(samples) < wanted:
         workdir = fresh_dir(root, "inproc")
-        outcome = new_engine(workflow, workdir).start(workflow_ref=ref, workdir=workdir)
+        engine = new_engine(workflow, workdir)
+        outcome = engine.start(workflow_ref=ref, workdir=workdir)
         while outcome.status == "paused":
             if outcome.exit_code != EXIT_PAUSED:
                 raise BenchFailure(f"in-process: paused with exit code {outcome.exit_code}")
@@ -226,7 +232,9 @@ def in_process_cycles(
             request_id = outcome.pending[0].request_id
             start, cpu = time.perf_counter_ns(), time.process_time_ns()
             write_response(workdir, request_id)
-            outcome = new_engine(workflow, workdir).resume()
+            if not one_engine:
+                engine = new_engine(workflow, workdir)
+            outcome = engine.resume()
             elapsed, cpu = time.perf_counter_ns() - start, time.process_time_ns() - cpu
             if outcome.status == "paused" and len(samples) < wanted:
                 samples.add(ms(elapsed), ms(cpu))  # the last cycle completes: not a pause
@@ -543,7 +551,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
     shutil.rmtree(warm)
 
     progress(f"1. in-process pause/resume, {cycles} cycles of a {phases}-phase workflow")
-    inproc, states = in_process_cycles(workflow, ref, root, phases, cycles)
+    inproc, states = in_process_cycles(workflow, ref, root, phases, cycles, one_engine=True)
+    inproc_fresh, _ = in_process_cycles(workflow, ref, root, phases, cycles, one_engine=False)
     progress("1b. in-process invoker")
     invoker = in_process_invoker_asks(workflow, ref, root, phases, cycles)
 
@@ -612,6 +621,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     print("-" * (len(header) + 14))
     target = IN_PROCESS_TARGET_MS
     print(row("1  in-process: respond + Engine.resume (FileBridge, fsync)", inproc, target))
+    print(row("1' the same with a fresh Engine per cycle (re-reads the state)", inproc_fresh))
     print(row("1b in-process invoker, per ask (MockAgentInvoker, fsync)", invoker, target))
     for name, samples in cross.items():
         print(row(f"2  respond + {name}", samples, CROSS_PROCESS_TARGET_MS))

@@ -34,6 +34,7 @@ class _Plan:
     fields: tuple[tuple[str, Convert, bool], ...]  # name, convert, required
     names: frozenset[str]
     open_object: bool  # unknown keys are kept in an ``extra`` dict field
+    order: tuple[str, ...]  # field names in declaration order
 
 
 _plans: dict[type, _Plan | None] = {}
@@ -78,17 +79,17 @@ def shallow(obj: Any) -> Any:
     """
     if isinstance(obj, enum.Enum):
         return obj.value
-    kind = type(obj)
-    if attrs.has(kind) and _plan_for(kind) is not None:
+    plan = _plans.get(type(obj)) or (_plan_for(type(obj)) if attrs.has(type(obj)) else None)
+    if plan is not None:
         data = {}
-        for field in attrs.fields(kind):
-            value = getattr(obj, field.name)
+        for name in plan.order:
+            value = getattr(obj, name)
             if value is not None:
-                data[field.name] = value
-        if "extra" in data:
+                data[name] = value
+        if plan.open_object and "extra" in data:
             data.update(data.pop("extra"))
         return data
-    raise TypeError(f"{kind.__name__} is not handled by the fast path")
+    raise TypeError(f"{type(obj).__name__} is not handled by the fast path")
 
 
 def _structure_with(plan: _Plan, cls: type[Any], data: Any) -> Any:
@@ -127,7 +128,8 @@ def _plan_for(cls: type[Any]) -> _Plan | None:
             required = field.default is attrs.NOTHING
             steps.append((field.name, _converter_for(field.type), required))
         names = frozenset(f.name for f in fields)
-        plan: _Plan | None = _Plan(tuple(steps), names, "extra" in names)
+        order = tuple(f.name for f in fields)
+        plan: _Plan | None = _Plan(tuple(steps), names, "extra" in names, order)
     except (Unsupported, NameError, TypeError):
         plan = None
     _plans[cls] = plan
