@@ -644,7 +644,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     print(
         "  the rest = the cycle's own work (in-process "
         f"{statistics.median(inproc):.1f} ms warm) + first-use costs of a fresh process "
-        "(cattrs hook generation, argparse, workflow file load) + exit"
+        "(argparse, workflow file load) + exit"
     )
     print(f"  what resume imports from orchestrator: {', '.join(ours)}")
     per_run = min(cycles, phases - 1)
