@@ -413,7 +413,7 @@ class Engine:
         state.checkpoint_name = "completed"
         record.status = "completed"
         self._store_record()
-        outputs = {k: v for k, v in state.phase_data.items() if k != "x_orchestrator"}
+        outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
         history = self.bridge.finish(
             FinishInput(state=state, outcome="completed", run_id=record.run_id)
         )
