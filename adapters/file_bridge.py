@@ -184,11 +184,12 @@ class FileBridge:
         append_durably(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
 
     def state_token(self) -> object | None:
+        # The content's digest: reading a few kilobytes is cheap, parsing them is not, and
+        # unlike inode and timestamps a digest cannot match a different state by chance.
         try:
-            info = os.stat(self.state_path)
+            return sha256_hex(self.state_path.read_bytes())
         except FileNotFoundError:
             return None
-        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self._run_dir(request.run_id)
@@ -199,9 +200,11 @@ class FileBridge:
             state = restore_archived(state, archive.read_bytes(), source=str(archive))
         history = run_dir / "state.json"
         atomic_write(history, dump_document(state))
-        self._clear_bridge_files()
+        # The state goes before the mailbox: until it is gone, a crash resumes the run,
+        # and the answers it recorded only in memory are still there to be read again.
         remove_file(self.state_path)
         fsync_directory(self.workdir)
+        self._clear_bridge_files()
         return str(history)
 
     def _run_dir(self, run_id: str) -> Path:

@@ -108,6 +108,8 @@ def _real_date_time(match: re.Match[str]) -> bool:
 def check_range(
     value: float, *, low: float | None, high: float | None, source: str, json_path: str
 ) -> None:
+    if value != value:  # NaN compares false with everything: refuse it by name
+        raise ContractError("NaN is not a number", source=source, json_path=json_path, rule="range")
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
         raise ContractError(

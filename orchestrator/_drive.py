@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ._bridge import RESPONSES_DIR, AgentRequest
+from ._bridge import REQUEST_FILE, REQUESTS_DIR, RESPONSES_DIR, AgentRequest
 from ._bridge_codec import dump_document, parse_response
 from ._convert import unstructure
 from ._durable import atomic_write
@@ -42,8 +42,17 @@ def drive(
     responses_dir = workdir / RESPONSES_DIR
     while outcome.status == "paused":
         responses_dir.mkdir(exist_ok=True)
+        pending = outcome.pending
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-            documents = list(pool.map(lambda r: _ask_handler(handler, r, workdir), outcome.pending))
+            documents = list(
+                pool.map(
+                    _ask_handler,
+                    [handler] * len(pending),
+                    pending,
+                    [workdir] * len(pending),
+                    [len(pending) > 1] * len(pending),
+                )
+            )
         for document in documents:
             target = responses_dir / f"{document['request_id']}.json"
             atomic_write(target, dumps_canonical(document))
@@ -52,11 +61,18 @@ def drive(
     return outcome
 
 
-def _ask_handler(handler: str, request: AgentRequest, workdir: Path) -> dict[str, Any]:
+def _ask_handler(
+    handler: str, request: AgentRequest, workdir: Path, several: bool
+) -> dict[str, Any]:
     payload = dump_document(request)
+    # With several pending, .agent-request.json holds only the first: each handler is
+    # pointed at its own request's file.
+    request_file = (
+        workdir / REQUESTS_DIR / f"{request.request_id}.json" if several else workdir / REQUEST_FILE
+    )
     env = {
         **os.environ,
-        "ORCHESTRATOR_REQUEST_FILE": str(workdir / ".agent-request.json"),
+        "ORCHESTRATOR_REQUEST_FILE": str(request_file),
         "ORCHESTRATOR_REQUEST_ID": request.request_id,
     }
     started = time.monotonic()
@@ -87,8 +103,20 @@ def _ask_handler(handler: str, request: AgentRequest, workdir: Path) -> dict[str
             f"handler exited with {completed.returncode}: {tail}",
             started,
         )
-    text = completed.stdout.decode("utf-8", "replace")
-    document = _as_document(text, request)
+    try:
+        text = completed.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _error(
+            request, "error", "INVOCATION_FAILED", f"handler output is not UTF-8: {exc}", started
+        )
+    try:
+        document = _as_document(text, request)
+    except ContractError as exc:
+        # It meant to give a whole response document and got it wrong: an invocation
+        # failure (retried by policy), never its JSON passed off as a successful answer.
+        return _error(
+            request, "error", "INVOCATION_FAILED", f"handler printed a bad response: {exc}", started
+        )
     if document is not None:
         return document
     return {
@@ -102,7 +130,11 @@ def _ask_handler(handler: str, request: AgentRequest, workdir: Path) -> dict[str
 
 
 def _as_document(text: str, request: AgentRequest) -> dict[str, Any] | None:
-    """The handler's output as a full response document, if that is what it printed."""
+    """The handler's output as a whole response document, if that is what it printed.
+
+    ``None`` for plain answer text; ``ContractError`` for a response document (an object
+    with ``request_id`` and ``status``) that is invalid or answers another request.
+    """
     stripped = text.strip()
     if not stripped.startswith("{"):
         return None
@@ -112,13 +144,15 @@ def _as_document(text: str, request: AgentRequest) -> dict[str, Any] | None:
         return None
     if not (isinstance(data, dict) and "request_id" in data and "status" in data):
         return None
-    try:
-        parse_response(data, source="handler output")
-    except ContractError:
-        return None
-    if data["request_id"] != request.request_id:
-        return None
-    return unstructure(parse_response(data, source="handler output"))  # type: ignore[no-any-return]
+    response = parse_response(data, source="handler output")
+    if response.request_id != request.request_id:
+        raise ContractError(
+            f"it answers request {response.request_id}, not {request.request_id}",
+            source="handler output",
+            json_path="$.request_id",
+            rule="request_id",
+        )
+    return unstructure(response)  # type: ignore[no-any-return]
 
 
 def _error(

@@ -165,7 +165,7 @@ class Engine:
         self._state: CheckpointState | None = None
         self._record: EngineRecord | None = None
         self._consumed: list[ReceivedResponse] = []
-        self._fatal: AgentFailedError | None = None
+        self._fatal: OrchestratorError | None = None
         # The bridge's token of the state this engine left at its last clean pause: while
         # the stored state still has it, a later resume needs no re-read.
         self._paused_token: object | None = None
@@ -187,6 +187,7 @@ class Engine:
                     f"{workdir}: a {self.workflow_cls.name} instance already lives here; "
                     "'orchestrate resume' continues it, 'orchestrate cancel' removes it"
                 )
+            self._clear_leftovers()
             inputs = dict(inputs or {})
             first = self.workflow_cls.phases[0]
             now = format_time(self.clock.now())
@@ -210,6 +211,15 @@ class Engine:
             self._attach(state, record)
             self._save("started")
             return self._advance()
+
+    def _clear_leftovers(self) -> None:
+        """Before a new run: requests and answers a crash left from an earlier one."""
+        try:
+            stale = self.bridge.read_responses()
+        except ResponseRejectedError:
+            stale = []  # not ours to judge; the first resume will name it
+        self.bridge.consume(ConsumeInput(consumed=stale))
+        self.bridge.publish(PublishInput(pending=()))
 
     def resume(self) -> Outcome:
         """Record the host's answers, then continue; with nothing answered, pause again."""
@@ -350,11 +360,15 @@ class Engine:
 
     def _advance(self) -> Outcome:
         state = self._require_state()
-        workflow = self.workflow_cls(self._require_record().inputs)
+        workflow = self.workflow_cls(_copy(self._require_record().inputs))
         while True:
-            spec = self.workflow_cls.phase_named(state.phase_name)
+            try:
+                spec = self.workflow_cls.phase_named(state.phase_name)
+            except KeyError:
+                return self._fail_unknown_phase(state.phase_name)
             try:
                 result = self._run_phase(workflow, spec)
+                next_spec = self._complete_phase(spec, result)
             except Pause:
                 self._save("before_agent_invocation")
                 return self._pause_now()
@@ -364,26 +378,47 @@ class Engine:
                 return self._fail(spec, exc)
             except Exception as exc:  # the user's phase raised: fail with its words
                 return self._fail(spec, exc, prefix=f"{type(exc).__name__}: ")
-            next_spec = self._complete_phase(spec, result)
             if next_spec is None:
                 return self._finish()
             state.phase, state.phase_name = next_spec.number, next_spec.name
+
+    def _fail_unknown_phase(self, phase_name: str) -> Outcome:
+        names = ", ".join(p.name for p in self.workflow_cls.phases)
+        error = NonDeterminismError(
+            f"the state is in phase {phase_name!r}, which the workflow no longer declares "
+            f"(its phases: {names}); restore the phase, or 'orchestrate cancel' and run again",
+            phase_name=phase_name,
+            position=0,
+        )
+        record = self._require_record()
+        record.status = "failed"
+        record.failure = str(error)
+        self._save("run_failed")
+        self._flush_consumed()
+        self.bridge.publish(PublishInput(pending=()))
+        return Outcome(status="failed", exit_code=EXIT_ERROR, message=f"run failed: {error}")
 
     def _run_phase(self, workflow: Workflow, spec: PhaseSpec) -> PhaseResult:
         ctx = PhaseContext(self, spec)
         self._fatal = None
         try:
-            value = getattr(workflow, spec.method_name)(ctx)
-        except AgentFailedError as exc:
-            if (
-                spec.fallback is None
-                or self._fatal is not None
-                or ErrorType(exc.error_type) not in FALLBACK_ERRORS
-            ):
-                raise
-            value = getattr(workflow, spec.fallback)(ctx, exc)
+            try:
+                value = getattr(workflow, spec.method_name)(ctx)
+            except AgentFailedError as exc:
+                if (
+                    spec.fallback is None
+                    or self._fatal is not None
+                    or ErrorType(exc.error_type) not in FALLBACK_ERRORS
+                ):
+                    raise
+                value = getattr(workflow, spec.fallback)(ctx, exc)
+        except Pause:
+            if self._fatal is not None:  # fail now, not after the host answers the rest
+                raise self._fatal from None
+            raise
         if self._fatal is not None:
-            raise self._fatal  # AGENT_NOT_FOUND fails the run even if the phase caught it
+            # AGENT_NOT_FOUND and a cancelled request fail the run even if the phase caught them
+            raise self._fatal
         ctx.check_all_replayed()
         if isinstance(value, PhaseResult):
             return value
@@ -432,8 +467,8 @@ class Engine:
         record.status = "failed"
         record.failure = f"phase {spec.number} ({spec.name}): {prefix}{exc}"
         self._save("run_failed")
-        self.bridge.publish(PublishInput(pending=()))
         self._flush_consumed()
+        self.bridge.publish(PublishInput(pending=()))
         return Outcome(
             status="failed",
             exit_code=EXIT_ERROR,
@@ -443,8 +478,9 @@ class Engine:
     def _pause_now(self) -> Outcome:
         pending = tuple(r.request() for r in self._pending())
         self._require_record().status = "paused"
-        self.bridge.publish(PublishInput(pending=pending))
+        # Consumed answers go first: a fast host may answer the new request at once.
         self._flush_consumed()
+        self.bridge.publish(PublishInput(pending=pending))
         self._paused_token = self.bridge.state_token()
         names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
         return Outcome(
@@ -612,7 +648,7 @@ class Engine:
     def record_by_id(self, request_id: str) -> AgentRequestRecord:
         return self._records_by_id()[request_id]
 
-    def mark_fatal(self, error: AgentFailedError) -> None:
+    def mark_fatal(self, error: OrchestratorError) -> None:
         self._fatal = error
 
     def record_step(self, position: int, name: str, result: Any) -> None:
@@ -634,7 +670,7 @@ class PhaseContext:
         self.phase: int = spec.number
         self.phase_name: str = spec.name
         self.run_id: str = record.run_id
-        self.inputs: dict[str, Any] = record.inputs
+        self.inputs: dict[str, Any] = _copy(record.inputs)
         self.workdir = Path(record.workdir)
         self.output_path = Path(state.output_path)
 
@@ -643,7 +679,7 @@ class PhaseContext:
         data = self._engine._require_state().phase_data
         if phase_name not in data or phase_name == ENGINE_KEY:
             raise KeyError(f"phase {phase_name!r} has no recorded output (yet)")
-        value = data[phase_name]
+        value = _copy(data[phase_name])
         return (
             structure(value, output_type, source=f"phase_data.{phase_name}")
             if output_type
@@ -691,10 +727,11 @@ class PhaseContext:
         entry = self._engine.journal_entry(position)
         if entry is not None:
             self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
-            return entry.result  # type: ignore[no-any-return]
+            return _copy(entry.result)  # type: ignore[no-any-return]
         result = fn(*args, **kwargs)
         _durable.crash_point(f"after-step-run {name}")
-        stored = to_json_value(result, where=f"step {name!r} result")
+        # A copy: what the phase does to ``result`` later must not change the record.
+        stored = _copy(to_json_value(result, where=f"step {name!r} result"))
         self._engine.record_step(position, name, stored)
         return result
 
@@ -759,9 +796,11 @@ class PhaseContext:
         assert response is not None
         error = error_type_of(response)
         if response.status is RequestStatus.CANCELLED:
-            raise RunFailedError(
+            cancelled = RunFailedError(
                 f"the host cancelled request {record.request_id} to {record.agent_name}"
             )
+            self._engine.mark_fatal(cancelled)
+            raise cancelled
         if error is not None:
             raise self._failure(record, error, response.error_message or error.value)
         if ask.min_confidence is not None:
@@ -890,6 +929,13 @@ def confidence_of(response: AgentResponse) -> float | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
     return None
+
+
+def _copy(data: Any) -> Any:
+    """A deep copy of JSON data, so recorded values never alias what user code holds."""
+    if isinstance(data, (dict, list)):
+        return json.loads(json.dumps(data))
+    return data
 
 
 def _random_uuid() -> str:

@@ -342,10 +342,20 @@ def _parse_inputs(pairs: list[str]) -> dict[str, str]:
 
 
 def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
+    from ._bridge import state_file_name
     from ._loader import load_workflow, resolve_reference
 
     reference = resolve_reference(args.workflow, base_dir=Path.cwd())
     workflow_cls = load_workflow(reference)
+    own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
+    others = [p.name for p in workdir.glob(".*-state.json") if p.is_file() and p.name != own]
+    if others:
+        # The seed's request and response files have one name per directory: two
+        # instances would answer each other's requests.
+        raise InstanceExistsError(
+            f"{workdir}: an instance already lives here ({', '.join(sorted(others))}); "
+            "one instance per work directory: use another --workdir, or resume or cancel it"
+        )
     inputs = _parse_inputs(args.input)
     output = str(Path(args.output).resolve()) if args.output else None
     engine = _engine_for(workflow_cls, workdir)
@@ -417,10 +427,13 @@ def _cmd_respond(args: argparse.Namespace) -> int:
 
     workdir = _workdir(args)
     if args.stdin:
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"standard input is not UTF-8 text ({exc})") from None
     elif args.file is not None:
         try:
-            text = args.file.read_text(encoding="utf-8")
+            text = args.file.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
     else:

@@ -300,3 +300,91 @@ def test_a_second_run_in_the_same_directory_is_refused(workflow_harness: Any) ->
     harness.run({"topic": "a"})
     with pytest.raises(InstanceExistsError, match="already lives here"):
         harness.run({"topic": "b"})
+
+
+class Mutating(Workflow):
+    name = "mutating"
+    agents = ("writer",)
+
+    @phase(1)
+    def gather(self, ctx: Any) -> list[int]:
+        items: list[int] = ctx.step("list", lambda: [1])
+        items.append(99)  # the phase changes what the step returned ...
+        ctx.ask("writer", prompt("lists"))
+        return items
+
+
+def test_what_a_phase_does_to_a_step_result_does_not_change_the_record(
+    workflow_harness: Any,
+) -> None:
+    harness = workflow_harness(Mutating)
+    request = harness.run().pending[0]
+    harness.respond(request.request_id, "ok")
+    outcome = harness.resume()
+    assert outcome.outputs["gather"] == [1, 99]  # ... and on replay it starts from [1] again
+
+
+class CatchesFatal(Workflow):
+    name = "catches-fatal"
+    agents = ("helper", "other")
+
+    @phase(1)
+    def stubborn(self, ctx: Any) -> str:
+        try:
+            return str(ctx.ask("helper", prompt("first")))
+        except Exception:  # swallows AGENT_NOT_FOUND and cancellation alike
+            return str(ctx.ask("other", prompt("second")))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"status": "error", "error_type": "AGENT_NOT_FOUND", "error_message": "who?"},
+        {"status": "cancelled"},
+    ],
+    ids=["agent-not-found", "cancelled"],
+)
+def test_a_fatal_answer_fails_at_once_even_when_the_phase_catches_it(
+    workflow_harness: Any, fields: dict[str, Any]
+) -> None:
+    harness = workflow_harness(CatchesFatal)
+    request = harness.run().pending[0]
+    harness.respond(request.request_id, "", **fields)
+    outcome = harness.resume()
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)  # no pause for "other"
+
+
+def test_a_phase_renamed_between_pause_and_resume_fails_clearly(workflow_harness: Any) -> None:
+    harness = workflow_harness(Counting)
+    request = harness.run({"topic": "x"}).pending[0]
+    state_file = harness.workdir / ".counting-state.json"
+    state = json.loads(state_file.read_text())
+    state["phase_name"] = "drafting"  # as if the code had renamed the phase
+    state_file.write_text(json.dumps(state))
+    harness.respond(request.request_id, "draft")
+    outcome = harness.resume()
+    assert outcome.exit_code == 1
+    assert "'drafting', which the workflow no longer declares" in outcome.message
+
+
+class NotJson(Workflow):
+    name = "not-json"
+    agents = ("writer",)
+
+    @phase(1)
+    def odd(self, ctx: Any) -> object:
+        return {1, 2}  # a set: JSON has no such thing
+
+
+def test_a_phase_output_json_cannot_hold_fails_the_run_and_is_recorded(
+    workflow_harness: Any,
+) -> None:
+    harness = workflow_harness(NotJson)
+    outcome = harness.run()
+    assert outcome.exit_code == 1 and "cannot be stored as JSON" in outcome.message
+    assert state_of_named(harness, "not-json")["phase_data"]["x_orchestrator"]["status"] == "failed"
+    assert harness.resume().exit_code == 1  # stays failed; the phase does not run again
+
+
+def state_of_named(harness: WorkflowHarness, name: str) -> dict[str, Any]:
+    return json.loads((harness.workdir / f".{name}-state.json").read_text())

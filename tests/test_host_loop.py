@@ -1,0 +1,124 @@
+"""``orchestrate drive`` and the end of a run, through real processes.
+
+Each handler gets its own request (``ORCHESTRATOR_REQUEST_FILE``) even when several are
+pending; a handler that prints a broken response document is an invocation failure, not
+an answer; and a SIGKILL at any point while a run finishes loses nothing: the answer
+recorded at the very end is in the history, or the run resumes and records it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+FLOWS = Path(__file__).parent / "fixtures" / "drive" / "flows.py"
+READ_OWN_FILE = (
+    f'{sys.executable} -c "import json, os; '
+    "r = json.load(open(os.environ['ORCHESTRATOR_REQUEST_FILE'])); "
+    "print(r['agent_name'] + ' on ' + r['prompt'].split()[-1])\""
+)
+
+
+def orchestrate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+
+
+def history(workdir: Path) -> dict[str, Any]:
+    (path,) = (workdir / ".orchestrator" / "runs").glob("*/state.json")
+    return json.loads(path.read_text())
+
+
+def test_each_parallel_handler_reads_its_own_request(tmp_path: Path) -> None:
+    result = orchestrate(
+        "drive", f"{FLOWS}:TwoAtOnce", "--workdir", str(tmp_path), "--handler", READ_OWN_FILE
+    )
+    assert result.returncode == 0, result.stderr
+    assert history(tmp_path)["phase_data"]["both"] == ["helper on moon\n", "other on sun\n"]
+
+
+def test_a_broken_response_document_is_an_invocation_failure(tmp_path: Path) -> None:
+    broken = (
+        f'{sys.executable} -c "import json, sys; r = json.load(sys.stdin); '
+        "print(json.dumps({'request_id': r['request_id'], 'status': 'error', "
+        "'error_type': 'AGENT_NOT_FOUND'}))\""  # no version, no created_at
+    )
+    result = orchestrate(
+        "drive", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path), "--handler", broken
+    )
+    assert result.returncode == 1, result.stderr
+    assert "INVOCATION_FAILED" in result.stderr and "bad response" in result.stderr
+    state = json.loads((tmp_path / ".one-ask-state.json").read_text())
+    assert [r["status"] for r in state["agent_requests"]] == ["retried", "retried", "failed"]
+
+
+def test_a_second_workflow_in_the_same_directory_is_refused(tmp_path: Path) -> None:
+    assert orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path)).returncode == 42
+    before = (tmp_path / ".agent-request.json").read_bytes()
+    result = orchestrate("run", f"{FLOWS}:TwoAtOnce", "--workdir", str(tmp_path))
+    assert result.returncode == 2
+    assert "one instance per work directory" in result.stderr
+    assert (tmp_path / ".agent-request.json").read_bytes() == before
+    assert not (tmp_path / ".two-at-once-state.json").exists()
+
+
+def test_nan_confidence_is_refused_in_one_line(tmp_path: Path) -> None:
+    assert orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path)).returncode == 42
+    result = orchestrate(
+        "respond", "--workdir", str(tmp_path), "--text", "x", "--confidence", "nan"
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "NaN" in result.stderr
+
+
+def test_kill_9_at_any_point_of_the_last_resume_loses_no_answer(tmp_path: Path) -> None:
+    def prepared(name: str) -> Path:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        assert orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", str(workdir)).returncode == 42
+        assert (
+            orchestrate("respond", "--workdir", str(workdir), "--text", "the sea").returncode == 0
+        )
+        return workdir
+
+    log = tmp_path / "count.log"
+    counted = prepared("count")
+    env = {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
+    assert orchestrate("resume", "--workdir", str(counted), env=env).returncode == 0
+    points = len(log.read_text().splitlines())
+    assert points >= 5
+    for point in range(1, points + 1):
+        workdir = prepared(f"kill-{point}")
+        env = {
+            "ORCHESTRATOR_CRASH_AT": str(point),
+            "ORCHESTRATOR_CRASH_LOG": str(tmp_path / "k.log"),
+        }
+        killed = orchestrate("resume", "--workdir", str(workdir), env=env)
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+        again = orchestrate("resume", "--workdir", str(workdir))
+        final = history(workdir)
+        assert final["phase_data"]["only"] == "the sea", point
+        assert [r["status"] for r in final["agent_requests"]] == ["completed"], point
+        leftovers = {p.name for p in workdir.iterdir()} - {".orchestrator"}
+        if again.returncode == 2:
+            # Killed after the state was gone: the run had finished, and only its mailbox
+            # may be left; the next run in this directory clears it before it starts.
+            assert "no workflow instance" in again.stderr
+            assert leftovers <= {".agent-request.json", ".agent-response.json"}, point
+            assert orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", str(workdir)).returncode == 42
+            assert not (workdir / ".agent-response.json").exists(), point
+        else:
+            assert again.returncode == 0, (point, again.stderr)
+            assert leftovers == set(), (point, leftovers)
