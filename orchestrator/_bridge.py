@@ -58,6 +58,7 @@ class HistoryStatus(enum.Enum):
     RETRIED = "retried"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"  # a retry made moot by a late answer to the request before it
 
 
 @attrs.frozen(kw_only=True)

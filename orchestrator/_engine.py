@@ -265,6 +265,7 @@ class Engine:
         records = self._records_by_id()
         expected = _describe_pending([r.request_id for r in self._pending()])
         fresh: dict[str, tuple[AgentRequestRecord, ReceivedResponse]] = {}
+        late: dict[str, AgentRequestRecord] = {}  # answered request id -> its pending retry
         for item in received:
             record = records.get(item.response.request_id)
             if record is None:
@@ -277,6 +278,12 @@ class Engine:
             if record.status is not HistoryStatus.PENDING:
                 if record.x_response_sha256 == item.sha256:
                     self._consumed.append(item)  # left behind by a crash after recording
+                    continue
+                retry = self._pending_retry_of(record, item.response)
+                taken = {r.request_id for r in late.values()}
+                if retry is not None and retry.request_id not in taken:
+                    late[record.request_id] = retry
+                    fresh[record.request_id] = (record, item)
                     continue
                 raise ResponseRejectedError(
                     f"{item.source}: request {record.request_id} was already answered "
@@ -298,9 +305,41 @@ class Engine:
                 )
             fresh[record.request_id] = (record, item)
         for record, item in fresh.values():
+            retry = late.get(record.request_id)
+            if retry is not None:
+                self._supersede(retry, answered=record)
             self._apply_response(record, item.response, digest=item.sha256)
             self._consumed.append(item)
         return bool(fresh)
+
+    def _pending_retry_of(
+        self, record: AgentRequestRecord, response: AgentResponse
+    ) -> AgentRequestRecord | None:
+        """The still-pending retry of ``record``, when a successful answer to ``record``
+        arrives late (after it timed out and was retried); ``None`` otherwise."""
+        if record.status is not HistoryStatus.RETRIED or error_type_of(response) is not None:
+            return None
+        asked = record.request()
+        for candidate in self._pending():
+            request = candidate.request()
+            if (
+                candidate.x_position == record.x_position
+                and request.phase == asked.phase
+                and request.agent_name == asked.agent_name
+                and request.prompt == asked.prompt
+            ):
+                return candidate
+        return None
+
+    def _supersede(self, retry: AgentRequestRecord, *, answered: AgentRequestRecord) -> None:
+        """A late answer to ``answered`` makes its pending ``retry`` moot."""
+        retry.status = HistoryStatus.SUPERSEDED
+        retry.x_note = f"superseded by the late answer to {answered.request_id}"
+        answered.x_note = f"answered late; its retry {retry.request_id} was withdrawn"
+        for entry in self._require_record().journal:
+            entry.request_ids = [
+                answered.request_id if rid == retry.request_id else rid for rid in entry.request_ids
+            ]
 
     def _apply_response(
         self, record: AgentRequestRecord, response: AgentResponse, *, digest: str | None

@@ -388,3 +388,26 @@ def test_a_phase_output_json_cannot_hold_fails_the_run_and_is_recorded(
 
 def state_of_named(harness: WorkflowHarness, name: str) -> dict[str, Any]:
     return json.loads((harness.workdir / f".{name}-state.json").read_text())
+
+
+def test_a_late_answer_to_a_timed_out_request_is_used_and_its_retry_withdrawn(
+    workflow_harness: Any, fake_clock: FakeClock
+) -> None:
+    harness = workflow_harness(Counting)
+    first = harness.run({"topic": "x"}).pending[0]
+    fake_clock.advance(first.timeout_seconds + 1)
+    retry = harness.resume().pending[0]  # overdue: retried as a new request
+    assert retry.request_id != first.request_id
+    harness.respond(first.request_id, "slow but sure")  # the host answers the first one
+    outcome = harness.resume()
+    assert outcome.status == "paused" and outcome.pending[0].phase_name == "critique"
+    records = {r["request_id"]: r for r in state_of(harness)["agent_requests"]}
+    assert records[first.request_id]["status"] == "completed"
+    assert records[retry.request_id]["status"] == "superseded"
+    assert not (harness.workdir / ".agent-requests" / f"{retry.request_id}.json").exists()
+    # an answer to the withdrawn retry is now stale, and refused without harm
+    harness.respond(retry.request_id, "too late")
+    from orchestrator import ResponseRejectedError
+
+    with pytest.raises(ResponseRejectedError, match="stale"):
+        harness.resume()
