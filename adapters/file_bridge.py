@@ -200,11 +200,10 @@ class FileBridge:
             state = restore_archived(state, archive.read_bytes(), source=str(archive))
         history = run_dir / "state.json"
         atomic_write(history, dump_document(state))
-        # The state goes before the mailbox: until it is gone, a crash resumes the run,
-        # and the answers it recorded only in memory are still there to be read again.
+        # The state goes last: until it is gone, a crash resumes the run from it.
+        self._clear_bridge_files()
         remove_file(self.state_path)
         fsync_directory(self.workdir)
-        self._clear_bridge_files()
         return str(history)
 
     def _run_dir(self, run_id: str) -> Path:

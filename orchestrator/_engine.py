@@ -118,7 +118,7 @@ class EngineRecord:
     workdir: str
     started_at: str
     inputs: dict[str, Any] = attrs.field(factory=dict)
-    status: str = "running"  # running | paused | failed
+    status: str = "running"  # running | paused | failed | completed | cancelled
     failure: str | None = None
     revision: int = 0
     journal: list[JournalEntry] = attrs.field(factory=list)
@@ -238,6 +238,8 @@ class Engine:
                 )
             received = self.bridge.read_responses()
             changed = self._accept_responses(received)
+            if record.status == "completed":  # every phase ran; a crash cut the cleanup
+                return self._finish()
             changed |= self._expire_overdue()
             if self._pending():
                 if changed:
@@ -484,8 +486,13 @@ class Engine:
     def _finish(self) -> Outcome:
         state = self._require_state()
         record = self._require_record()
-        state.checkpoint_name = "completed"
         record.status = "completed"
+        if self._consumed:
+            # Answers recorded since the last checkpoint exist only in memory and in their
+            # response files, which the end of the run removes: make them durable first.
+            # A crash after this resumes straight into the end (see ``resume``).
+            self._save("completed")
+        state.checkpoint_name = "completed"
         self._store_record()
         outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
         history = self.bridge.finish(
@@ -555,7 +562,7 @@ class Engine:
         self._archive_finished()
         state, record = self._require_state(), self._require_record()
         record.revision += 1
-        if record.status != "failed":
+        if record.status not in ("failed", "completed"):
             record.status = "paused" if self._pending() else "running"
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
