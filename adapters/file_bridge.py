@@ -184,10 +184,10 @@ class FileBridge:
         append_durably(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
 
     def state_token(self) -> object | None:
-        # The content's digest: reading a few kilobytes is cheap, parsing them is not, and
-        # unlike inode and timestamps a digest cannot match a different state by chance.
+        # The content itself: reading a few kilobytes and comparing them is cheap (parsing
+        # is not), and unlike inode and timestamps it cannot match a different state.
         try:
-            return sha256_hex(self.state_path.read_bytes())
+            return self.state_path.read_bytes()
         except FileNotFoundError:
             return None
 

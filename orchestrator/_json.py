@@ -17,6 +17,7 @@ from orchestrator._errors import UntrustedJSONError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
+    from collections.abc import Callable
     from typing import Any
 
 __all__ = [
@@ -85,10 +86,42 @@ def dumps_canonical(obj: Any, *, default: Any = None) -> bytes:
 _JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
+def _compact_encoder(*, ensure_ascii: bool, default: Any) -> Callable[[Any], str]:
+    """One C encoder for a whole document: ``JSONEncoder.encode`` would build a new one
+    for every line of the layout, which costs more than encoding most lines."""
+    try:
+        from _json import make_encoder
+    except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+        return json.JSONEncoder(
+            ensure_ascii=ensure_ascii, allow_nan=False, separators=(", ", ": "), default=default
+        ).encode
+    from json.encoder import encode_basestring, encode_basestring_ascii
+
+    def unknown(value: Any) -> Any:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    # The arguments of json.JSONEncoder.iterencode's one-shot path: markers, default,
+    # string encoder, indent, key and item separators, sort_keys, skipkeys, allow_nan.
+    encoder = make_encoder(
+        {},
+        default or unknown,
+        encode_basestring_ascii if ensure_ascii else encode_basestring,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        False,
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(encoder(value, 0))
+
+    return encode
+
+
 def _layout(obj: Any, *, ensure_ascii: bool, default: Any) -> str:
-    encode = json.JSONEncoder(
-        ensure_ascii=ensure_ascii, allow_nan=False, separators=(", ", ": "), default=default
-    ).encode
+    encode = _compact_encoder(ensure_ascii=ensure_ascii, default=default)
     if not isinstance(obj, dict) or not obj:
         return encode(obj) + "\n"
     members = []
