@@ -338,10 +338,7 @@ class Engine:
         retry.status = HistoryStatus.SUPERSEDED
         retry.x_note = f"superseded by the late answer to {answered.request_id}"
         answered.x_note = f"answered late; its retry {retry.request_id} was withdrawn"
-        for entry in self._require_record().journal:
-            entry.request_ids = [
-                answered.request_id if rid == retry.request_id else rid for rid in entry.request_ids
-            ]
+        self._repoint_journal(retry.request_id, answered.request_id)
 
     def _apply_response(
         self, record: AgentRequestRecord, response: AgentResponse, *, digest: str | None
@@ -372,11 +369,13 @@ class Engine:
         )
         retry = self._new_record(request, position=record.x_position or 0)
         record.x_note = f"retried as {request.request_id}"
-        for entry in self._require_record().journal:
-            entry.request_ids = [
-                request.request_id if rid == record.request_id else rid for rid in entry.request_ids
-            ]
+        self._repoint_journal(record.request_id, request.request_id)
         return retry
+
+    def _repoint_journal(self, old_id: str, new_id: str) -> None:
+        """The journal slot that waited for ``old_id`` now waits for ``new_id``."""
+        for entry in self._require_record().journal:
+            entry.request_ids = [new_id if rid == old_id else rid for rid in entry.request_ids]
 
     def _expire_overdue(self) -> bool:
         """A pending request older than its timeout counts as a TIMEOUT answer."""
@@ -413,12 +412,10 @@ class Engine:
             except Pause:
                 self._save("before_agent_invocation")
                 return self._pause_now()
-            except (NonDeterminismError, RunFailedError, AgentFailedError) as exc:
-                return self._fail(spec, exc)
             except OrchestratorError as exc:
-                return self._fail(spec, exc)
+                return self._fail(f"phase {spec.number} ({spec.name}): {exc}")
             except Exception as exc:  # the user's phase raised: fail with its words
-                return self._fail(spec, exc, prefix=f"{type(exc).__name__}: ")
+                return self._fail(f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}")
             if next_spec is None:
                 return self._finish()
             state.phase, state.phase_name = next_spec.number, next_spec.name
@@ -431,13 +428,7 @@ class Engine:
             phase_name=phase_name,
             position=0,
         )
-        record = self._require_record()
-        record.status = "failed"
-        record.failure = str(error)
-        self._save("run_failed")
-        self._flush_consumed()
-        self.bridge.publish(PublishInput(pending=()))
-        return Outcome(status="failed", exit_code=EXIT_ERROR, message=f"run failed: {error}")
+        return self._fail(str(error))
 
     def _run_phase(self, workflow: Workflow, spec: PhaseSpec) -> PhaseResult:
         ctx = PhaseContext(self, spec)
@@ -508,17 +499,18 @@ class Engine:
             history_path=history,
         )
 
-    def _fail(self, spec: PhaseSpec, exc: BaseException, prefix: str = "") -> Outcome:
+    def _fail(self, failure: str) -> Outcome:
+        """Record the run as failed, durably, and withdraw its requests."""
         record = self._require_record()
         record.status = "failed"
-        record.failure = f"phase {spec.number} ({spec.name}): {prefix}{exc}"
+        record.failure = failure
         self._save("run_failed")
         self._flush_consumed()
         self.bridge.publish(PublishInput(pending=()))
         return Outcome(
             status="failed",
             exit_code=EXIT_ERROR,
-            message=f"run failed in {record.failure}; state kept for inspection",
+            message=f"run failed: {record.failure}; state kept for inspection",
         )
 
     def _pause_now(self) -> Outcome:
@@ -618,13 +610,17 @@ class Engine:
         return journal[position] if position < len(journal) else None
 
     def open_requests(
-        self, spec: PhaseSpec, position: int, asks: Sequence[Ask], kind: str
+        self,
+        spec: PhaseSpec,
+        position: int,
+        asks: Sequence[Ask],
+        *,
+        kind: str,
+        fingerprint: list[str],
     ) -> JournalEntry:
         state = self._require_state()
         now = format_time(self.clock.now())
-        entry = JournalEntry(
-            position=position, kind=kind, fingerprint=[_ask_fingerprint(a) for a in asks]
-        )
+        entry = JournalEntry(position=position, kind=kind, fingerprint=fingerprint)
         records = []
         for ask in asks:
             context = dict(ask.context or {})
@@ -808,7 +804,9 @@ class PhaseContext:
         entry = engine.journal_entry(position)
         fingerprint = [_ask_fingerprint(a) for a in asks]
         if entry is None:
-            entry = engine.open_requests(self._spec, position, asks, kind)
+            entry = engine.open_requests(
+                self._spec, position, asks, kind=kind, fingerprint=fingerprint
+            )
         else:
             self._expect(entry, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks))
         records = [engine.record_by_id(rid) for rid in entry.request_ids]
