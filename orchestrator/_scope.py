@@ -13,7 +13,8 @@ standard library:
   ``?`` stay within one path segment, a ``**`` segment matches zero or more whole
   segments, and a pattern ending in ``/`` covers everything under that directory.
   Empty ``allowed_paths`` denies all; a forbidden match denies; an allowed match allows;
-  anything else is denied.
+  anything else is denied. A forbidden pattern also covers everything under a directory
+  it matches; an allowed one covers only what it matches (each side errs toward denial).
 
 Normalisation is purely lexical: it never looks at the file system, so symbolic links
 are not resolved and comparison is case-sensitive (as Git's index is).
@@ -299,14 +300,24 @@ def pins_allow(allowed: Sequence[str], forbidden: Sequence[str], path: str) -> b
     The path is normalised first (:class:`ScopeError` if it escapes the root). Then,
     exactly: an empty ``allowed`` denies all; a match in ``forbidden`` denies; a match
     in ``allowed`` allows; anything else is denied.
+
+    Each side errs toward denial. An allowed pattern must match the path itself (end it
+    in ``/`` to allow a whole directory). A forbidden pattern also denies everything
+    under a directory it matches: forbidding ``secrets`` or ``build/*`` forbids
+    ``secrets/key.pem`` and ``build/x/y.o`` (seed 002: changed files must not be
+    *under* ``forbidden_paths``).
     """
     if isinstance(allowed, str) or isinstance(forbidden, str):
         raise TypeError("allowed and forbidden pins are lists of globs, not single strings")
     target = _normalize(path, "path")
     if not allowed:
         return False
-    if any(_compiled_pin(pattern).fullmatch(target) for pattern in forbidden):
-        return False
+    segments = target.split("/")
+    itself_and_parents = ["/".join(segments[:end]) for end in range(1, len(segments) + 1)]
+    for pattern in forbidden:
+        glob = _compiled_pin(pattern)
+        if any(glob.fullmatch(candidate) for candidate in itself_and_parents):
+            return False
     return any(_compiled_pin(pattern).fullmatch(target) for pattern in allowed)
 
 

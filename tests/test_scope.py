@@ -13,10 +13,13 @@ from orchestrator._errors import OrchestratorError
 from orchestrator._scope import (
     ScopeError,
     check_lock_table,
+    check_pins,
     check_scope_pair,
     in_scope,
     lock_conflicts,
     normalize_resource,
+    pin_matches,
+    pins_allow,
     resources_conflict,
 )
 
@@ -398,3 +401,168 @@ def test_lock_conflicts_matches_brute_force_in_any_order(
     rnd.shuffle(held)
     rnd.shuffle(wanted)
     assert lock_conflicts(held, "T-1", wanted) == expected
+
+
+# -- pins ------------------------------------------------------------------------------
+
+PIN_TABLE = [
+    # seed 002's example: a directory pin
+    ("docs/prompt_os/io/", "docs/prompt_os/io/schemas.md", True),
+    ("docs/prompt_os/io/", "docs/prompt_os/io/fail_codes.md", True),
+    ("docs/prompt_os/io/", "docs/prompt_os/io/deeper/evidence_spec.md", True),
+    ("docs/prompt_os/io/", "docs/prompt_os/io", True),
+    ("docs/prompt_os/io/", "docs/prompt_os/iox/a.md", False),
+    ("docs/prompt_os/io/", "docs/prompt_os/README.md", False),
+    ("docs/prompt_os/io", "docs/prompt_os/io/schemas.md", False),  # no "/": that path only
+    ("docs/prompt_os/io", "docs/prompt_os/io", True),
+    ("./docs\\prompt_os//io/", "docs/prompt_os/io/schemas.md", True),
+    # "*" stays within a segment
+    ("*.md", "README.md", True),
+    ("*.md", "docs/x.md", False),
+    ("docs/*.md", "docs/x.md", True),
+    ("docs/*.md", "docs/a/x.md", False),
+    ("docs/*", "docs/.hidden", True),
+    ("src/*_test.py", "src/_test.py", True),
+    ("src/*", "src", False),
+    ("a*b", "a/b", False),
+    # "?" is one character within a segment
+    ("file?.txt", "file1.txt", True),
+    ("file?.txt", "file.txt", False),
+    ("file?.txt", "file12.txt", False),
+    ("a?b", "a/b", False),
+    # "**" crosses segments, zero or more
+    ("docs/**/x.md", "docs/x.md", True),
+    ("docs/**/x.md", "docs/a/x.md", True),
+    ("docs/**/x.md", "docs/a/b/c/x.md", True),
+    ("docs/**/x.md", "docsx.md", False),
+    ("docs/**/x.md", "docs/a/y.md", False),
+    ("**/*.py", "a.py", True),
+    ("**/*.py", "src/pkg/a.py", True),
+    ("**/*.py", "src/pkg/a.pyc", False),
+    ("docs/**", "docs", True),
+    ("docs/**", "docs/a/b", True),
+    ("docs/**", "docs2/a", False),
+    ("**", "anything/at/all.txt", True),
+    ("**/**/x", "x", True),
+    ("a/**/**/b", "a/b", True),
+    ("a/**/b/**/c", "a/x/b/y/z/c", True),
+    ("a/**/b/**/c", "a/x/c", False),
+    ("a**b", "axyb", True),  # "**" inside a segment is a plain "*"
+    ("a**b", "ax/yb", False),
+    # everything else is literal
+    ("app/[id].tsx", "app/[id].tsx", True),
+    ("app/[id].tsx", "app/i.tsx", False),
+    ("a+b(c).txt", "a+b(c).txt", True),
+    ("a.txt", "abtxt", False),
+    ("src/api.py", "./src\\api.py", True),  # the path is normalised too
+]
+
+
+@pytest.mark.parametrize(("pattern", "path", "expected"), PIN_TABLE)
+def test_pin_matches_table(pattern: str, path: str, expected: bool) -> None:
+    assert pin_matches(pattern, path) is expected
+
+
+PINS_ALLOW = [
+    # (allowed, forbidden, path, expected)
+    (["docs/prompt_os/io/"], [], "docs/prompt_os/io/schemas.md", True),  # seed 002
+    (["docs/prompt_os/io/"], [], "src/main.py", False),
+    ([], [], "docs/prompt_os/io/schemas.md", False),  # empty allowed denies all
+    ([], ["nothing"], "anything", False),
+    (["**"], ["secrets/"], "secrets/key.pem", False),  # a forbidden match denies
+    (["**"], ["secrets"], "secrets/key.pem", False),  # also under a forbidden directory
+    (["**"], ["build/*"], "build/x/y.o", False),
+    (["**"], ["**/*.pem"], "deep/dir/key.pem", False),
+    (["**"], ["secrets"], "secrets2/x", True),
+    (["docs/"], ["docs/private/"], "docs/private/a.md", False),
+    (["docs/"], ["docs/private/"], "docs/public/a.md", True),
+    (["docs/"], ["docs/"], "docs/a.md", False),  # forbidden wins over allowed
+    (["src/*.py"], [], "src/a.py", True),
+    (["src/*.py"], [], "src/sub/a.py", False),  # allowed covers only what it matches
+    (["src/*.py", "tests/"], ["tests/fixtures/"], "tests/test_a.py", True),
+    (["src/*.py", "tests/"], ["tests/fixtures/"], "tests/fixtures/a.json", False),
+    (["a.md"], [], "b.md", False),  # no match: deny
+]
+
+
+@pytest.mark.parametrize(("allowed", "forbidden", "path", "expected"), PINS_ALLOW)
+def test_pins_allow_table(
+    allowed: list[str], forbidden: list[str], path: str, expected: bool
+) -> None:
+    assert pins_allow(allowed, forbidden, path) is expected
+    assert pins_allow(allowed[::-1], forbidden[::-1], path) is expected
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "docs/../../x", "", "C:\\x"])
+def test_pins_refuse_paths_that_escape_the_root(path: str) -> None:
+    with pytest.raises(ScopeError) as caught:
+        pins_allow(["**"], [], path)
+    assert str(caught.value).startswith("path ")
+    with pytest.raises(ScopeError):
+        pins_allow([], [], path)  # normalised first, even when everything is denied
+    with pytest.raises(ScopeError):
+        pin_matches("**", path)
+
+
+@pytest.mark.parametrize("pattern", ["../docs/", "/abs/**", "", "/", "a/../b", "C:/x"])
+def test_bad_pin_patterns_are_refused(pattern: str) -> None:
+    with pytest.raises(ScopeError) as caught:
+        pin_matches(pattern, "docs/x.md")
+    assert str(caught.value).startswith("pin ")
+    with pytest.raises(ScopeError):
+        pins_allow([pattern], [], "docs/x.md")
+
+
+def test_check_pins() -> None:
+    check_pins(["docs/prompt_os/io/"], [])  # seed 002's example
+    check_pins(["docs/"], ["docs"])  # a directory and a file are different patterns
+    with pytest.raises(ScopeError, match="allowed_paths is empty"):
+        check_pins([], [])
+    with pytest.raises(ScopeError, match="both allowed") as caught:
+        check_pins(["src/", "docs/"], ["./docs//"])
+    assert (caught.value.value, caught.value.related) == ("./docs//", "docs/")
+    with pytest.raises(ScopeError, match="climbs out"):
+        check_pins(["../x"], [])
+    with pytest.raises(TypeError):
+        check_pins("docs/", [])
+
+
+glob_segment = st.text(alphabet="ab*?.", min_size=1, max_size=4).filter(
+    lambda text: text not in (".", "..")
+)
+globs = st.lists(st.one_of(glob_segment, st.just("**")), min_size=1, max_size=4).map("/".join)
+
+
+@given(globs, clean_paths)
+def test_pin_matches_agrees_with_a_segment_by_segment_matcher(pattern: str, path: str) -> None:
+    assert pin_matches(pattern, path) == _reference_match(pattern.split("/"), path.split("/"))
+
+
+@given(clean_paths)
+def test_a_literal_pin_matches_exactly_itself(path: str) -> None:
+    assert pin_matches(path, path)
+    assert pin_matches(path + "/", path + "/x")
+    assert not pin_matches(path, path + "/x")
+
+
+def _reference_match(pattern: list[str], path: list[str]) -> bool:
+    """A slow, obviously correct matcher: recursion over segments, fnmatch-like inside."""
+    if not pattern:
+        return not path
+    if pattern[0] == "**":
+        return any(_reference_match(pattern[1:], path[skip:]) for skip in range(len(path) + 1))
+    return (
+        bool(path)
+        and _segment_match(pattern[0], path[0])
+        and _reference_match(pattern[1:], path[1:])
+    )
+
+
+def _segment_match(pattern: str, text: str) -> bool:
+    if not pattern:
+        return not text
+    if pattern[0] == "*":
+        return any(_segment_match(pattern[1:], text[skip:]) for skip in range(len(text) + 1))
+    if not text:
+        return False
+    return (pattern[0] == "?" or pattern[0] == text[0]) and _segment_match(pattern[1:], text[1:])
