@@ -144,6 +144,7 @@ class AgentRequestRecord:
     x_response_sha256: str | None = None
     x_note: str | None = None
     x_archived: bool | None = None
+    x_max_retries: int | None = None
 
     def request(self) -> AgentRequest:
         """The full request; only states written by this engine carry it."""

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -56,6 +56,10 @@ from ._ports import (
     SaveStateInput,
 )
 from ._workflow import Ask, PhaseResult, PhaseSpec, Workflow
+
+if TYPE_CHECKING:
+    from ._board_contracts import Task
+    from ._dispatch import DispatchReport
 
 T = TypeVar("T")
 
@@ -353,7 +357,10 @@ class Engine:
         if response.status is RequestStatus.CANCELLED:
             record.status = HistoryStatus.CANCELLED
             return None
-        if error in RETRYABLE and record.request().retry_count < self.workflow_cls.max_retries:
+        limit = (
+            self.workflow_cls.max_retries if record.x_max_retries is None else record.x_max_retries
+        )
+        if error in RETRYABLE and record.request().retry_count < limit:
             record.status = HistoryStatus.RETRIED
             return self._retry(record)
         record.status = HistoryStatus.FAILED
@@ -367,7 +374,9 @@ class Engine:
             created_at=format_time(self.clock.now()),
             retry_count=old.retry_count + 1,
         )
-        retry = self._new_record(request, position=record.x_position or 0)
+        retry = self._new_record(
+            request, position=record.x_position or 0, max_retries=record.x_max_retries
+        )
         record.x_note = f"retried as {request.request_id}"
         self._repoint_journal(record.request_id, request.request_id)
         return retry
@@ -591,7 +600,9 @@ class Engine:
     def _records_by_id(self) -> dict[str, AgentRequestRecord]:
         return {r.request_id: r for r in self._require_state().agent_requests}
 
-    def _new_record(self, request: AgentRequest, *, position: int) -> AgentRequestRecord:
+    def _new_record(
+        self, request: AgentRequest, *, position: int, max_retries: int | None = None
+    ) -> AgentRequestRecord:
         record = AgentRequestRecord(
             request_id=request.request_id,
             agent_name=request.agent_name,
@@ -599,6 +610,7 @@ class Engine:
             status=HistoryStatus.PENDING,
             x_request=request,
             x_position=position,
+            x_max_retries=max_retries,
         )
         self._require_state().agent_requests.append(record)
         return record
@@ -640,7 +652,7 @@ class Engine:
                 context=context,
                 timeout_seconds=ask.timeout_seconds,
             )
-            records.append(self._new_record(request, position=position))
+            records.append(self._new_record(request, position=position, max_retries=ask.retries))
             entry.request_ids.append(request.request_id)
         self._require_record().journal.append(entry)
         if self.invoker is not None and self._invoke_in_process(records):
@@ -712,6 +724,7 @@ class PhaseContext:
         self.phase: int = spec.number
         self.phase_name: str = spec.name
         self.run_id: str = record.run_id
+        self.clock: Clock = engine.clock
         self.inputs: dict[str, Any] = _copy(record.inputs)
         self.workdir = Path(record.workdir)
         self.output_path = Path(state.output_path)
@@ -753,11 +766,51 @@ class PhaseContext:
         )
         return self._ask_group([spec], kind="ask")[0]
 
-    def ask_all(self, asks: Sequence[Ask]) -> list[Any]:
-        """Ask several agents at once: one pause, answers in any order, results in order."""
+    def ask_all(self, asks: Sequence[Ask], *, return_failures: bool = False) -> list[Any]:
+        """Ask several agents at once: one pause, answers in any order, results in order.
+
+        With ``return_failures``, an ask whose answer is an error the policy does not
+        retry gives its :class:`AgentFailedError` in the list instead of raising it, so
+        one failure does not hide the other answers (AGENT_NOT_FOUND and a cancelled
+        request still fail the run).
+        """
         if not asks:
             return []
-        return self._ask_group(list(asks), kind="ask_all")
+        return self._ask_group(list(asks), kind="ask_all", return_failures=return_failures)
+
+    def dispatch(
+        self,
+        tasks: Sequence[Task],
+        *,
+        agent: str | Callable[[Task], str],
+        objective: str,
+        constraints: Sequence[str] = (),
+        max_attempts: int = 3,
+        retry_after_ms: int = 0,
+        workspace: Path | None = None,
+        board_dir: Path | None = None,
+    ) -> DispatchReport:
+        """Hand ``tasks`` (seed 003 tasks) to subagents on the task board, in waves, until
+        every task is done, failed or canceled; see ``docs/board.md``.
+
+        Each wave starts the ready tasks whose locks are free, asks ``agent`` (or
+        ``agent(task)``) once per task with the assignment packet, pauses until every
+        answer is in, and judges each through the gateway: PASS makes a task done,
+        anything else blocks it; blocked tasks are retried up to ``max_attempts``.
+        """
+        from ._dispatch import run_dispatch
+
+        return run_dispatch(
+            self,
+            tasks,
+            agent=agent,
+            objective=objective,
+            constraints=constraints,
+            max_attempts=max_attempts,
+            retry_after_ms=retry_after_ms,
+            workspace=workspace,
+            board_dir=board_dir,
+        )
 
     def step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` once; on replay return its recorded (JSON) result.
@@ -796,7 +849,7 @@ class PhaseContext:
         self._position += 1
         return position
 
-    def _ask_group(self, asks: list[Ask], *, kind: str) -> list[Any]:
+    def _ask_group(self, asks: list[Ask], *, kind: str, return_failures: bool = False) -> list[Any]:
         engine = self._engine
         for ask in asks:
             self._check_ask(ask)
@@ -812,7 +865,17 @@ class PhaseContext:
         records = [engine.record_by_id(rid) for rid in entry.request_ids]
         if any(r.status is HistoryStatus.PENDING for r in records):
             raise Pause()
-        return [self._answer(record, ask) for record, ask in zip(records, asks, strict=True)]
+        if not return_failures:
+            return [self._answer(record, ask) for record, ask in zip(records, asks, strict=True)]
+        answers: list[Any] = []
+        for record, ask in zip(records, asks, strict=True):
+            try:
+                answers.append(self._answer(record, ask))
+            except AgentFailedError as failure:
+                if engine._fatal is not None:
+                    raise
+                answers.append(failure)
+        return answers
 
     def _check_ask(self, ask: Ask) -> None:
         where = f"phase {self._spec.name!r}"

@@ -134,3 +134,27 @@ class AgentInvocationError(OrchestratorError):
 
 class UsageError(OrchestratorError, ValueError):
     """A command or call that cannot be acted on as given (exit code 2)."""
+
+
+class BoardError(OrchestratorError):
+    """The task board refused an operation; ``code`` is the seed 003 error code.
+
+    ``task_id`` and ``delta_id`` name what was refused when there is one; ``details``
+    holds the facts a validator prints (the conflicting lock, the versions, ...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        task_id: str | None = None,
+        delta_id: str | None = None,
+        details: dict[str, object] | None = None,
+    ) -> None:
+        self.code = code
+        self.task_id = task_id
+        self.delta_id = delta_id
+        self.details = details or {}
+        super().__init__(f"{code}: {message}")
+        self.reason = message

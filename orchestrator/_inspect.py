@@ -13,6 +13,11 @@ from ._errors import ContractError, StateDamagedError, UsageError
 from ._json import STATE_MAX_BYTES, read_json_file
 
 
+def load_state_file(path: Path) -> Any:
+    """The checkpoint state at ``path``; a damaged one raises :class:`StateDamagedError`."""
+    return _load(path)
+
+
 def _load(path: Path) -> Any:
     try:
         return parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))

@@ -50,6 +50,9 @@ class Ask:
     min_confidence: float | None = None
     timeout_seconds: int = 120
     context: dict[str, Any] | None = None
+    #: how many times a TIMEOUT or INVOCATION_FAILED answer is asked again (None: the
+    #: workflow's ``max_retries``)
+    retries: int | None = None
 
 
 def phase(

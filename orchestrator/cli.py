@@ -100,7 +100,18 @@ class _Unused:
         return lambda *args, **kwargs: self
 
 
-COMMANDS = ("run", "resume", "status", "respond", "drive", "validate", "schema", "cancel")
+COMMANDS = (
+    "run",
+    "resume",
+    "status",
+    "respond",
+    "drive",
+    "validate",
+    "schema",
+    "cancel",
+    "board",
+    "check",
+)
 
 
 def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
@@ -252,6 +263,25 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     cancel.add_argument(
         "--workflow", default=None, help="which instance, when a directory holds several"
     )
+
+    board = command(
+        "board",
+        _cmd_board,
+        "The task board: tasks, locks, heartbeats, worklogs, results, handoff.",
+    )
+    if not isinstance(board, _Unused):
+        from ._board_cli import add_board_commands
+
+        add_board_commands(board, _Formatter)
+    check = command(
+        "check",
+        _cmd_check,
+        "Validate a board document on stdin: one line of JSON; exit 0 only if allowed.",
+    )
+    if not isinstance(check, _Unused):
+        from ._board_cli import add_check_command
+
+        add_check_command(check)
     return parser
 
 
@@ -518,6 +548,16 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     history = _instance_engine(args).cancel()
     print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
     return EXIT_OK
+
+
+def _cmd_board(args: argparse.Namespace) -> int:
+    raise UsageError("name a board subcommand (orchestrate board --help lists them)")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ._board_cli import cmd_check
+
+    return cmd_check(args)
 
 
 def _cancel_damaged(args: argparse.Namespace) -> int:

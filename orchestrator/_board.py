@@ -1,0 +1,959 @@
+"""The task board: tasks, assignments, heartbeats, worklogs and results in one directory.
+
+See ``docs/board.md`` for the files and the rules. Every change of a task is a ledger
+delta appended under the board's writer lock (:class:`orchestrator._ledger.Ledger`);
+files a delta relies on (a packet, a verdict) are written before it. The board's own
+deltas have deterministic ids (``T-3/2/done``), so an operation repeated after a crash
+appends nothing twice; worklog entries it writes carry the id of the delta they explain
+(``x_delta_id``) for the same reason.
+
+Time comes from an injected clock, so the watchdog is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._board_contracts import (
+    BOARD_SCHEMA_VERSION,
+    AcceptanceTarget,
+    ActiveLock,
+    AssignmentPacket,
+    Blocker,
+    ContextItem,
+    ErrorCode,
+    HandoffBundle,
+    HandoffDependency,
+    HandoffRow,
+    LedgerDelta,
+    Pins,
+    Priority,
+    Task,
+    TaskStatus,
+    Verdict,
+    WorklogEntry,
+)
+from ._convert import structure, unstructure
+from ._durable import atomic_write
+from ._errors import BoardError, ContractError
+from ._gateway import Judgement, evaluate
+from ._ledger import TERMINAL, Ledger, LedgerState, TaskRow, lock_conflicts_of
+from ._ports import Clock
+
+BOARD_DIR = ".board"
+INFO_FILE = "board.json"
+PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+HANDOFF_MAX_BYTES = 256 * 1024
+ORCHESTRATOR_ACTOR = "orchestrator"
+
+
+@attrs.define(kw_only=True)
+class BoardInfo:
+    """``board.json``: what the board is for (written once)."""
+
+    schema_version: str = BOARD_SCHEMA_VERSION
+    run_id: str
+    objective: str
+    constraints: list[str] = attrs.Factory(list)
+    created_at: str
+    x_workspace: str | None = None  # where results' files live (submit artifacts)
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        from datetime import timezone
+
+        return datetime.now(timezone.utc)
+
+
+def format_time(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+
+
+class Board:
+    """One board directory. Cheap to construct; reads lazily."""
+
+    def __init__(self, directory: Path, *, clock: Clock | None = None) -> None:
+        self.directory = directory
+        self.clock: Clock = clock or _SystemClock()
+        self.ledger = Ledger(directory)
+        self._info: BoardInfo | None = None
+
+    # -- creating and opening -----------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        *,
+        run_id: str,
+        objective: str,
+        constraints: Sequence[str] = (),
+        workspace: Path | None = None,
+        clock: Clock | None = None,
+    ) -> Board:
+        """Make the board (or open it, if this run made it already)."""
+        board = cls(directory, clock=clock)
+        path = directory / INFO_FILE
+        if path.exists():
+            info = board.info
+            if info.run_id.lower() != run_id.lower():
+                raise BoardError(
+                    f"{directory} is the board of run {info.run_id}, not {run_id}; use another "
+                    "directory or remove that board",
+                    code=ErrorCode.LEDGER_INCONSISTENT.value,
+                )
+            return board
+        info = BoardInfo(
+            run_id=run_id,
+            objective=objective,
+            constraints=list(constraints),
+            created_at=format_time(board.clock.now()),
+            x_workspace=str(workspace) if workspace is not None else None,
+        )
+        _check_info(info)
+        for sub in ("", "worklogs", "packets", "results", "verdicts", "heartbeats"):
+            (directory / sub).mkdir(parents=True, exist_ok=True)
+        atomic_write(path, _dump(info))
+        board._info = info
+        return board
+
+    @property
+    def info(self) -> BoardInfo:
+        if self._info is None:
+            path = self.directory / INFO_FILE
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                raise BoardError(
+                    f"{self.directory}: no task board here (no {INFO_FILE}); a workflow's "
+                    "dispatch or 'orchestrate board init' makes one",
+                    code=ErrorCode.MISSING_REQUIRED_INPUT.value,
+                ) from None
+            from ._json import loads_strict
+
+            try:
+                self._info = structure(
+                    loads_strict(raw, source=str(path)), BoardInfo, source=str(path)
+                )
+            except ContractError as exc:
+                raise BoardError(str(exc), code=ErrorCode.SCHEMA_INVALID.value) from None
+        return self._info
+
+    @property
+    def run_id(self) -> str:
+        return self.info.run_id
+
+    @property
+    def workspace(self) -> Path | None:
+        where = self.info.x_workspace
+        return Path(where) if where else None
+
+    def state(self) -> LedgerState:
+        return self.ledger.read()
+
+    def now(self) -> str:
+        return format_time(self.clock.now())
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def create_tasks(self, tasks: Sequence[Task], *, owner: str = "") -> list[LedgerDelta]:
+        """Create ``tasks`` (in dependency order; a cycle is refused before anything is
+        written). Creating the same tasks again changes nothing."""
+        ordered = topological_order(tasks)
+        deltas = [
+            LedgerDelta(
+                task_id=task.task_id,
+                status=TaskStatus.TODO,
+                owner=owner,
+                reason=f"created: {task.title}",
+                delta_id=f"{task.task_id}/create",
+                x_base_version=0,
+                x_create=task,
+            )
+            for task in ordered
+        ]
+        with self.ledger.locked():
+            return self.ledger.append(deltas, at=self.now())
+
+    def ready(self, state: LedgerState | None = None) -> list[TaskRow]:
+        """Tasks that may start now, in the order they should: todo, every dependency
+        done; by priority, then creation order. Locks are not considered here."""
+        state = state or self.state()
+        ready = [
+            row
+            for row in state.rows.values()
+            if row.status is TaskStatus.TODO
+            and all(state.rows[d].status is TaskStatus.DONE for d in row.task.dependencies)
+        ]
+        return sorted(ready, key=lambda r: (PRIORITY_RANK[r.task.priority], _created(r)))
+
+    def set_status(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        *,
+        reason: str,
+        owner: str | None = None,
+        code: ErrorCode | None = None,
+        base_version: int | None = None,
+        delta_id: str | None = None,
+    ) -> LedgerDelta | None:
+        """One transition as a person or another tool asks for it (checked like any other).
+
+        Entering ``in_progress`` goes through :meth:`assign` (it needs a packet), and
+        ``done`` through :meth:`submit` (it needs a PASS verdict).
+        """
+        if status is TaskStatus.IN_PROGRESS:
+            raise BoardError(
+                f"task {task_id}: use 'assign' to start a task (it writes the packet)",
+                code=ErrorCode.INVALID_TRANSITION.value,
+                task_id=task_id,
+            )
+        if status is TaskStatus.DONE:
+            raise BoardError(
+                f"task {task_id}: a task is done only through 'submit' and a PASS verdict",
+                code=ErrorCode.ACCEPTANCE_FAILED.value,
+                task_id=task_id,
+            )
+        from ._secrets import redact
+
+        with self.ledger.locked() as state:
+            row = state.row(task_id)
+            delta = LedgerDelta(
+                task_id=task_id,
+                status=status,
+                owner=row.owner if owner is None else owner,
+                reason=redact(reason),
+                delta_id=delta_id or f"{task_id}/v{row.version}/{status.value}",
+                x_base_version=row.version if base_version is None else base_version,
+                x_code=code,
+            )
+            applied = self.ledger.append([delta], at=self.now())
+        if applied and status in (TaskStatus.BLOCKED, TaskStatus.FAILED):
+            self._final_worklog(
+                applied[0], row.task, next_step="a person decides: requeue or cancel"
+            )
+        return applied[0] if applied else None
+
+    # -- assignment ----------------------------------------------------------------------
+
+    def assign(
+        self,
+        task_ids: Sequence[str],
+        *,
+        owner: str,
+        context: Sequence[ContextItem] = (),
+    ) -> list[AssignmentPacket]:
+        """Start ``task_ids`` (all or none): write each packet, then one ledger append that
+        takes their locks. A task already started by this very call before a crash is
+        returned as it is (its packet is the same)."""
+        with self.ledger.locked() as state:
+            packets, deltas = [], []
+            scratch = LedgerState(dict(state.rows), seq=state.seq, index=state.index)
+            for task_id in task_ids:
+                row = scratch.row(task_id)
+                attempt = row.attempts + 1
+                delta = LedgerDelta(
+                    task_id=task_id,
+                    status=TaskStatus.IN_PROGRESS,
+                    owner=owner,
+                    reason=f"assigned to {owner} (attempt {attempt})",
+                    delta_id=f"{task_id}/{attempt}/in_progress",
+                    x_base_version=row.version,
+                    x_attempt=attempt,
+                )
+                scratch.judge(delta)  # refuses before any packet is written
+                scratch.apply(attrs.evolve(delta, x_seq=scratch.seq + 1, x_at=""))
+                packets.append(self._packet(scratch, scratch.rows[task_id], context))
+                deltas.append(delta)
+            for packet, delta in zip(packets, deltas, strict=True):
+                atomic_write(self.packet_path(delta.task_id, delta.x_attempt or 1), _dump(packet))
+            self.ledger.append(deltas, at=self.now())
+        return packets
+
+    def packet_path(self, task_id: str, attempt: int) -> Path:
+        return self.directory / "packets" / f"{task_id}.{attempt}.json"
+
+    def _packet(
+        self, state: LedgerState, row: TaskRow, context: Sequence[ContextItem]
+    ) -> AssignmentPacket:
+        info = self.info
+        return AssignmentPacket(
+            run_id=info.run_id,
+            global_objective=info.objective,
+            task=row.task,
+            active_locks=[
+                ActiveLock(task_id=t, resource=r, active=True) for t, r in state.active_locks()
+            ],
+            context_package=[
+                *(ContextItem(kind=_kind("constraint"), value=c) for c in info.constraints),
+                *context,
+            ],
+        )
+
+    # -- the subagent's side -------------------------------------------------------------
+
+    def heartbeat(self, task_id: str, *, attempt: int | None = None) -> str:
+        """Record that the subagent of ``task_id`` is alive; returns the time written."""
+        row = self.state().row(task_id)
+        if row.status is not TaskStatus.IN_PROGRESS:
+            raise BoardError(
+                f"task {task_id} is {row.status.value}, not in_progress: no heartbeat is "
+                "expected (was it timed out and reassigned?)",
+                code=ErrorCode.INVALID_TRANSITION.value,
+                task_id=task_id,
+            )
+        if attempt is not None and attempt != row.attempts:
+            raise BoardError(
+                f"task {task_id} is at attempt {row.attempts}; a heartbeat for attempt "
+                f"{attempt} comes from a subagent that was replaced: stop working",
+                code=ErrorCode.CONCURRENCY_CONFLICT.value,
+                task_id=task_id,
+            )
+        now = self.now()
+        atomic_write(self.directory / "heartbeats" / task_id, now.encode() + b"\n", durable=False)
+        return now
+
+    def last_heartbeat(self, row: TaskRow) -> str | None:
+        """The later of the task's last heartbeat and the start of its current attempt."""
+        try:
+            beat = (self.directory / "heartbeats" / row.task_id).read_text().strip()
+        except FileNotFoundError:
+            beat = ""
+        candidates = [t for t in (beat, row.updated_at) if t]
+        return max(candidates, key=parse_time) if candidates else None
+
+    def append_worklog(self, entry: WorklogEntry) -> WorklogEntry:
+        """Append one entry to its task's worklog, any process at once. Secrets in
+        ``decision``/``result`` (untrusted) refuse it; elsewhere they are redacted."""
+        from ._secrets import first_secret_kind, redact
+
+        if entry.run_id.lower() != self.run_id.lower():
+            raise BoardError(
+                f"worklog entry for run {entry.run_id}; this board is run {self.run_id}",
+                code=ErrorCode.SCHEMA_INVALID.value,
+                task_id=entry.task_id,
+            )
+        row = self.state().row(entry.task_id)
+        for name in ("decision", "result"):
+            kind = first_secret_kind(getattr(entry, name))
+            if kind is not None:
+                raise BoardError(
+                    f"the worklog entry's {name} holds a secret ({kind}); it was not written: "
+                    "scrub it and append again",
+                    code=ErrorCode.UNTRUSTED_CONTEXT_BLOCK.value,
+                    task_id=entry.task_id,
+                )
+        clean = attrs.evolve(
+            entry,
+            actor=redact(entry.actor),
+            action=redact(entry.action),
+            files_touched=[redact(f) for f in entry.files_touched],
+            next_step=redact(entry.next_step),
+            evidence=None if entry.evidence is None else redact(entry.evidence),
+        )
+        from ._ndjson import append_lines
+
+        append_lines(self.worklog_path(row.task), [_line(clean)])
+        return clean
+
+    def worklog_path(self, task: Task) -> Path:
+        from ._scope import ScopeError, normalize_resource
+
+        try:
+            relative = normalize_resource(task.worklog_path)
+        except ScopeError as exc:
+            raise BoardError(
+                f"task {task.task_id}: worklog_path {exc}",
+                code=ErrorCode.SCHEMA_INVALID.value,
+                task_id=task.task_id,
+            ) from None
+        path = self.directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def worklog(self, task_id: str) -> list[dict[str, Any]]:
+        from ._ndjson import iter_records
+
+        path = self.worklog_path(self.state().row(task_id).task)
+        if not path.exists():
+            return []
+        return [record for _, record in iter_records(path)]
+
+    # -- results -------------------------------------------------------------------------
+
+    def submit(
+        self, task_id: str, raw: bytes, *, attempt: int | None = None, pins: Pins | None = None
+    ) -> Judgement:
+        """Judge a subagent's answer for the current attempt of ``task_id`` and record the
+        outcome: done on PASS, blocked with the first blocking code otherwise."""
+        state = self.state()
+        row = state.row(task_id)
+        attempt = attempt or row.attempts
+        done_id = f"{task_id}/{attempt}/done"
+        blocked_id = f"{task_id}/{attempt}/blocked"
+        if row.status is not TaskStatus.IN_PROGRESS or row.attempts != attempt:
+            settled = self._settled(task_id, attempt, state, (done_id, blocked_id))
+            if settled is not None:
+                return settled  # this very result was judged already (a step run again)
+            raise BoardError(
+                f"task {task_id} is {row.status.value} at attempt {row.attempts}: a result for "
+                f"attempt {attempt} is not expected (only a task in progress takes results)",
+                code=ErrorCode.INVALID_TRANSITION.value,
+                task_id=task_id,
+            )
+        result_path = self.directory / "results" / f"{task_id}.{attempt}.json"
+        verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
+        atomic_write(result_path, raw)
+        now = self.now()
+        judgement = evaluate(
+            raw,
+            task=row.task,
+            run_id=self.run_id,
+            source=str(result_path),
+            submitted_at=now,
+            evaluated_at=now,
+            result_link=_relative(result_path, self.directory),
+            pins=pins,
+            workspace=self.workspace,
+        )
+        atomic_write(verdict_path, _dump(judgement.verdict))
+        link = _relative(verdict_path, self.directory)
+        if judgement.problem is None:
+            delta = LedgerDelta(
+                task_id=task_id,
+                status=TaskStatus.DONE,
+                owner=row.owner,
+                reason=f"verdict PASS ({link})",
+                delta_id=done_id,
+                x_base_version=row.version,
+                x_verdict=link,
+            )
+        else:
+            delta = self._blocked(
+                row, attempt, judgement.problem.code, _short(judgement.problem.message)
+            )
+        self._append_once(delta, row.task, next_step=_next_step(delta))
+        return judgement
+
+    def _settled(
+        self, task_id: str, attempt: int, state: LedgerState, ids: Iterable[str]
+    ) -> Judgement | None:
+        verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
+        if not any(state.index.get(i) is not None for i in ids) or not verdict_path.exists():
+            return None
+        from ._board_contracts import parse_verdict
+        from ._json import loads_strict
+
+        verdict = parse_verdict(
+            loads_strict(verdict_path.read_bytes(), source=str(verdict_path)),
+            source=str(verdict_path),
+        )
+        row = state.row(task_id)
+        problem = None
+        if verdict.reason_code is not None and row.code is not None:
+            from ._board_contracts import FailCode
+            from ._gateway import Problem
+
+            problem = Problem(row.code, FailCode(verdict.reason_code), "; ".join(verdict.messages))
+        return Judgement(verdict=verdict, problem=problem, document=None, changed=[])
+
+    def fail_attempt(
+        self,
+        task_id: str,
+        attempt: int,
+        *,
+        code: ErrorCode,
+        reason: str,
+        timed_out: bool = False,
+    ) -> LedgerDelta | None:
+        """The attempt ended without a result (timeout, crash of the subagent): blocked,
+        its locks released by the same delta. Repeating it changes nothing."""
+        state = self.state()
+        row = state.row(task_id)
+        if row.status is not TaskStatus.IN_PROGRESS or row.attempts != attempt:
+            return None  # already settled (by the watchdog, or before a crash)
+        delta = self._blocked(row, attempt, code, reason, timed_out=timed_out)
+        return self._append_once(delta, row.task, next_step=_next_step(delta))
+
+    def _blocked(
+        self, row: TaskRow, attempt: int, code: ErrorCode, reason: str, *, timed_out: bool = False
+    ) -> LedgerDelta:
+        from ._secrets import redact
+
+        return LedgerDelta(
+            task_id=row.task_id,
+            status=TaskStatus.BLOCKED,
+            owner=row.owner,
+            reason=redact(reason),
+            delta_id=f"{row.task_id}/{attempt}/blocked",
+            x_base_version=row.version,
+            x_code=code,
+            timed_out=True if timed_out else None,
+            last_heartbeat_at=self.last_heartbeat(row) if timed_out else None,
+        )
+
+    # -- the watchdog --------------------------------------------------------------------
+
+    def watchdog(self, *, now: datetime | None = None) -> list[LedgerDelta]:
+        """Block every task in progress whose last heartbeat is older than its
+        ``timeout_seconds`` (TASK_TIMEOUT; the same delta releases its locks)."""
+        moment = now or self.clock.now()
+        timed_out = []
+        for row in list(self.state().rows.values()):
+            if row.status is not TaskStatus.IN_PROGRESS:
+                continue
+            last = self.last_heartbeat(row)
+            if last is None:
+                continue
+            if moment - parse_time(last) <= timedelta(seconds=row.task.timeout_seconds):
+                continue
+            delta = self.fail_attempt(
+                row.task_id,
+                row.attempts,
+                code=ErrorCode.TASK_TIMEOUT,
+                reason=f"no heartbeat since {last} (timeout {row.task.timeout_seconds} s); "
+                "locks released",
+                timed_out=True,
+            )
+            if delta is not None:
+                timed_out.append(delta)
+        return timed_out
+
+    # -- rescheduling ---------------------------------------------------------------------
+
+    def requeue_or_fail(self, *, max_attempts: int, retry_after_ms: int = 0) -> list[LedgerDelta]:
+        """Blocked tasks back to todo while attempts remain, else failed; tasks that can
+        never start (a dependency failed or was canceled) canceled."""
+        changed = []
+        for row in list(self.state().rows.values()):
+            if row.status is not TaskStatus.BLOCKED:
+                continue
+            if row.attempts < max_attempts:
+                delta = LedgerDelta(
+                    task_id=row.task_id,
+                    status=TaskStatus.TODO,
+                    owner="",
+                    reason=f"requeued after {row.code.value if row.code else 'a block'} "
+                    f"(attempt {row.attempts} of {max_attempts})",
+                    delta_id=f"{row.task_id}/{row.attempts}/requeue",
+                    x_base_version=row.version,
+                    retry_after_ms=retry_after_ms,
+                )
+            else:
+                delta = LedgerDelta(
+                    task_id=row.task_id,
+                    status=TaskStatus.FAILED,
+                    owner=row.owner,
+                    reason=f"gave up after {row.attempts} attempts; last: {row.reason}",
+                    delta_id=f"{row.task_id}/{row.attempts}/failed",
+                    x_base_version=row.version,
+                    x_code=row.code,
+                )
+            applied = self._append_once(delta, row.task, next_step=_next_step(delta))
+            if applied is not None:
+                changed.append(applied)
+        changed += self._cancel_unreachable()
+        return changed
+
+    def _cancel_unreachable(self) -> list[LedgerDelta]:
+        changed = []
+        while True:
+            state = self.state()
+            doomed = [
+                (row, dep)
+                for row in state.rows.values()
+                if row.status in (TaskStatus.TODO, TaskStatus.BLOCKED)
+                for dep in row.task.dependencies
+                if state.rows[dep].status in (TaskStatus.FAILED, TaskStatus.CANCELED)
+            ]
+            if not doomed:
+                return changed
+            row, dep = doomed[0]
+            delta = LedgerDelta(
+                task_id=row.task_id,
+                status=TaskStatus.CANCELED,
+                owner=row.owner,
+                reason=f"dependency {dep} is {state.rows[dep].status.value}: it can never start",
+                delta_id=f"{row.task_id}/canceled",
+                x_base_version=row.version,
+                x_code=ErrorCode.DEPENDENCY_NOT_MET,
+            )
+            applied = self._append_once(delta, row.task, next_step=_next_step(delta))
+            if applied is not None:
+                changed.append(applied)
+
+    def _append_once(self, delta: LedgerDelta, task: Task, *, next_step: str) -> LedgerDelta | None:
+        """Append ``delta``; for a block or failure also the worklog's final entry, once."""
+        with self.ledger.locked():
+            applied = self.ledger.append([delta], at=self.now())
+        if delta.status in (TaskStatus.BLOCKED, TaskStatus.FAILED, TaskStatus.CANCELED):
+            self._final_worklog(delta, task, next_step=next_step, fresh=bool(applied))
+        return applied[0] if applied else None
+
+    def _final_worklog(
+        self, delta: LedgerDelta, task: Task, *, next_step: str, fresh: bool = True
+    ) -> None:
+        path = self.worklog_path(task)
+        if not fresh and path.exists():
+            # The delta was appended before (a step run again after a crash): its entry
+            # may be there already.
+            from ._ndjson import iter_records
+
+            if any(r.get("x_delta_id") == delta.delta_id for _, r in iter_records(path)):
+                return
+        entry = WorklogEntry(
+            timestamp=self.now(),
+            run_id=self.run_id,
+            task_id=delta.task_id,
+            actor=ORCHESTRATOR_ACTOR,
+            action=f"task {delta.status.value}",
+            files_touched=[],
+            decision=delta.status.value,
+            result=delta.reason,
+            next_step=next_step,
+            code=delta.x_code,
+        )
+        data = unstructure(entry)
+        data["x_delta_id"] = delta.delta_id
+        from ._ndjson import append_lines
+
+        append_lines(path, [_json_line(data)])
+
+    # -- views ----------------------------------------------------------------------------
+
+    def lock_table(self, *, history: bool = False) -> list[ActiveLock]:
+        """The active locks; with ``history``, also every lock ever released (inactive)."""
+        state = self.state()
+        active = {(t, r) for t, r in state.active_locks()}
+        table = [ActiveLock(task_id=t, resource=r, active=True) for t, r in sorted(active)]
+        if history:
+            released = sorted(
+                {
+                    (row.task_id, resource)
+                    for row in state.rows.values()
+                    if row.attempts > 0
+                    for resource in row.locks
+                }
+                - active
+            )
+            table += [ActiveLock(task_id=t, resource=r, active=False) for t, r in released]
+        return table
+
+    def handoff(self) -> HandoffBundle:
+        """Everything a fresh orchestrator needs to continue, deterministic and size-capped."""
+        state = self.state()
+        info = self.info
+        rows = sorted(state.rows.values(), key=_created)
+        bundle = HandoffBundle(
+            run_id=info.run_id,
+            objective=info.objective,
+            constraints=list(info.constraints),
+            ledger=[
+                HandoffRow(
+                    task_id=row.task_id,
+                    title=row.task.title,
+                    status=row.status,
+                    owner=row.owner,
+                    lock_scope=list(row.task.lock_scope),
+                    timeout_seconds=row.task.timeout_seconds,
+                    heartbeat_interval_seconds=row.task.heartbeat_interval_seconds,
+                    priority=row.task.priority,
+                    last_heartbeat_at=self.last_heartbeat(row)
+                    if row.status is TaskStatus.IN_PROGRESS
+                    else row.last_heartbeat_at,
+                )
+                for row in rows
+            ],
+            active_locks=self.lock_table(),
+            dependencies=[
+                HandoffDependency(task_id=row.task_id, depends_on=list(row.task.dependencies))
+                for row in rows
+                if row.task.dependencies
+            ],
+            open_blockers=[
+                Blocker(
+                    task_id=row.task_id,
+                    code=row.code or ErrorCode.NON_COMPLIANT,
+                    reason=row.reason,
+                )
+                for row in rows
+                if row.status is TaskStatus.BLOCKED
+                or (row.status is TaskStatus.FAILED and row.code is not None)
+            ],
+            acceptance_targets=[
+                AcceptanceTarget(
+                    task_id=row.task_id, acceptance_criteria=list(row.task.acceptance_criteria)
+                )
+                for row in rows
+            ],
+        )
+        return cap_handoff(bundle)
+
+    def conflicts_for(self, task_id: str) -> list[tuple[str, str, str]]:
+        state = self.state()
+        return lock_conflicts_of(state, state.row(task_id))
+
+
+def validate_task(task: Task, *, source: str) -> None:
+    """The seed 003 rules of a task object (ids, lengths, timing), naming ``source``."""
+    from ._board_contracts import _At, _task
+
+    _task(task, _At(source))
+
+
+def adopt_handoff(directory: Path, bundle: HandoffBundle, *, clock: Clock | None = None) -> Board:
+    """A new board in ``directory`` that continues the run ``bundle`` describes: every
+    task recreated and brought to its recorded status (finished tasks stay finished,
+    a task that was in progress is blocked, to be reassigned)."""
+    board = Board.create(
+        directory,
+        run_id=bundle.run_id,
+        objective=bundle.objective,
+        constraints=bundle.constraints,
+        clock=clock,
+    )
+    depends = {d.task_id: list(d.depends_on) for d in bundle.dependencies}
+    criteria = {t.task_id: list(t.acceptance_criteria) for t in bundle.acceptance_targets}
+    tasks = [
+        Task(
+            task_id=row.task_id,
+            title=row.title,
+            type=_task_type("parallelizable"),
+            dependencies=depends.get(row.task_id, []),
+            lock_scope=list(row.lock_scope),
+            forbidden_scope=[],
+            acceptance_criteria=criteria.get(row.task_id) or [f"{row.title}: done"],
+            worklog_path=f"worklogs/{row.task_id}.jsonl",
+            timeout_seconds=row.timeout_seconds,
+            heartbeat_interval_seconds=row.heartbeat_interval_seconds,
+            priority=row.priority,
+        )
+        for row in bundle.ledger
+    ]
+    for task in tasks:
+        validate_task(task, source=f"handoff ledger {task.task_id}")
+    board.create_tasks(tasks, owner="handoff")
+    by_id = {row.task_id: row for row in bundle.ledger}
+    for task in topological_order(tasks):
+        _bring_to(board, task.task_id, by_id[task.task_id].status, bundle.run_id)
+    return board
+
+
+def _bring_to(board: Board, task_id: str, status: TaskStatus, run_id: str) -> None:
+    """Replay ``task_id`` (just created, todo) to ``status`` through legal transitions."""
+    note = f"adopted from the handoff of run {run_id}"
+    if status is TaskStatus.TODO:
+        return
+    if status is TaskStatus.DONE:
+        board.assign([task_id], owner="handoff")
+        with board.ledger.locked() as state:
+            row = state.row(task_id)
+            board.ledger.append(
+                [
+                    LedgerDelta(
+                        task_id=task_id,
+                        status=TaskStatus.DONE,
+                        owner=row.owner,
+                        reason=note,
+                        delta_id=f"{task_id}/handoff/done",
+                        x_base_version=row.version,
+                        x_verdict=f"handoff:{run_id}",
+                    )
+                ],
+                at=board.now(),
+            )
+        return
+    target = TaskStatus.BLOCKED if status is TaskStatus.IN_PROGRESS else status
+    board.set_status(task_id, target, reason=note, delta_id=f"{task_id}/handoff/{target.value}")
+
+
+def _task_type(name: str) -> Any:
+    from ._board_contracts import TaskType
+
+    return TaskType(name)
+
+
+def cap_handoff(bundle: HandoffBundle, limit: int = HANDOFF_MAX_BYTES) -> HandoffBundle:
+    """Keep the bundle under ``limit`` bytes: finished tasks go first, with a constraint
+    saying how many were left out (open work is never dropped)."""
+    if len(_dump(bundle)) <= limit:
+        return bundle
+    finished = [row for row in bundle.ledger if row.status in TERMINAL]
+    keep_open = [row for row in bundle.ledger if row.status not in TERMINAL]
+    while finished and len(_dump(attrs.evolve(bundle, ledger=keep_open + finished))) > limit:
+        finished = finished[: len(finished) // 2]
+    dropped = len(bundle.ledger) - len(keep_open) - len(finished)
+    note = f"{dropped} finished tasks are left out of this bundle (size cap); see ledger.ndjson"
+    return attrs.evolve(
+        bundle, ledger=keep_open + finished, constraints=[*bundle.constraints, note]
+    )
+
+
+def handoff_markdown(bundle: HandoffBundle) -> str:
+    """The bundle as a page a fresh model context reads first."""
+    lines = [
+        f"# Handoff: run {bundle.run_id}",
+        "",
+        f"Objective: {bundle.objective}",
+        "",
+    ]
+    if bundle.constraints:
+        lines += ["## Constraints", "", *(f"- {c}" for c in bundle.constraints), ""]
+    lines += [
+        "## Tasks",
+        "",
+        "| task | status | owner | priority | lock scope | title |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in bundle.ledger:
+        lines.append(
+            f"| {row.task_id} | {row.status.value} | {row.owner or '-'} | {row.priority.value} "
+            f"| {', '.join(row.lock_scope)} | {row.title} |"
+        )
+    lines.append("")
+    if bundle.active_locks:
+        lines += [
+            "## Locks held",
+            "",
+            *(f"- {lock.resource} ({lock.task_id})" for lock in bundle.active_locks),
+            "",
+        ]
+    if bundle.open_blockers:
+        lines += [
+            "## Open blockers",
+            "",
+            *(f"- {b.task_id}: {b.code.value}: {b.reason}" for b in bundle.open_blockers),
+            "",
+        ]
+    if bundle.dependencies:
+        lines += [
+            "## Dependencies",
+            "",
+            *(f"- {d.task_id} after {', '.join(d.depends_on)}" for d in bundle.dependencies),
+            "",
+        ]
+    if bundle.acceptance_targets:
+        lines += ["## Acceptance targets (open tasks)", ""]
+        for target in bundle.acceptance_targets:
+            lines += [f"- {target.task_id}:", *(f"  - {c}" for c in target.acceptance_criteria)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def topological_order(tasks: Sequence[Task]) -> list[Task]:
+    """``tasks`` with every dependency first (ties in the given order); a cycle is refused
+    with the tasks that form it."""
+    by_id = {}
+    for task in tasks:
+        if task.task_id in by_id:
+            raise BoardError(
+                f"task {task.task_id} is listed twice",
+                code=ErrorCode.SCHEMA_INVALID.value,
+                task_id=task.task_id,
+            )
+        by_id[task.task_id] = task
+    ordered: list[Task] = []
+    done: set[str] = set()
+    visiting: list[str] = []
+
+    def visit(task: Task) -> None:
+        if task.task_id in done:
+            return
+        if task.task_id in visiting:
+            cycle = [*visiting[visiting.index(task.task_id) :], task.task_id]
+            raise BoardError(
+                f"the dependencies form a cycle: {' -> '.join(cycle)}; a task graph must "
+                "be acyclic",
+                code=ErrorCode.DEPENDENCY_NOT_MET.value,
+                task_id=task.task_id,
+                details={"cycle": cycle},
+            )
+        visiting.append(task.task_id)
+        for dependency in task.dependencies:
+            if dependency in by_id:
+                visit(by_id[dependency])
+        visiting.pop()
+        done.add(task.task_id)
+        ordered.append(task)
+
+    for task in tasks:
+        visit(task)
+    return ordered
+
+
+def _created(row: TaskRow) -> int:
+    return row.created
+
+
+def _check_info(info: BoardInfo) -> None:
+    import re
+
+    if re.fullmatch(r"[0-9a-fA-F-]{36}", info.run_id) is None:
+        raise BoardError(
+            f"run_id {info.run_id!r} is not a 36-character UUID",
+            code=ErrorCode.SCHEMA_INVALID.value,
+        )
+    if not 1 <= len(info.objective) <= 5000:
+        raise BoardError(
+            "the objective must be 1..5000 characters", code=ErrorCode.SCHEMA_INVALID.value
+        )
+
+
+def _kind(name: str) -> Any:
+    from ._board_contracts import ContextKind
+
+    return ContextKind(name)
+
+
+def _next_step(delta: LedgerDelta) -> str:
+    if delta.status is TaskStatus.BLOCKED:
+        return "the orchestrator requeues the task while attempts remain, else fails it"
+    if delta.status is TaskStatus.FAILED:
+        return "no more attempts: a person reviews the worklog and the last verdict"
+    if delta.status is TaskStatus.CANCELED:
+        return "nothing: the task cannot start; fix its dependency and create it again"
+    return "none"
+
+
+def _short(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _dump(obj: Any) -> bytes:
+    from ._json import dumps_canonical
+
+    return dumps_canonical(unstructure(obj))
+
+
+def _line(entry: WorklogEntry) -> bytes:
+    return _json_line(unstructure(entry))
+
+
+def _json_line(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, separators=(",", ":")) + "\n").encode()
+
+
+def verdict_of(board: Board, task_id: str, attempt: int) -> Verdict | None:
+    path = board.directory / "verdicts" / f"{task_id}.{attempt}.json"
+    if not path.exists():
+        return None
+    from ._board_contracts import parse_verdict
+    from ._json import loads_strict
+
+    return parse_verdict(loads_strict(path.read_bytes(), source=str(path)), source=str(path))
