@@ -872,11 +872,7 @@ def _parse(
         # document may legitimately look nothing like a 1.0.0 one.
         if version is not None and isinstance(data.get("schema_version"), str):
             version(data["schema_version"], at.key("schema_version"))
-        for name in _FIXED_FIELDS.get(cls, ()):
-            if name not in data:
-                at.fail(f"required field {name!r} is missing", "required")
-        if not strict:
-            data = _without_unknown_keys(data, cls)
+        data = _prepared(data, cls, at, strict=strict)
     document = structure(data, cls, source=source)
     validate(document, source=source)
     return document
@@ -1006,13 +1002,14 @@ def board_schema(kind: str) -> dict[str, Any]:
     return schema
 
 
-# -- the non-strict pre-pass ---------------------------------------------------------------
+# -- the pre-pass: fixed fields present, unknown keys dropped unless strict ---------------
 
 _field_types: dict[type, dict[str, Any]] = {}
 
 
-def _without_unknown_keys(value: Any, kind: Any) -> Any:
-    """``value`` without the keys ``kind`` does not declare (``x_`` keys stay), recursively.
+def _prepared(value: Any, kind: Any, at: _At, *, strict: bool) -> Any:
+    """``value`` checked for the fixed fields of ``kind`` at every depth, and without the
+    keys ``kind`` does not declare unless ``strict`` (``x_`` keys always stay).
 
     Values of the wrong JSON type are left as they are, for the converter to name.
     """
@@ -1021,17 +1018,23 @@ def _without_unknown_keys(value: Any, kind: Any) -> Any:
         if not isinstance(value, list):
             return value
         (item_kind,) = typing.get_args(kind)
-        return [_without_unknown_keys(item, item_kind) for item in value]
+        return [
+            _prepared(item, item_kind, at.item(index), strict=strict)
+            for index, item in enumerate(value)
+        ]
     if not (isinstance(kind, type) and attrs.has(kind) and isinstance(value, dict)):
         return value
+    for name in _FIXED_FIELDS.get(kind, ()):
+        if name not in value:
+            at.fail(f"required field {name!r} is missing", "required")
     fields = _field_types.get(kind)
     if fields is None:
         attrs.resolve_types(kind)
         fields = _field_types[kind] = {f.name: f.type for f in attrs.fields(kind)}
     return {
-        key: _without_unknown_keys(item, fields[key]) if key in fields else item
+        key: _prepared(item, fields[key], at.key(key), strict=strict) if key in fields else item
         for key, item in value.items()
-        if key in fields or key.startswith(EXTENSION_PREFIX)
+        if strict or key in fields or key.startswith(EXTENSION_PREFIX)
     }
 
 
