@@ -31,6 +31,11 @@ Decisions the seeds leave open, made here:
   36-character id), since the board answers seed 003 tasks with them; the task input's
   is a UUID, as seed 002 says.
 - A PASS verdict needs every check true (only PASS moves a task to done).
+- Beyond the seeds' words, and in the schemas too: resources, scope entries, acceptance
+  criteria, pins, ``delta_id``, ``x_verdict``, artifact and link paths and a validator's
+  ``code`` are non-empty strings; ``retry_after_ms``, ``x_base_version`` >= 0; ``x_seq``,
+  ``x_attempt`` >= 1. ``delta_id`` is unique within one orchestrator output (Python
+  only). "Both allowed and forbidden" in pins means the same string in both lists.
 - Not checked here, because they need more than the document: ``delta_id`` uniqueness
   across a run, pins glob matching, ``files`` within pins, ``forbidden_scope`` overlap
   (the lock module normalises paths), artifacts existing on disk.
@@ -500,6 +505,11 @@ class _At:
     def item(self, index: int) -> _At:
         return _At(self.source, f"{self.path}[{index}]")
 
+    @property
+    def name(self) -> str:
+        """The member the path ends at (``lock_scope[0]``), for messages."""
+        return self.path.rsplit(".", 1)[-1]
+
     def fail(self, message: str, rule: str) -> NoReturn:
         raise ContractError(message, source=self.source, json_path=self.path, rule=rule)
 
@@ -524,21 +534,21 @@ def _task_id(value: str, at: _At) -> None:
 def _length(value: str, at: _At, low: int = 1, high: int | None = None) -> None:
     if len(value) < low:
         what = "is empty" if not value else f"has {len(value)} characters"
-        at.fail(f"{what}; at least {low} character{'s' * (low > 1)} needed", "minLength")
+        at.fail(f"{at.name} {what}; write at least {low} character(s)", "minLength")
     if high is not None and len(value) > high:
-        at.fail(f"has {len(value)} characters; at most {high} allowed", "maxLength")
+        at.fail(f"{at.name} has {len(value)} characters; at most {high} are allowed", "maxLength")
 
 
 def _items(values: list[Any], at: _At, low: int = 0, high: int | None = None) -> None:
     if len(values) < low:
-        at.fail(f"has {len(values)} items; at least {low} needed", "minItems")
+        at.fail(f"{at.name} has {len(values)} items; list at least {low}", "minItems")
     if high is not None and len(values) > high:
-        at.fail(f"has {len(values)} items; at most {high} allowed", "maxItems")
+        at.fail(f"{at.name} has {len(values)} items; at most {high} are allowed", "maxItems")
 
 
 def _minimum(value: int, at: _At, low: int) -> None:
     if value < low:
-        at.fail(f"{value} is below the minimum {low}", "minimum")
+        at.fail(f"{at.name} is {value}; the minimum is {low}", "minimum")
 
 
 def _date_time(value: str | None, at: _At) -> None:
@@ -548,7 +558,7 @@ def _date_time(value: str | None, at: _At) -> None:
 
 def _const(value: str, expected: str, at: _At) -> None:
     if value != expected:
-        at.fail(f"{value!r} must be {expected!r}", "const")
+        at.fail(f"{at.name} is {value!r}; it must be {expected!r}", "const")
 
 
 def _non_empty_strings(values: list[str], at: _At) -> None:
