@@ -331,6 +331,13 @@ def test_normalize_is_idempotent_and_canonical(raw: str) -> None:
     assert all(part not in ("", ".", "..") for part in once.split("/"))
 
 
+@given(st.text())
+def test_normalize_refuses_with_scope_error_only(raw: str) -> None:
+    once = _normal_or_none(raw)  # any other exception fails the test
+    if once is not None:
+        assert normalize_resource(once) == once
+
+
 @given(clean_paths, st.lists(st.sampled_from(["./", ".//", "././"]), max_size=3), st.booleans())
 def test_normalize_undoes_noise(path: str, noise: list[str], backslashes: bool) -> None:
     noisy = "".join(noise) + path.replace("/", "//" if noise else "/") + "/"

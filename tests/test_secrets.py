@@ -324,3 +324,11 @@ def test_findings_are_ordered_disjoint_and_redaction_leaves_none(parts: list[str
     assert all(a.end <= b.start for a, b in itertools.pairwise(findings))
     assert find_secrets(redact(text)) == []
     assert redact(redact(text)) == redact(text)
+
+
+@given(st.text())
+def test_any_text_gives_well_formed_findings(text: str) -> None:
+    findings = find_secrets(text)
+    assert all(0 <= f.start < f.end <= len(text) for f in findings)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(findings))
+    assert first_secret_kind(text) == (findings[0].kind if findings else None)
