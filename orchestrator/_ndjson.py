@@ -190,7 +190,7 @@ def _joined_lines(path: Path, lines: Sequence[bytes]) -> bytes:
         )
     for index, line in enumerate(lines):
         end = line.find(b"\n")
-        if end != len(line) - 1:
+        if end < 0 or end != len(line) - 1:
             problem = "does not end with a newline" if end < 0 else "holds a newline inside it"
             raise UsageError(
                 f"{path}: item {index} of the {len(lines)} lines to append {problem}; "
