@@ -22,10 +22,14 @@ _EXPORTS = {
     "AgentRequest": "_bridge",
     "AgentResponse": "_bridge",
     "Ask": "_workflow",
+    "Board": "_board",
+    "BoardError": "_errors",
     "CheckpointState": "_bridge",
     "Clock": "_ports",
     "ContractError": "_errors",
+    "DispatchReport": "_dispatch",
     "Engine": "_engine",
+    "ErrorCode": "_board_contracts",
     "ErrorType": "_bridge",
     "HostRequired": "_ports",
     "InstanceBusyError": "_errors",
@@ -34,10 +38,14 @@ _EXPORTS = {
     "Outcome": "_engine",
     "PhaseContext": "_engine",
     "PhaseResult": "_workflow",
+    "Priority": "_board_contracts",
     "RequestStatus": "_bridge",
     "ResponseMetadata": "_bridge",
     "ResponseRejectedError": "_errors",
     "RunFailedError": "_errors",
+    "Task": "_board_contracts",
+    "TaskStatus": "_board_contracts",
+    "TaskType": "_board_contracts",
     "UnknownVersionError": "_errors",
     "Workflow": "_workflow",
     "WorkflowDefinitionError": "_errors",
@@ -53,10 +61,14 @@ __all__ = [
     "AgentRequest",
     "AgentResponse",
     "Ask",
+    "Board",
+    "BoardError",
     "CheckpointState",
     "Clock",
     "ContractError",
+    "DispatchReport",
     "Engine",
+    "ErrorCode",
     "ErrorType",
     "HostRequired",
     "InstanceBusyError",
@@ -65,10 +77,14 @@ __all__ = [
     "Outcome",
     "PhaseContext",
     "PhaseResult",
+    "Priority",
     "RequestStatus",
     "ResponseMetadata",
     "ResponseRejectedError",
     "RunFailedError",
+    "Task",
+    "TaskStatus",
+    "TaskType",
     "UnknownVersionError",
     "Workflow",
     "WorkflowDefinitionError",
@@ -78,6 +94,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ._board import Board
+    from ._board_contracts import ErrorCode, Priority, Task, TaskStatus, TaskType
     from ._bridge import (
         AgentRequest,
         AgentResponse,
@@ -86,10 +104,12 @@ if TYPE_CHECKING:
         RequestStatus,
         ResponseMetadata,
     )
+    from ._dispatch import DispatchReport
     from ._engine import Engine, Outcome, PhaseContext
     from ._errors import (
         AgentFailedError,
         AgentInvocationError,
+        BoardError,
         ContractError,
         InstanceBusyError,
         NonDeterminismError,

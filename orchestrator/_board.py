@@ -114,6 +114,7 @@ class Board:
                     code=ErrorCode.LEDGER_INCONSISTENT.value,
                 )
             return board
+        _refuse_secrets(constraints, "a constraint")
         info = BoardInfo(
             run_id=run_id,
             objective=objective,
@@ -288,6 +289,7 @@ class Board:
     def _packet(
         self, state: LedgerState, row: TaskRow, context: Sequence[ContextItem]
     ) -> AssignmentPacket:
+        _refuse_secrets([item.value for item in context], "a context_package value")
         info = self.info
         return AssignmentPacket(
             run_id=info.run_id,
@@ -568,7 +570,7 @@ class Board:
         return changed
 
     def _cancel_unreachable(self) -> list[LedgerDelta]:
-        changed = []
+        changed: list[LedgerDelta] = []
         while True:
             state = self.state()
             doomed = [
@@ -673,6 +675,7 @@ class Board:
                     last_heartbeat_at=self.last_heartbeat(row)
                     if row.status is TaskStatus.IN_PROGRESS
                     else row.last_heartbeat_at,
+                    x_task=row.task,
                 )
                 for row in rows
             ],
@@ -727,7 +730,8 @@ def adopt_handoff(directory: Path, bundle: HandoffBundle, *, clock: Clock | None
     depends = {d.task_id: list(d.depends_on) for d in bundle.dependencies}
     criteria = {t.task_id: list(t.acceptance_criteria) for t in bundle.acceptance_targets}
     tasks = [
-        Task(
+        row.x_task
+        or Task(
             task_id=row.task_id,
             title=row.title,
             type=_task_type("parallelizable"),
@@ -895,6 +899,19 @@ def topological_order(tasks: Sequence[Task]) -> list[Task]:
 
 def _created(row: TaskRow) -> int:
     return row.created
+
+
+def _refuse_secrets(texts: Iterable[str], what: str) -> None:
+    """Untrusted fields never carry a secret to a subagent: refuse, naming the kind."""
+    from ._secrets import first_secret_kind
+
+    for text in texts:
+        kind = first_secret_kind(text)
+        if kind is not None:
+            raise BoardError(
+                f"{what} holds a secret ({kind}); it was not written: remove it",
+                code=ErrorCode.UNTRUSTED_CONTEXT_BLOCK.value,
+            )
 
 
 def _check_info(info: BoardInfo) -> None:

@@ -68,6 +68,7 @@ def add_board_commands(board: Any, formatter: Any) -> None:
 
     ledger = sub("ledger", _cmd_ledger, "Print the ledger's deltas (NDJSON).")
     ledger.add_argument("--task", default=None, help="only this task's deltas")
+    ledger.add_argument("--table", action="store_true", help="one readable line per delta")
 
     locks = sub("locks", _cmd_locks, "Print the lock table (JSON).")
     locks.add_argument("--history", action="store_true", help="also released locks")
@@ -253,7 +254,16 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     from ._ndjson import iter_lines
 
     for _, line in iter_lines(path):
-        if args.task is None or json.loads(line).get("task_id") == args.task:
+        delta = json.loads(line)
+        if args.task is not None and delta.get("task_id") != args.task:
+            continue
+        if args.table:
+            code = delta.get("x_code") or ""
+            print(
+                f"{delta.get('x_seq', ''):>4} {delta['task_id']:<6} {delta['status']:<12} "
+                f"{code:<22} {delta['reason'][:80]}"
+            )
+        else:
             sys.stdout.write(line.decode() + "\n")
     return EXIT_OK
 

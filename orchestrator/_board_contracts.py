@@ -332,6 +332,7 @@ class HandoffRow:
     heartbeat_interval_seconds: int
     priority: Priority
     last_heartbeat_at: str | None = None
+    x_task: Task | None = None  # the whole definition, so a new board can take the task over
 
 
 @attrs.define(kw_only=True)

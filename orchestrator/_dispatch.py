@@ -184,6 +184,7 @@ def _ask_for(board: Board, item: dict[str, Any]) -> Ask:
             "x_attempt": item["attempt"],
             "x_packet": str(packet_path),
             "x_board": str(board.directory),
+            **({"x_workspace": str(board.workspace)} if board.workspace else {}),
         },
         retries=0,
     )

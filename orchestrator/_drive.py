@@ -9,6 +9,7 @@ is. A non-zero exit becomes INVOCATION_FAILED, running past the request's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -37,8 +38,13 @@ def drive(
     handler: str,
     workdir: Path,
     parallel: int = 4,
+    handler_timeout: float | None = None,
 ) -> Outcome:
-    """Answer every pause of ``outcome`` with ``handler`` until the run ends."""
+    """Answer every pause of ``outcome`` with ``handler`` until the run ends.
+
+    ``handler_timeout`` caps each handler's run (seconds) below the request's own
+    ``timeout_seconds``: a handler still running then is killed and answered TIMEOUT.
+    """
     responses_dir = workdir / RESPONSES_DIR
     while outcome.status == "paused":
         responses_dir.mkdir(exist_ok=True)
@@ -51,6 +57,7 @@ def drive(
                     pending,
                     [workdir] * len(pending),
                     [len(pending) > 1] * len(pending),
+                    [handler_timeout] * len(pending),
                 )
             )
         for document in documents:
@@ -62,7 +69,11 @@ def drive(
 
 
 def _ask_handler(
-    handler: str, request: AgentRequest, workdir: Path, several: bool
+    handler: str,
+    request: AgentRequest,
+    workdir: Path,
+    several: bool,
+    handler_timeout: float | None = None,
 ) -> dict[str, Any]:
     payload = dump_document(request)
     # With several pending, .agent-request.json holds only the first: each handler is
@@ -75,23 +86,18 @@ def _ask_handler(
         "ORCHESTRATOR_REQUEST_FILE": str(request_file),
         "ORCHESTRATOR_REQUEST_ID": request.request_id,
     }
+    limit: float = request.timeout_seconds
+    if handler_timeout is not None:
+        limit = min(limit, handler_timeout)
     started = time.monotonic()
     try:
-        completed = subprocess.run(
-            handler,
-            shell=True,
-            input=payload,
-            capture_output=True,
-            timeout=request.timeout_seconds,
-            env=env,
-            check=False,
-        )
+        completed = _run_handler(handler, payload, env, limit)
     except subprocess.TimeoutExpired:
         return _error(
             request,
             "timeout",
             "TIMEOUT",
-            f"handler did not answer within {request.timeout_seconds} s",
+            f"handler did not answer within {limit:g} s",
             started,
         )
     if completed.returncode != 0:
@@ -127,6 +133,32 @@ def _ask_handler(
         "created_at": format_time(SystemClock().now()),
         "duration_seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _run_handler(
+    handler: str, payload: bytes, env: dict[str, str], limit: float
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the shell command ``handler``; past ``limit`` seconds kill its whole process
+    group (the shell's children too, which would otherwise hold the pipes open)."""
+    import signal
+
+    with subprocess.Popen(
+        handler,
+        shell=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(payload, timeout=limit)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(handler, process.returncode, stdout, stderr)
 
 
 def _as_document(text: str, request: AgentRequest) -> dict[str, Any] | None:

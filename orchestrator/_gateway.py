@@ -157,8 +157,16 @@ def _changed_files(document: SubagentResult | Submit | None) -> list[str]:
 def _check_scope(
     changed: Sequence[str], task: Task, pins: Pins | None, problems: list[Problem]
 ) -> bool:
-    from ._scope import ScopeError, in_scope, normalize_resource, pins_allow
+    from ._scope import ScopeError, check_pins, in_scope, normalize_resource, pins_allow
 
+    if pins is not None:
+        try:
+            check_pins(pins.allowed_paths, pins.forbidden_paths)
+        except ScopeError as exc:
+            problems.append(
+                Problem(ErrorCode.SCHEMA_INVALID, FailCode.PINS_INSUFFICIENT, f"the pins: {exc}")
+            )
+            return False
     outside = []
     for path in changed:
         try:

@@ -103,10 +103,7 @@ class DeltaIndex:
 
     def _table(self) -> dict[str, str]:
         if self._entries is None:
-            self._entries = dict(
-                line.split(" ", 1)
-                for line in self._packed.splitlines()  # type: ignore[misc]
-            )
+            self._entries = dict(line.split(" ", 1) for line in self._packed.splitlines())
             self._packed = ""
         return self._entries
 

@@ -226,6 +226,14 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="shell command: gets the request JSON on stdin, prints the answer",
     )
     drive.add_argument("--parallel", type=int, default=4, help="handlers run at once (default 4)")
+    drive.add_argument(
+        "--handler-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="kill a handler after this long and answer TIMEOUT (default: the request's "
+        "timeout_seconds)",
+    )
 
     validate = command(
         "validate",
@@ -505,6 +513,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         handler=args.handler,
         workdir=workdir,
         parallel=args.parallel,
+        handler_timeout=args.handler_timeout,
     )
     return final.exit_code
 
