@@ -65,7 +65,7 @@ class BoardInfo:
     x_workspace: str | None = None  # where results' files live (submit artifacts)
 
 
-class _SystemClock:
+class SystemClock:
     def now(self) -> datetime:
         from datetime import timezone
 
@@ -85,7 +85,7 @@ class Board:
 
     def __init__(self, directory: Path, *, clock: Clock | None = None) -> None:
         self.directory = directory
-        self.clock: Clock = clock or _SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self.ledger = Ledger(directory)
         self._info: BoardInfo | None = None
 

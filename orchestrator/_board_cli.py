@@ -25,19 +25,20 @@ if TYPE_CHECKING:
     from ._board import Board
 
 EXIT_OK, EXIT_REFUSED = 0, 1
-CHECK_KINDS = (
-    "packet",
-    "result",
-    "locks",
-    "ledger",
-    "submit",
-    "verdict",
-    "task-input",
-    "worklog",
-    "handoff",
-    "output",
-    "delta",
-)
+# The validators' short names, and the document kind each one reads.
+CHECK_KINDS = {
+    "packet": "assignment-packet",
+    "result": "subagent-result",
+    "locks": "locks",
+    "ledger": "ledger",
+    "submit": "submit",
+    "verdict": "verdict",
+    "task-input": "task-input",
+    "worklog": "worklog-entry",
+    "handoff": "handoff-bundle",
+    "output": "orchestrator-output",
+    "delta": "ledger-delta",
+}
 
 
 # -- parsers ---------------------------------------------------------------------------
@@ -126,7 +127,7 @@ def add_board_commands(board: Any, formatter: Any) -> None:
 
 
 def add_check_command(check: Any) -> None:
-    check.add_argument("kind", choices=CHECK_KINDS)
+    check.add_argument("kind", choices=list(CHECK_KINDS))
     check.add_argument(
         "--strict", action="store_true", help="refuse unknown fields without the x_ prefix"
     )
@@ -324,7 +325,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     raw = _read_input(args)
     row = board.state().row(args.task)
     attempt = args.attempt or row.attempts
-    request = _pending_request(board, args, args.task, attempt)
+    request = _pending_request(board, (args.workdir or Path.cwd()).resolve(), args.task, attempt)
     if request is not None:
         # A workflow waits for this answer: deliver it; the engine judges it on resume.
         from ._gateway import evaluate
@@ -352,18 +353,25 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
     from ._board import parse_time
     from ._convert import unstructure
 
-    board = _board(args)
+    workdir = (args.workdir or Path.cwd()).resolve()
     now = parse_time(args.now) if args.now else None
-    timed_out = board.watchdog(now=now)
+    timed_out = time_out_stale_tasks(_board(args), workdir, now=now)
     for delta in timed_out:
-        request = _pending_request(
-            board, args, delta.task_id, board.state().row(delta.task_id).attempts
-        )
-        if request is not None:
-            _answer(request[0], request[1], text=delta.reason, status="timeout")
         print(json.dumps(unstructure(delta), separators=(",", ":")))
     print(f"orchestrate: {len(timed_out)} tasks timed out", file=sys.stderr)
     return EXIT_OK
+
+
+def time_out_stale_tasks(board: Board, workdir: Path, *, now: Any = None) -> list[Any]:
+    """Run the watchdog; a workflow request waiting for a timed-out task is answered
+    TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes."""
+    timed_out = board.watchdog(now=now)
+    for delta in timed_out:
+        attempt = board.state().row(delta.task_id).attempts
+        request = _pending_request(board, workdir, delta.task_id, attempt)
+        if request is not None:
+            _answer(request[0], request[1], text=delta.reason, status="timeout")
+    return timed_out
 
 
 def _cmd_set_status(args: argparse.Namespace) -> int:
@@ -409,13 +417,12 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
 
 
 def _pending_request(
-    board: Board, args: argparse.Namespace, task_id: str, attempt: int
+    board: Board, workdir: Path, task_id: str, attempt: int
 ) -> tuple[Path, str] | None:
     """The workflow request waiting for ``task_id``'s attempt, if a workflow waits."""
     from ._bridge import HistoryStatus
     from ._inspect import load_state_file
 
-    workdir = (args.workdir or Path.cwd()).resolve()
     for state_path in sorted(workdir.glob(".*-state.json")):
         state = load_state_file(state_path)
         for record in state.agent_requests:
@@ -474,7 +481,7 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         return _check_locks(data)
     from ._board_contracts import parse_board_document
 
-    parse_board_document(kind, data, source=source, strict=args.strict)
+    parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
     if args.packet is not None and kind in ("result", "submit"):
         return _check_against_packet(raw, args.packet)
     return {"allow": True, "code": "OK", "reason": f"a valid {kind} document"}
@@ -485,14 +492,17 @@ def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
     from ._gateway import evaluate
     from ._json import read_json_file
 
+    from ._board import SystemClock, format_time
+
     packet = parse_packet(read_json_file(packet_path), source=str(packet_path))
+    now = format_time(SystemClock().now())
     judgement = evaluate(
         raw,
         task=packet.task,
         run_id=packet.run_id,
         source="<stdin>",
-        submitted_at="1970-01-01T00:00:00Z",
-        evaluated_at="1970-01-01T00:00:00Z",
+        submitted_at=now,
+        evaluated_at=now,
         result_link="<stdin>",
         workspace=Path.cwd(),
     )
@@ -529,7 +539,7 @@ def _check_locks(data: Any) -> dict[str, Any]:
         return {
             "allow": False,
             "code": "LOCK_CONFLICT",
-            "reason": f"{len(conflicts)} pairs of active locks conflict",
+            "reason": f"active locks of different tasks conflict ({len(conflicts)} pair(s))",
             "details": {"conflicts": [list(map(str, c)) for c in conflicts]},
         }
     return {"allow": True, "code": "OK", "reason": f"{len(locks)} locks, no conflict"}

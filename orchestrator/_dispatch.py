@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ._board import BOARD_DIR, Board
+from ._board import BOARD_DIR, Board, parse_time
 from ._board_contracts import ErrorCode, Task, TaskStatus
 from ._bridge_codec import TIMEOUT_RANGE
 from ._errors import AgentFailedError, RunFailedError
-from ._ledger import TERMINAL
+from ._ledger import TERMINAL, TaskRow
 from ._workflow import Ask
 
 # How an error answer blocks a task.
@@ -126,35 +127,25 @@ def _plan_wave(
     max_attempts: int,
     retry_after_ms: int,
 ) -> dict[str, Any]:
-    from ._scope import lock_conflicts
-
     board.requeue_or_fail(max_attempts=max_attempts, retry_after_ms=retry_after_ms)
-    state = board.state()
-    if all(row.status in TERMINAL for row in state.rows.values()):
-        return {"finished": True, "assignments": []}
-    # Tasks in progress now were started by this very step before a crash: keep them.
-    started = [row for row in state.rows.values() if row.status is TaskStatus.IN_PROGRESS]
-    held = state.active_locks()
-    chosen = []
-    for row in board.ready(state):
-        if lock_conflicts(held, row.task_id, row.locks):
-            continue  # waits for a later wave
-        chosen.append(row)
-        held += [(row.task_id, resource) for resource in row.locks]
-    for row in chosen:
-        board.assign([row.task_id], owner=agent_for(row.task))
-    state = board.state()
-    rows = sorted((state.rows[row.task_id] for row in [*started, *chosen]), key=lambda r: r.created)
-    if not rows:
-        waiting = ", ".join(
-            f"{row.task_id} ({row.status.value})"
-            for row in state.rows.values()
-            if row.status not in TERMINAL
-        )
-        raise RunFailedError(
-            f"the task board cannot move: nothing is in progress and nothing can start "
-            f"({waiting}); see 'orchestrate board status'"
-        )
+    while True:
+        state = board.state()
+        if all(row.status in TERMINAL for row in state.rows.values()):
+            return {"finished": True, "assignments": []}
+        rows, resting = _start_ready(board, agent_for)
+        if rows:
+            break
+        if not resting:
+            waiting = ", ".join(
+                f"{row.task_id} ({row.status.value})"
+                for row in state.rows.values()
+                if row.status not in TERMINAL
+            )
+            raise RunFailedError(
+                f"the task board cannot move: nothing is in progress and nothing can start "
+                f"({waiting}); see 'orchestrate board status'"
+            )
+        _sleep(board, min(resting) / 1000)  # every ready task waits out its retry_after_ms
     return {
         "finished": False,
         "assignments": [
@@ -167,6 +158,52 @@ def _plan_wave(
             for row in rows
         ],
     }
+
+
+def _start_ready(
+    board: Board, agent_for: Callable[[Task], str]
+) -> tuple[list[TaskRow], list[float]]:
+    """Start every ready task whose locks are free; returns the tasks of this wave (with
+    any this step started before a crash) and the milliseconds ready tasks still rest."""
+    from ._scope import lock_conflicts
+
+    state = board.state()
+    now = board.clock.now()
+    # Tasks in progress now were started by this very step before a crash: keep them.
+    started = [row for row in state.rows.values() if row.status is TaskStatus.IN_PROGRESS]
+    held = state.active_locks()
+    chosen, resting = [], []
+    for row in board.ready(state):
+        rest = _resting_ms(row, now)
+        if rest > 0:
+            resting.append(rest)
+            continue
+        if lock_conflicts(held, row.task_id, row.locks):
+            continue  # waits for a later wave
+        chosen.append(row)
+        held += [(row.task_id, resource) for resource in row.locks]
+    for row in chosen:
+        board.assign([row.task_id], owner=agent_for(row.task))
+    state = board.state()
+    rows = sorted((state.rows[r.task_id] for r in [*started, *chosen]), key=lambda r: r.created)
+    return rows, resting
+
+
+def _resting_ms(row: TaskRow, now: datetime) -> float:
+    """How long a requeued task still waits (its ``retry_after_ms``), 0 when it may start."""
+    if not row.retry_after_ms or not row.updated_at:
+        return 0.0
+    due = parse_time(row.updated_at) + timedelta(milliseconds=row.retry_after_ms)
+    return max(0.0, (due - now).total_seconds() * 1000)
+
+
+def _sleep(board: Board, seconds: float) -> None:
+    sleep = getattr(board.clock, "sleep", None)  # an injected clock sleeps without waiting
+    if sleep is None:
+        import time
+
+        sleep = time.sleep
+    sleep(seconds)
 
 
 def _ask_for(board: Board, item: dict[str, Any]) -> Ask:

@@ -4,9 +4,11 @@ Task-board worklogs, the ledger and a run's event log are files of one record pe
 that grow only at the end. Writers in any process call :func:`append_lines`: under an
 exclusive ``flock`` on the file it cuts a torn tail (the bytes a writer killed mid-write
 left after the last newline, which would otherwise be glued to the next record), appends
-all of its lines with one ``write`` and syncs them. Readers take no lock: they see whole
-lines plus, perhaps, a final line still being written, which they ignore until its
-newline arrives.
+all of its lines with one ``write`` and syncs them. A writer in another language must do
+the same: ``flock`` the file exclusively and append whole lines. Readers hold a shared
+``flock`` only while they read a chunk, never while their caller works: what they read is
+whole lines plus, perhaps, a dead writer's torn tail, which they ignore (and read again
+later, so it is never joined to the bytes a writer puts in its place).
 
 :func:`iter_lines` and :func:`iter_records` read a file from its start with 1-based line
 numbers in their errors; :func:`iter_lines_from` and :func:`iter_records_from` resume at a
@@ -72,6 +74,18 @@ def append_lines(path: Path, lines: Sequence[bytes], *, durable: bool = True) ->
         _append(path, data, durable=durable)
 
 
+def append_joined_lines(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """:func:`append_lines` for lines already joined into ``data``, which must end in ``\\n``.
+
+    For callers that build one buffer of encoder-made lines; the lines inside are not
+    checked for stray newlines.
+    """
+    if data and not data.endswith(b"\n"):
+        raise UsageError(f"{path}: the data to append does not end with a newline")
+    if data:
+        _append(path, data, durable=durable)
+
+
 def iter_lines(
     path: Path,
     *,
@@ -125,8 +139,8 @@ def iter_lines_from(
     resumes to read only what was appended since. ``offset`` must be 0 or just past a
     newline inside the file, else ``ContractError`` (rule ``offset``): the file is not the
     one the offset was taken from, so the caller should read it from the start. Lines are
-    as in :func:`iter_lines`; as line numbers are unknown after a jump, errors name the
-    byte offset where the line starts (``ledger.ndjson line at byte 4096``).
+    as in :func:`iter_lines`; as line numbers are unknown after a jump (``offset > 0``),
+    errors name the byte offset where the line starts (``ledger.ndjson line at byte 4096``).
     """
     name = source if source is not None else os.fspath(path)
     for _number, _start, end, line in _scan(path, offset, name, max_line_bytes):
@@ -149,18 +163,6 @@ def iter_records_from(
         if line.strip(_BLANK):
             where = _line_name(name, number, start, offset)
             yield end, _parse_line(line, where, max_line_bytes, max_depth)
-
-
-def append_joined_lines(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """:func:`append_lines` for lines already joined into ``data``, which must end in ``\\n``.
-
-    For callers that build one buffer of encoder-made lines; the lines inside are not
-    checked for stray newlines.
-    """
-    if data and not data.endswith(b"\n"):
-        raise UsageError(f"{path}: the data to append does not end with a newline")
-    if data:
-        _append(path, data, durable=durable)
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -266,41 +268,66 @@ def _scan(
     try:
         if offset:
             _check_offset(fd, offset, name)
-        pending: list[bytes] = []  # pieces of a line that spans chunks
-        pending_size = 0
         number = 0
-        line_start = position = offset
+        line_start = offset
         while True:
-            chunk = os.pread(fd, _READ_CHUNK, position)
-            if not chunk:
-                return  # whatever is pending has no newline yet: not a line
-            position += len(chunk)
+            block = _read_whole_lines(fd, line_start, max_line_bytes)
+            if block is None:
+                raise _too_long(name, number + 1, line_start, offset, max_line_bytes)
+            if not block:
+                return
             begin = 0
-            newline = chunk.find(b"\n")
-            while newline >= 0:
+            for end_in_block in _newlines(block):
                 number += 1
-                size = pending_size + newline - begin
-                if size > max_line_bytes:
+                if end_in_block - begin > max_line_bytes:
                     raise _too_long(name, number, line_start, offset, max_line_bytes)
-                if pending:
-                    pending.append(chunk[begin:newline])
-                    line = b"".join(pending)
-                    pending.clear()
-                    pending_size = 0
-                else:
-                    line = chunk[begin:newline]
-                end = line_start + size + 1
-                yield number, line_start, end, line
+                end = line_start + end_in_block - begin + 1
+                yield number, line_start, end, block[begin:end_in_block]
                 line_start = end
-                begin = newline + 1
-                newline = chunk.find(b"\n", begin)
-            if begin < len(chunk):
-                pending.append(chunk[begin:])
-                pending_size += len(chunk) - begin
-                if pending_size > max_line_bytes:
-                    raise _too_long(name, number + 1, line_start, offset, max_line_bytes)
+                begin = end_in_block + 1
     finally:
         os.close(fd)
+
+
+def _read_whole_lines(fd: int, start: int, max_line_bytes: int) -> bytes | None:
+    """Read from ``start`` up to the last newline of a chunk (or of the first line, if longer).
+
+    Returns ``b""`` at the end of the complete lines and None if a line exceeds
+    ``max_line_bytes``. Reads hold a shared ``flock``, so no writer is between cutting a
+    torn tail and writing: what is read is whole lines and perhaps a dead writer's torn
+    tail, which is left for the next call to read again, never glued to what a writer
+    puts in its place. Readers hold it only while reading, never while the caller works.
+    """
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        chunk = os.pread(fd, _READ_CHUNK, start)
+        last = chunk.rfind(b"\n")
+        if last >= 0:
+            return chunk[: last + 1]
+        # One line longer than a chunk, or the end of the file: read on to its newline.
+        pieces = [chunk]
+        size = len(chunk)
+        while chunk:
+            if size > max_line_bytes:
+                return None
+            chunk = os.pread(fd, _READ_CHUNK, start + size)
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                pieces.append(chunk[: newline + 1])
+                return b"".join(pieces)
+            pieces.append(chunk)
+            size += len(chunk)
+        return b""  # no newline before the end: nothing, or a torn tail
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _newlines(block: bytes) -> Iterator[int]:
+    """Offsets of every newline in ``block``."""
+    newline = block.find(b"\n")
+    while newline >= 0:
+        yield newline
+        newline = block.find(b"\n", newline + 1)
 
 
 def _open_for_reading(path: Path, name: str) -> int:

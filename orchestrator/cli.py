@@ -422,7 +422,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    return _report(_instance_engine(args).resume(), _workdir(args))
+    engine = _instance_engine(args)
+    workdir = _workdir(args)
+    if (workdir / ".board" / "board.json").exists():
+        # Subagents that stopped heartbeating are timed out first, so this resume
+        # reassigns their tasks instead of waiting for them.
+        from ._board import Board
+        from ._board_cli import time_out_stale_tasks
+
+        time_out_stale_tasks(Board(workdir / ".board"), workdir)
+    return _report(engine.resume(), workdir)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -87,6 +87,10 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.current += timedelta(seconds=seconds)
 
+    def sleep(self, seconds: float) -> None:
+        """Waiting on a fake clock moves it, at once."""
+        self.advance(seconds)
+
 
 class SequentialIds:
     """Deterministic UUID-shaped ids: ``00000000-0000-4000-8000-000000000001``, ..."""
