@@ -488,11 +488,10 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
+    from ._board import SystemClock, format_time
     from ._board_contracts import parse_packet
     from ._gateway import evaluate
     from ._json import read_json_file
-
-    from ._board import SystemClock, format_time
 
     packet = parse_packet(read_json_file(packet_path), source=str(packet_path))
     now = format_time(SystemClock().now())
