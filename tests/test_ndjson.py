@@ -209,6 +209,18 @@ def test_reader_skips_blank_lines_and_ignores_a_torn_last_line(tmp_path: Path) -
     assert list(iter_records(path)) == [(1, {"n": 1}), (4, {"n": 2}), (6, {"n": 3})]
 
 
+def test_a_reader_never_glues_a_torn_tail_to_the_line_written_over_it(tmp_path: Path) -> None:
+    path = tmp_path / "events.ndjson"
+    path.write_bytes(b'{"n":1}\n["torn by a dead writer", 1, 2')
+    with mock.patch.object(_ndjson, "_READ_CHUNK", 12):
+        lines = iter_lines(path)
+        # The reader has now seen the first bytes of the torn tail...
+        assert next(lines) == (1, b'{"n":1}')
+        # ...which a writer cuts before appending, while the reader is paused.
+        append_lines(path, [b'{"n":2,"pad":"longer than the torn part"}\n', b'{"n":3}\n'])
+        assert list(lines) == [(2, b'{"n":2,"pad":"longer than the torn part"}'), (3, b'{"n":3}')]
+
+
 def test_reader_of_an_empty_file_yields_nothing(tmp_path: Path) -> None:
     path = tmp_path / "events.ndjson"
     path.write_bytes(b"")
