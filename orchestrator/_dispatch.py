@@ -26,16 +26,19 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from ._board import BOARD_DIR, Board, parse_time
 from ._board_contracts import ErrorCode, Task, TaskStatus
 from ._bridge_codec import TIMEOUT_RANGE
-from ._errors import AgentFailedError, RunFailedError
+from ._errors import AgentFailedError, BoardError, RunFailedError
 from ._ledger import TERMINAL, TaskRow
 from ._workflow import Ask
+
+T = TypeVar("T")
+_SETTLE_ATTEMPTS = 5
 
 # How an error answer blocks a task.
 _FAILURE_CODES = {
@@ -99,12 +102,13 @@ def run_dispatch(
         board.create_tasks(list(tasks))
         return [task.task_id for task in tasks]
 
-    ctx.step("board: create tasks", create)
+    ctx.step("board: create tasks", _settling, create)
     wave = 0
     while True:
         wave += 1
         plan = ctx.step(
             f"board: plan wave {wave}",
+            _settling,
             _plan_wave,
             board,
             agent_for,
@@ -116,8 +120,32 @@ def run_dispatch(
         assignments = plan["assignments"]
         asks = [_ask_for(board, item) for item in assignments]
         answers = ctx.ask_all(asks, return_failures=True)
-        ctx.step(f"board: results of wave {wave}", _take_results, board, assignments, answers)
+        ctx.step(
+            f"board: results of wave {wave}",
+            _settling,
+            _take_results,
+            board,
+            assignments,
+            answers,
+        )
     return _report(board, waves=wave - 1)
+
+
+def _settling(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a board step, again if another writer changed a task under it.
+
+    Another process may change the board between a read and an append (the watchdog
+    blocking a stale task, a person cancelling one); the append is then refused with
+    CONCURRENCY_CONFLICT. Every step decides from the board as it is and its deltas have
+    fixed ids, so running it again is safe and settles on the new state.
+    """
+    for _ in range(_SETTLE_ATTEMPTS - 1):
+        try:
+            return fn(*args, **kwargs)
+        except BoardError as exc:
+            if exc.code != ErrorCode.CONCURRENCY_CONFLICT.value:
+                raise
+    return fn(*args, **kwargs)
 
 
 def _plan_wave(
