@@ -503,7 +503,9 @@ class Ledger:
         end = data.rfind(b"\n") + 1  # a torn last line is left for the next writer to cut
         state = self._state
         position = offset
-        for line in data[:end].splitlines(keepends=True):
+        # Only "\n" ends a line: a bare "\r" is JSON whitespace, not a line break.
+        for line in data[:end].split(b"\n")[:-1]:
+            line += b"\n"
             position += len(line)
             if not line.strip():
                 continue
