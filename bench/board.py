@@ -92,10 +92,10 @@ def ms(ns: int) -> float:
     return ns / 1e6
 
 
-def p90(samples: Sequence[float], *, slow_side: str = "high") -> float:
+def p90(samples: Sequence[float], *, rate: bool = False) -> float:
     """Nearest-rank 90th percentile on the slow side: the high end of times, the low end
     of rates (90% of the rounds were at least this fast)."""
-    ordered = sorted(samples, reverse=slow_side == "low")
+    ordered = sorted(samples, reverse=rate)
     return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
 
 
@@ -599,7 +599,7 @@ def profiles(built: BuiltLedger, board: Board) -> list[str]:
 def row(label: str, samples: Series, floor: Series | None = None) -> str:
     rate = samples.unit.endswith("/s")
     median = statistics.median(samples)
-    high = p90(samples, slow_side="low" if rate else "high")
+    high = p90(samples, rate=rate)
     multiple = ""
     if floor is not None:
         floor_median = statistics.median(floor)
