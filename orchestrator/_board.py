@@ -508,13 +508,19 @@ class Board:
 
     # -- the watchdog --------------------------------------------------------------------
 
-    def watchdog(self, *, now: datetime | None = None) -> list[LedgerDelta]:
+    def watchdog(
+        self, *, now: datetime | None = None, spare: Iterable[str] = ()
+    ) -> list[LedgerDelta]:
         """Block every task in progress whose last heartbeat is older than its
-        ``timeout_seconds`` (TASK_TIMEOUT; the same delta releases its locks)."""
+        ``timeout_seconds`` (TASK_TIMEOUT; the same delta releases its locks). Tasks in
+        ``spare`` (their answer is in, waiting to be judged) are left alone."""
         moment = now or self.clock.now()
+        if moment.tzinfo is None:
+            raise ValueError("the watchdog's time must carry a timezone (UTC)")
+        spared = set(spare)
         timed_out = []
         for row in list(self.state().rows.values()):
-            if row.status is not TaskStatus.IN_PROGRESS:
+            if row.status is not TaskStatus.IN_PROGRESS or row.task_id in spared:
                 continue
             last = self.last_heartbeat(row)
             if last is None:
@@ -758,10 +764,13 @@ def adopt_handoff(directory: Path, bundle: HandoffBundle, *, clock: Clock | None
 def _bring_to(board: Board, task_id: str, status: TaskStatus, run_id: str) -> None:
     """Replay ``task_id`` (just created, todo) to ``status`` through legal transitions."""
     note = f"adopted from the handoff of run {run_id}"
-    if status is TaskStatus.TODO:
-        return
+    current = board.state().row(task_id).status
+    target = TaskStatus.BLOCKED if status is TaskStatus.IN_PROGRESS else status
+    if current is target or status is TaskStatus.TODO:
+        return  # there already (adopting again after a crash)
     if status is TaskStatus.DONE:
-        board.assign([task_id], owner="handoff")
+        if current is not TaskStatus.IN_PROGRESS:
+            board.assign([task_id], owner="handoff")
         with board.ledger.locked() as state:
             row = state.row(task_id)
             board.ledger.append(
@@ -779,7 +788,6 @@ def _bring_to(board: Board, task_id: str, status: TaskStatus, run_id: str) -> No
                 at=board.now(),
             )
         return
-    target = TaskStatus.BLOCKED if status is TaskStatus.IN_PROGRESS else status
     board.set_status(task_id, target, reason=note, delta_id=f"{task_id}/handoff/{target.value}")
 
 
@@ -848,9 +856,11 @@ def handoff_markdown(bundle: HandoffBundle) -> str:
             *(f"- {d.task_id} after {', '.join(d.depends_on)}" for d in bundle.dependencies),
             "",
         ]
-    if bundle.acceptance_targets:
+    open_tasks = {row.task_id for row in bundle.ledger if row.status not in TERMINAL}
+    targets = [t for t in bundle.acceptance_targets if t.task_id in open_tasks]
+    if targets:
         lines += ["## Acceptance targets (open tasks)", ""]
-        for target in bundle.acceptance_targets:
+        for target in targets:
             lines += [f"- {target.task_id}:", *(f"  - {c}" for c in target.acceptance_criteria)]
         lines.append("")
     return "\n".join(lines)

@@ -94,7 +94,13 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     worklog.add_argument("--decision", default="")
     worklog.add_argument("--result", default="")
     worklog.add_argument("--next-step", default="")
-    worklog.add_argument("--file", action="append", default=[], help="a file touched (repeatable)")
+    worklog.add_argument(
+        "--file",
+        dest="touched",
+        action="append",
+        default=[],
+        help="a file touched (repeatable)",
+    )
     worklog.add_argument("--code", default=None)
     worklog.add_argument("--evidence", default=None)
     worklog.add_argument("--json-stdin", action="store_true", help="read the entry as JSON")
@@ -168,6 +174,33 @@ def _json_input(args: argparse.Namespace, source: str) -> Any:
 
     name = str(args.file) if getattr(args, "file", None) else source
     return loads_strict(_read_input(args), source=name)
+
+
+def _error_code(text: str | None) -> Any:
+    """``--code``: one of seed 003's error codes, or a usage error naming them."""
+    if text is None:
+        return None
+    from ._board_contracts import ErrorCode
+
+    try:
+        return ErrorCode(text)
+    except ValueError:
+        names = ", ".join(code.value for code in ErrorCode)
+        raise UsageError(f"--code {text!r} is not an error code; use one of {names}") from None
+
+
+def _moment(text: str) -> Any:
+    """``--now``: an RFC 3339 time with its offset (2025-11-18T10:30:00Z)."""
+    from ._board import parse_time
+    from ._convert import check_date_time
+
+    try:
+        check_date_time(text, source="--now", json_path="$")
+    except ContractError:
+        raise UsageError(
+            f"--now {text!r} is not an RFC 3339 time with an offset, like 2025-11-18T10:30:00Z"
+        ) from None
+    return parse_time(text)
 
 
 def _print(data: Any) -> None:
@@ -299,19 +332,17 @@ def _cmd_worklog(args: argparse.Namespace) -> int:
     else:
         if args.action is None:
             raise UsageError("--action is required (or give the whole entry with --json-stdin)")
-        from ._board_contracts import ErrorCode
-
         entry = WorklogEntry(
             timestamp=board.now(),
             run_id=board.run_id,
             task_id=args.task,
             actor=args.actor,
             action=args.action,
-            files_touched=list(args.file),
+            files_touched=list(args.touched),
             decision=args.decision,
             result=args.result,
             next_step=args.next_step,
-            code=ErrorCode(args.code) if args.code else None,
+            code=_error_code(args.code),
             evidence=args.evidence,
         )
     board.append_worklog(entry)
@@ -350,11 +381,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_watchdog(args: argparse.Namespace) -> int:
-    from ._board import parse_time
     from ._convert import unstructure
 
     workdir = (args.workdir or Path.cwd()).resolve()
-    now = parse_time(args.now) if args.now else None
+    now = _moment(args.now) if args.now else None
     timed_out = time_out_stale_tasks(_board(args), workdir, now=now)
     for delta in timed_out:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
@@ -365,7 +395,7 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
 def time_out_stale_tasks(board: Board, workdir: Path, *, now: Any = None) -> list[Any]:
     """Run the watchdog; a workflow request waiting for a timed-out task is answered
     TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes."""
-    timed_out = board.watchdog(now=now)
+    timed_out = board.watchdog(now=now, spare=_answered_tasks(board, workdir))
     for delta in timed_out:
         attempt = board.state().row(delta.task_id).attempts
         request = _pending_request(board, workdir, delta.task_id, attempt)
@@ -375,14 +405,14 @@ def time_out_stale_tasks(board: Board, workdir: Path, *, now: Any = None) -> lis
 
 
 def _cmd_set_status(args: argparse.Namespace) -> int:
-    from ._board_contracts import ErrorCode, TaskStatus
+    from ._board_contracts import TaskStatus
     from ._convert import unstructure
 
     delta = _board(args).set_status(
         args.task,
         TaskStatus(args.status),
         reason=args.reason,
-        code=ErrorCode(args.code) if args.code else None,
+        code=_error_code(args.code),
         base_version=args.base_version,
     )
     if delta is not None:
@@ -414,6 +444,27 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     board = adopt_handoff(_board(args).directory, bundle)
     print(board.directory)
     return EXIT_OK
+
+
+def _answered_tasks(board: Board, workdir: Path) -> set[str]:
+    """Tasks whose subagent's answer waits in a response file: alive, not to time out."""
+    from ._bridge import RESPONSE_FILE, RESPONSES_DIR, HistoryStatus
+    from ._inspect import load_state_file
+
+    answered_ids = {p.stem for p in (workdir / RESPONSES_DIR).glob("*.json")}
+    try:
+        single = json.loads((workdir / RESPONSE_FILE).read_bytes())
+        answered_ids.add(str(single.get("request_id")))
+    except (OSError, ValueError, AttributeError):
+        pass
+    answered = set()
+    for state_path in sorted(workdir.glob(".*-state.json")):
+        for record in load_state_file(state_path).agent_requests:
+            if record.status is HistoryStatus.PENDING and record.request_id in answered_ids:
+                context = (record.x_request.context if record.x_request else None) or {}
+                if context.get("x_board") == str(board.directory) and "x_task_id" in context:
+                    answered.add(str(context["x_task_id"]))
+    return answered
 
 
 def _pending_request(
@@ -453,6 +504,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdict = _check(args)
     except BoardError as exc:
         verdict = {"allow": False, "code": exc.code, "reason": exc.reason, "details": exc.details}
+    except OSError as exc:
+        verdict = {
+            "allow": False,
+            "code": "MISSING_REQUIRED_INPUT",
+            "reason": f"{exc.filename}: {exc.strerror}",
+        }
     except ContractError as exc:
         from ._board_contracts import error_code_for
 
@@ -475,10 +532,10 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     source = "<stdin>"
     kind = args.kind
     if kind == "ledger":
-        return _check_ledger(raw)
+        return _check_ledger(raw, strict=args.strict)
     data = loads_strict(raw, source=source)
     if kind == "locks":
-        return _check_locks(data)
+        return _check_locks(data, strict=args.strict)
     from ._board_contracts import parse_board_document
 
     parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
@@ -517,19 +574,32 @@ def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
     }
 
 
-def _check_locks(data: Any) -> dict[str, Any]:
-    from ._board_contracts import ActiveLock
-    from ._convert import structure
+def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
+    from ._board_contracts import parse_active_lock
     from ._scope import ScopeError, check_lock_table
 
-    items = data.get("active_locks") if isinstance(data, dict) else data
+    items = data
+    if isinstance(data, dict):
+        extra = [k for k in data if k != "active_locks" and not k.startswith("x_")]
+        if strict and extra:
+            raise ContractError(
+                f"unknown field {', '.join(map(repr, extra))}: not in the lock table "
+                "(extension fields need the 'x_' prefix)",
+                source="<stdin>",
+                json_path="$",
+                rule="additionalProperties",
+            )
+        items = data.get("active_locks")
     if not isinstance(items, list):
         raise ContractError(
             "expected a list of locks (or an object with active_locks)",
             source="<stdin>",
             rule="type",
         )
-    locks = [structure(item, ActiveLock, source=f"<stdin>[{i}]") for i, item in enumerate(items)]
+    locks = [
+        parse_active_lock(item, source=f"<stdin>[{index}]", strict=strict)
+        for index, item in enumerate(items)
+    ]
     try:
         conflicts = check_lock_table((lock.task_id, lock.resource, lock.active) for lock in locks)
     except ScopeError as exc:
@@ -544,7 +614,7 @@ def _check_locks(data: Any) -> dict[str, Any]:
     return {"allow": True, "code": "OK", "reason": f"{len(locks)} locks, no conflict"}
 
 
-def _check_ledger(raw: bytes) -> dict[str, Any]:
+def _check_ledger(raw: bytes, *, strict: bool) -> dict[str, Any]:
     """Fold the deltas (NDJSON) and reconcile: every rule of D1-D5 and the lock table."""
     from ._board_contracts import parse_ledger_delta
     from ._json import loads_strict
@@ -556,7 +626,15 @@ def _check_ledger(raw: bytes) -> dict[str, Any]:
         if not line.strip():
             continue
         where = f"<stdin> line {number}"
-        delta = parse_ledger_delta(loads_strict(line, source=where), source=where)
+        delta = parse_ledger_delta(loads_strict(line, source=where), source=where, strict=strict)
+        if delta.x_seq is not None and delta.x_seq != state.seq + 1:
+            raise BoardError(
+                f"{where}: x_seq is {delta.x_seq}, expected {state.seq + 1} (D1: deltas apply "
+                "in order, numbered without gaps)",
+                code="LEDGER_INCONSISTENT",
+                task_id=delta.task_id,
+                delta_id=delta.delta_id,
+            )
         if state.apply_batch([delta], at=delta.x_at or "") == []:
             duplicates += 1
         else:

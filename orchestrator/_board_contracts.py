@@ -889,6 +889,15 @@ def _parse(
     return document
 
 
+def validate_active_lock(lock: ActiveLock, *, source: str) -> None:
+    _active_lock(lock, _At(source))
+
+
+def parse_active_lock(data: Any, *, source: str, strict: bool = False) -> ActiveLock:
+    """One ``active_locks`` item (the lock-table validator reads a list of them)."""
+    return _parse(data, ActiveLock, validate_active_lock, source=source, strict=strict)
+
+
 def parse_packet(data: Any, *, source: str, strict: bool = False) -> AssignmentPacket:
     """An assignment packet from JSON-like ``data``; a ``ContractError`` names the problem."""
     return _parse(

@@ -102,7 +102,9 @@ def run_dispatch(
         board.create_tasks(list(tasks))
         return [task.task_id for task in tasks]
 
-    ctx.step("board: create tasks", _settling, create)
+    # The step's name carries a digest of the task definitions: a phase that changes its
+    # tasks between a pause and the resume meets a non-determinism error, not old tasks.
+    ctx.step(f"board: create tasks {_tasks_digest(tasks)}", _settling, create)
     wave = 0
     while True:
         wave += 1
@@ -129,6 +131,14 @@ def run_dispatch(
             answers,
         )
     return _report(board, waves=wave - 1)
+
+
+def _tasks_digest(tasks: Sequence[Task]) -> str:
+    from ._convert import unstructure
+    from ._durable import sha256_hex
+
+    text = json.dumps([unstructure(task) for task in tasks], sort_keys=True)
+    return sha256_hex(text.encode())[:12]
 
 
 def _settling(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -234,7 +234,7 @@ class LedgerState:
             attempts=(delta.x_attempt or row.attempts + 1)
             if entering is TaskStatus.IN_PROGRESS
             else row.attempts,
-            code=delta.x_code if entering in (TaskStatus.BLOCKED, TaskStatus.FAILED) else None,
+            code=delta.x_code,
             verdict=delta.x_verdict if entering is TaskStatus.DONE else row.verdict,
             last_heartbeat_at=delta.last_heartbeat_at or row.last_heartbeat_at,
             timed_out=delta.timed_out if delta.timed_out is not None else row.timed_out,

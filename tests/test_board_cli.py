@@ -384,13 +384,6 @@ WORKLOG_ENTRY = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'board worklog --json-stdin' always crashes (AttributeError, traceback, "
-    "exit 1): worklog's --file (files touched, action=append, default []) shadows the "
-    "--file input option _read_input expects, so _read_input calls [].read_bytes()",
-)
 def test_worklog_takes_a_whole_entry_on_stdin(workdir: Path) -> None:
     result = orchestrate(
         "board", "worklog", "--task", "T-1", "--json-stdin", "--workdir", workdir,
@@ -524,14 +517,6 @@ def test_watchdog_answers_the_pending_requests_and_resume_reassigns(tmp_path: Pa
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: time_out_stale_tasks (board watchdog, and every 'orchestrate resume') times "
-    "out a task whose answer was already delivered but not yet judged and overwrites that "
-    "answer's response file with a TIMEOUT, so a passing result handed in by 'board submit' "
-    "is lost and the task is run again",
-)
 def test_watchdog_keeps_an_answer_already_delivered(tmp_path: Path) -> None:
     workdir, requests = paused_example(tmp_path)
     packet = read(workdir / ".board" / "packets" / "T-1.1.json")
@@ -662,14 +647,6 @@ def test_adopt_continues_a_run_on_a_new_board(workdir: Path, tmp_path: Path) -> 
     assert json.loads(check.stdout)["allow"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'board adopt' is not repeatable: adopting the same bundle again (as after a "
-    "crash part-way through) fails with INVALID_TRANSITION 'task T-1 is done; it cannot go "
-    "to in_progress', because adopt_handoff's _bring_to assigns a task recorded done again "
-    "(delta T-1/2/in_progress) instead of seeing it is done already",
-)
 def test_adopting_the_same_bundle_again_changes_nothing(workdir: Path, tmp_path: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -686,14 +663,6 @@ def test_adopting_the_same_bundle_again_changes_nothing(workdir: Path, tmp_path:
     assert (fresh / ".board" / "ledger.ndjson").read_bytes() == ledger
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: bad option values reach ErrorCode()/datetime.fromisoformat unchecked: "
-    "'board worklog|set-status --code NOPE' and 'board watchdog --now yesterday' end in a "
-    "ValueError traceback, '--now 2100-01-01T00:00:00' (no offset) in a TypeError traceback "
-    "(naive minus aware datetime), instead of a one-line usage error",
-)
 @pytest.mark.parametrize(
     "args",
     [
@@ -919,10 +888,16 @@ def changed(document: Any, path: str, value: Any) -> Any:
     return copied
 
 
-STALE = {**START, "x_base_version": 0}
+STALE = {**START, "x_base_version": 0, "x_seq": 3}
 FORGED = {**START, "owner": "intruder", "x_seq": 3}
 REPLAYED = {**START, "x_seq": 3}
-SKIPPED = {**START, "status": "done", "delta_id": "T-12/1/done", "x_base_version": 2}
+SKIPPED = {
+    **START,
+    "status": "done",
+    "delta_id": "T-12/1/done",
+    "x_base_version": 2,
+    "x_seq": 3,
+}
 OTHER = {
     **CREATE,
     "task_id": "T-13",
@@ -1026,7 +1001,7 @@ BAD = {
     ),
     "ledger-todo-done": (
         "ledger",
-        ndjson(CREATE, SKIPPED | {"x_base_version": 1}),
+        ndjson(CREATE, SKIPPED | {"x_base_version": 1, "x_seq": 2}),
         "INVALID_TRANSITION",
         "cannot go to done",
     ),
@@ -1159,25 +1134,11 @@ def test_strict_refuses_an_unknown_field_deep_inside() -> None:
     assert verdict["code"] == "SCHEMA_INVALID" and "owner_hint" in verdict["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'check ledger' ignores --strict (_check_ledger parses each delta with "
-    "strict=False), so it allows a ledger line with an unknown field that the board's own "
-    "loader (strict) refuses as LEDGER_INCONSISTENT",
-)
 def test_strict_ledger_refuses_an_unknown_field() -> None:
     verdict = check("ledger", ndjson({**CREATE, "comment": "x"}, START), "--strict")
     assert (verdict["allow"], verdict["code"]) == (False, "SCHEMA_INVALID")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'check locks' does not follow --strict: an unknown field in a lock is "
-    "refused even without --strict (structure() is always strict there), and an unknown "
-    "top-level key beside active_locks is accepted even with --strict",
-)
 @pytest.mark.parametrize("where", ["in a lock", "beside active_locks"])
 def test_strict_locks_refuses_an_unknown_field_the_default_accepts(where: str) -> None:
     if where == "in a lock":
@@ -1188,25 +1149,11 @@ def test_strict_locks_refuses_an_unknown_field_the_default_accepts(where: str) -
     assert check("locks", document, "--strict")["code"] == "SCHEMA_INVALID"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'check locks' only structures each lock and never runs the seed 003 "
-    "active_lock rules (_active_lock: task_id pattern), so it allows a lock whose task_id "
-    "'lock 9' 'check packet' refuses in active_locks",
-)
 def test_a_lock_with_a_bad_task_id_is_refused() -> None:
     verdict = check("locks", [{"task_id": "lock 9", "resource": "src", "active": True}])
     assert (verdict["allow"], verdict["code"]) == (False, "SCHEMA_INVALID")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'check ledger' never looks at x_seq: it allows a ledger whose x_seq are out "
-    "of file order (1, 3, 2) that the board's loader refuses (LEDGER_INCONSISTENT: 'x_seq "
-    "is 3, expected 2') - D1 is not reconciled",
-)
 def test_a_ledger_out_of_sequence_is_refused() -> None:
     other = {**OTHER, "x_seq": 2}
     verdict = check("ledger", ndjson(CREATE, START | {"x_seq": 3}, other))
@@ -1250,14 +1197,6 @@ def test_check_against_a_packet_that_is_not_one(tmp_path: Path) -> None:
     assert verdict["code"] == "MISSING_REQUIRED_INPUT" and str(packet) in verdict["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: 'check result --packet MISSING' prints nothing on stdout: the OSError of "
-    "reading the packet escapes cmd_check (it catches only BoardError and ContractError) "
-    "and main prints 'orchestrate: error: [Errno 2] ...' on stderr instead of the one "
-    "JSON line",
-)
 def test_check_against_a_missing_packet_is_one_line(tmp_path: Path) -> None:
     verdict = check("result", RESULT, "--packet", tmp_path / "missing.json")
     assert verdict["allow"] is False

@@ -598,13 +598,6 @@ def test_out_of_attempts_fails_cancels_dependents_and_still_completes(tmp_path: 
     assert_ledger_clean(tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: a canceled task's code is dropped: LedgerState.apply keeps x_code only for "
-    "blocked/failed, so the DEPENDENCY_NOT_MET of the cancel delta is lost from the row, "
-    "the DispatchReport and 'board status' (D3: x_code is a mutable field, the last wins)",
-)
 def test_a_canceled_dependent_is_reported_with_dependency_not_met(tmp_path: Path) -> None:
     tasks = [task("T-1", ["src"]), task("T-2", ["docs"], dependencies=("T-1",))]
     outcome = run_in_process(
@@ -728,17 +721,6 @@ CHANGES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: run_dispatch's step 'board: create tasks' records only the task ids and, on "
-    "replay, returns them without comparing them with the tasks the phase passes now; the "
-    "plans and asks are rebuilt from the packets on the board, so their fingerprints do not "
-    "change either. A task list changed between pause and resume is silently ignored: the "
-    "run completes with the old tasks (an added task is never created nor reported, a "
-    "removed one still runs, a redefined one keeps its old scope) instead of failing with "
-    "NonDeterminismError",
-)
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_a_task_list_changed_under_a_paused_run_is_refused(tmp_path: Path, change: str) -> None:
     SHIFTING_TASKS[:] = [task("T-1", ["src"]), task("T-2", ["docs"])]
