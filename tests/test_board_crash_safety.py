@@ -39,6 +39,7 @@ import copy
 import dataclasses
 import os
 import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -62,9 +63,9 @@ DISPATCH_POINTS = 200  # layer-1 kills inside the dispatch waves
 OUTSIDE_POINTS = 6  # and before them (prepare) or after them (summarize)
 LAYER_TWO_RUNS = 8
 # External kills: delays counted from the moment drive passed its first crash point, as
-# fractions of an uninterrupted drive's duration (two drives at a time run slower, so some
-# go past 1), and one counted from the spawn. A drive that ends first is judged as it is.
-EXTERNAL_FRACTIONS = (0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.1, 1.25)
+# fractions of the time an uninterrupted drive takes from there to its end, and one counted
+# from the spawn. A drive that ends before its kill is judged as it is.
+EXTERNAL_FRACTIONS = (0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.9)
 EXTERNAL_SPAWN_DELAY = 0.05
 BLOCKED_IN_BASELINE = {"T-5/1/blocked": "SCOPE_VIOLATION", "T-4/1/blocked": "TASK_TIMEOUT"}
 LOST_WORKLOG_BUG = (
@@ -126,6 +127,7 @@ class Baseline:
     annotated: list[str]
     regions: list[str]
     seconds: float
+    active_seconds: float  # from the first crash point to the end
     subagent_runs: Counter[str]
 
 
@@ -138,11 +140,10 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Baseline:
     seconds = time.monotonic() - started
     reference = support.final_of(plain_run / "work")
     counted = support.new_scenario(base, "example-count")
-    support.expect_rc(
-        support.run_drive(counted, crash_at="count", crash_log=counted / "crash.log"),
-        0,
-        "example in count mode",
-    )
+    process = support.start_drive(counted, crash_log=counted / "crash.log")
+    first_point = wait_for_first_point(process, counted / "crash.log")
+    assert process.wait(timeout=support.RUN_TIMEOUT) == 0, "example in count mode"
+    active_seconds = time.monotonic() - first_point
     points = support.read_log(counted / "crash.log")
     assert [n for n, _ in points] == list(range(1, len(points) + 1))
     # Count mode changes nothing the checks look at.
@@ -154,6 +155,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Baseline:
         annotated=annotated,
         regions=support.regions(annotated),
         seconds=seconds,
+        active_seconds=active_seconds,
         subagent_runs=support.subagent_runs(plain_run),
     )
 
@@ -185,7 +187,8 @@ def test_the_baseline_is_the_example_as_documented(baseline: Baseline) -> None:
     assert sorted(Counter(windows.values()).items()) == [("T-4", 3), ("T-5", 3)]
     print(
         f"\n[board-crash] baseline: {len(baseline.labels)} crash points "
-        f"({len(dispatch)} in the dispatch waves), {baseline.seconds:.2f} s per drive"
+        f"({len(dispatch)} in the dispatch waves), {baseline.seconds:.2f} s per drive "
+        f"({baseline.active_seconds:.2f} s from its first crash point)"
     )
 
 
@@ -319,10 +322,7 @@ def external_kill(base: Path, baseline: Baseline, index: int, start: str, delay:
     log = scenario / "crash.log"
     process = support.start_drive(scenario, crash_log=log)
     if start == "first point":
-        deadline = time.monotonic() + support.RUN_TIMEOUT
-        while process.poll() is None and not (log.exists() and log.stat().st_size):
-            assert time.monotonic() < deadline, "drive passed no crash point"
-            time.sleep(0.001)
+        wait_for_first_point(process, log)
     time.sleep(delay)
     os.kill(process.pid, signal.SIGKILL)  # not reaped before wait(): at worst a zombie
     returncode = process.wait(timeout=support.RUN_TIMEOUT)
@@ -344,6 +344,15 @@ def external_kill(base: Path, baseline: Baseline, index: int, start: str, delay:
     else:
         assert returncode == 0, f"drive exited {returncode} before the kill"
     return finish(scenario, baseline, outcome)
+
+
+def wait_for_first_point(process: subprocess.Popen[bytes], log: Path) -> float:
+    """Until drive (in count mode) has logged a crash point; returns when it had."""
+    deadline = time.monotonic() + support.RUN_TIMEOUT
+    while process.poll() is None and not (log.exists() and log.stat().st_size):
+        assert time.monotonic() < deadline, "drive passed no crash point"
+        time.sleep(0.001)
+    return time.monotonic()
 
 
 def wait_for_subagents(scenario: Path, timeout: float = 30.0) -> None:
@@ -429,7 +438,7 @@ def campaign(baseline: Baseline, tmp_path_factory: pytest.TempPathFactory) -> Ca
             jobs.append((f"N={n},M={m}", partial(layer_two, base, baseline, n, labels, m)))
     second = run_all(jobs)
     plan = [("spawn", EXTERNAL_SPAWN_DELAY)] + [
-        ("first point", f * baseline.seconds) for f in EXTERNAL_FRACTIONS
+        ("first point", f * baseline.active_seconds) for f in EXTERNAL_FRACTIONS
     ]
     external = run_all(
         (f"external #{i}", partial(external_kill, base, baseline, i, start, delay))
