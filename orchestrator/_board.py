@@ -573,6 +573,12 @@ class Board:
             if applied is not None:
                 changed.append(applied)
         changed += self._cancel_unreachable()
+        # A failure or cancel appended just before a crash may lack its worklog entry.
+        self.settle_worklogs(
+            row.task_id
+            for row in self.state().rows.values()
+            if row.status in (TaskStatus.FAILED, TaskStatus.CANCELED)
+        )
         return changed
 
     def _cancel_unreachable(self) -> list[LedgerDelta]:
@@ -614,13 +620,8 @@ class Board:
         self, delta: LedgerDelta, task: Task, *, next_step: str, fresh: bool = True
     ) -> None:
         path = self.worklog_path(task)
-        if not fresh and path.exists():
-            # The delta was appended before (a step run again after a crash): its entry
-            # may be there already.
-            from ._ndjson import iter_records
-
-            if any(r.get("x_delta_id") == delta.delta_id for _, r in iter_records(path)):
-                return
+        if not fresh and _has_entry_for(path, delta.delta_id):
+            return  # the delta was appended before (a step run again after a crash)
         entry = WorklogEntry(
             timestamp=self.now(),
             run_id=self.run_id,
@@ -638,6 +639,33 @@ class Board:
         from ._ndjson import append_lines
 
         append_lines(path, [_json_line(data)])
+
+    def settle_worklogs(self, task_ids: Iterable[str] | None = None) -> None:
+        """Give every blocked, failed or canceled task (of ``task_ids``, default all) the
+        final worklog entry of the delta that put it there, if a crash between that
+        delta and its entry left it out."""
+        state = self.state()
+        wanted = state.rows.keys() if task_ids is None else task_ids
+        for task_id in wanted:
+            row = state.rows[task_id]
+            if row.status not in (TaskStatus.BLOCKED, TaskStatus.FAILED, TaskStatus.CANCELED):
+                continue
+            delta = LedgerDelta(
+                task_id=task_id,
+                status=row.status,
+                owner=row.owner,
+                reason=row.reason,
+                delta_id=row.delta_id,
+                x_code=row.code,
+            )
+            self._final_worklog(delta, row.task, next_step=_next_step(delta), fresh=False)
+
+    def sweep(self) -> None:
+        """Remove temporary files that writers killed mid-write left in the board."""
+        from ._durable import sweep_temporaries
+
+        for sub in ("", "packets", "results", "verdicts", "heartbeats"):
+            sweep_temporaries(self.directory / sub)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -905,6 +933,25 @@ def topological_order(tasks: Sequence[Task]) -> list[Task]:
     for task in tasks:
         visit(task)
     return ordered
+
+
+def _has_entry_for(path: Path, delta_id: str) -> bool:
+    """Whether the worklog at ``path`` holds the board's entry for ``delta_id``; the last
+    line is looked at first (where such an entry almost always is)."""
+    if not path.exists():
+        return False
+    from ._ndjson import iter_records
+
+    with open(path, "rb") as worklog:
+        size = worklog.seek(0, 2)
+        worklog.seek(max(0, size - 65536))
+        tail = worklog.read().rstrip(b"\n").rpartition(b"\n")[2]
+    try:
+        if json.loads(tail).get("x_delta_id") == delta_id:
+            return True
+    except (ValueError, AttributeError):
+        pass
+    return any(r.get("x_delta_id") == delta_id for _, r in iter_records(path))
 
 
 def _created(row: TaskRow) -> int:

@@ -88,6 +88,8 @@ def run_dispatch(
         raise RunFailedError("dispatch: max_attempts must be at least 1")
     directory = board_dir or ctx.workdir / BOARD_DIR
     board = Board(directory, clock=ctx.clock)
+    if directory.is_dir():
+        board.sweep()  # temporaries of a writer killed mid-write
     agent_for = agent if callable(agent) else (lambda task, name=agent: name)
 
     def create() -> list[str]:
@@ -303,8 +305,10 @@ def _take_results(
                 )
             else:
                 board.submit(task_id, str(answer).encode("utf-8"), attempt=attempt)
-        # Otherwise the attempt was settled before (the watchdog, or this step before a
-        # crash): the ledger already says how it ended.
+        else:
+            # Settled before (the watchdog, or this step before a crash): the ledger says
+            # how it ended; a crash may have cut the worklog entry that goes with it.
+            board.settle_worklogs([task_id])
         row = board.state().row(task_id)
         taken.append(
             {

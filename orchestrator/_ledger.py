@@ -63,6 +63,7 @@ class TaskRow:
     version: int  # the x_seq of the last delta applied to this task
     locks: list[str]  # the lock scope, normalised
     created: int  # the x_seq of the delta that created it: the board's order of tasks
+    delta_id: str = ""  # the last delta applied to it
     attempts: int = 0
     code: ErrorCode | None = None
     verdict: str | None = None
@@ -216,13 +217,16 @@ class LedgerState:
                 version=delta.x_seq,
                 locks=_normalised_scope(delta.x_create.lock_scope),
                 created=delta.x_seq,
+                delta_id=delta.delta_id,
                 last_heartbeat_at=delta.last_heartbeat_at,
                 updated_at=delta.x_at,
             )
             return
         row = self.rows[delta.task_id]
         if delta.status is row.status and row.status in TERMINAL:
-            self.rows[delta.task_id] = attrs.evolve(row, version=delta.x_seq, updated_at=delta.x_at)
+            self.rows[delta.task_id] = attrs.evolve(
+                row, version=delta.x_seq, delta_id=delta.delta_id, updated_at=delta.x_at
+            )
             return
         entering = delta.status
         self.rows[delta.task_id] = attrs.evolve(
@@ -231,6 +235,7 @@ class LedgerState:
             owner=delta.owner,
             reason=delta.reason,
             version=delta.x_seq,
+            delta_id=delta.delta_id,
             attempts=(delta.x_attempt or row.attempts + 1)
             if entering is TaskStatus.IN_PROGRESS
             else row.attempts,
