@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from jsonschema import Draft7Validator, FormatChecker
 
@@ -261,6 +262,51 @@ def test_a_dependency_on_a_task_not_on_the_board_is_refused(board: Board) -> Non
     assert ledger_bytes(board) == b""
 
 
+UNREADABLE_TASKS = [
+    pytest.param({"timeout_seconds": 1, "heartbeat_interval_seconds": 1}, id="timeout-below-30"),
+    pytest.param({"title": ""}, id="empty-title"),
+    pytest.param({"acceptance_criteria": []}, id="no-acceptance-criteria"),
+    pytest.param({"task_id": "task-1", "worklog_path": "worklogs/x.jsonl"}, id="bad-task-id"),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Board.create_tasks does not validate the tasks (validate_task) before "
+    "appending their creates; the ledger line is written and every fresh Board or Ledger "
+    "then refuses the whole ledger with LEDGER_INCONSISTENT",
+)
+@pytest.mark.parametrize("fields", UNREADABLE_TASKS)
+def test_a_task_the_seed_contract_refuses_is_not_created(
+    board: Board, fields: dict[str, Any]
+) -> None:
+    task = attrs.evolve(make_task("T-1"), **fields)
+    error = refused(board.create_tasks, [task])
+    assert error.code == "SCHEMA_INVALID"
+    assert ledger_bytes(board) == b""
+    assert Board(board.directory).state().rows == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a worklog_path escaping the board ('../..') is accepted by create_tasks; the "
+    "watchdog then blocks the task and raises SCHEMA_INVALID from _final_worklog, leaving "
+    "the other timed-out tasks of that pass in progress",
+)
+def test_a_worklog_path_outside_the_board_never_stops_the_watchdog(
+    board: Board, clock: FakeClock
+) -> None:
+    escaping = attrs.evolve(make_task("T-1"), worklog_path="../../escape.jsonl")
+    try:
+        board.create_tasks([escaping, make_task("T-2")])
+    except BoardError as error:  # refusing it at creation is one right answer
+        assert error.code == "SCHEMA_INVALID"
+        return
+    board.assign(["T-1", "T-2"], owner="agent-a")
+    clock.advance(121)
+    assert [d.task_id for d in board.watchdog()] == ["T-1", "T-2"]  # the other right answer
+
+
 # -- assigning --------------------------------------------------------------------------
 
 
@@ -480,6 +526,21 @@ def test_requeue_while_attempts_remain_then_fail_and_cancel_the_dependents(
     lines = len(ledger_lines(board))
     assert board.requeue_or_fail(max_attempts=2) == []  # nothing left to decide
     assert len(ledger_lines(board)) == lines
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Board.requeue_or_fail names its delta '<task>/<attempts>/requeue'; a task "
+    "blocked twice at the same attempt count (by a person, or again before reassignment) "
+    "reuses that id with other content and the requeue fails with LEDGER_INCONSISTENT",
+)
+def test_a_task_blocked_twice_at_one_attempt_is_requeued_twice(board: Board) -> None:
+    board.create_tasks([make_task("T-1"), make_task("T-2")])
+    for _ in range(2):
+        board.set_status("T-1", BLOCKED, reason="waiting for input", code=ErrorCode.NON_COMPLIANT)
+        board.set_status("T-2", BLOCKED, reason="waiting for input", code=ErrorCode.NON_COMPLIANT)
+        changed = board.requeue_or_fail(max_attempts=3)
+        assert [(d.task_id, d.status) for d in changed] == [("T-1", TODO), ("T-2", TODO)]
 
 
 # -- results through the gateway ----------------------------------------------------------

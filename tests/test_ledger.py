@@ -493,3 +493,48 @@ def test_an_edited_line_is_found_by_a_reader_that_had_read_before(tmp_path: Path
     for reader in (follower, ledger, Ledger(tmp_path)):
         with pytest.raises(BoardError, match="line 5: x_seq is 9, expected 5"):
             reader.read()
+
+
+# -- deltas the readers would refuse ------------------------------------------------------
+
+UNREADABLE = [
+    pytest.param({"last_heartbeat_at": "yesterday"}, AT, id="last_heartbeat_at-not-a-time"),
+    pytest.param({"retry_after_ms": -1}, AT, id="negative-retry_after_ms"),
+    pytest.param({"x_attempt": 0}, AT, id="x_attempt-zero"),
+    pytest.param({"x_verdict": ""}, AT, id="empty-x_verdict"),
+    pytest.param({}, "now", id="x_at-not-a-time"),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Ledger.append (LedgerState.judge) does not validate a delta against the "
+    "ledger-delta contract before writing it; the line is written and every fresh reader "
+    "then refuses the whole ledger with LEDGER_INCONSISTENT",
+)
+@pytest.mark.parametrize(("fields", "at"), UNREADABLE)
+def test_append_refuses_a_delta_its_own_readers_would_refuse(
+    tmp_path: Path, fields: dict[str, object], at: str
+) -> None:
+    append(Ledger(tmp_path), create("T-1"))
+    before = (tmp_path / LEDGER_FILE).read_bytes()
+    delta = attrs.evolve(move("T-1", TaskStatus.BLOCKED, 1), **fields)
+    writer = Ledger(tmp_path)
+    with writer.locked(), pytest.raises(BoardError) as refused:
+        writer.append([delta], at=at)
+    assert refused.value.code == "SCHEMA_INVALID"
+    assert (tmp_path / LEDGER_FILE).read_bytes() == before
+    assert Ledger(tmp_path).read().seq == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: _ledger._DELTA_ID is matched with re.match and '$', which also matches "
+    "before a final newline, so 'T-1/create\\n' is accepted; the snapshot's packed delta "
+    "index then holds a line without a digest and the next judge raises ValueError",
+)
+def test_a_delta_id_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path, snapshot_every=1)
+    with ledger.locked(), pytest.raises(BoardError) as refused:
+        ledger.append([attrs.evolve(create("T-1"), delta_id="T-1/create\n")], at=AT)
+    assert refused.value.code == "SCHEMA_INVALID"
