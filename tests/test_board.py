@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -465,8 +466,6 @@ def test_fresh_heartbeats_keep_a_task_alive(board: Board, clock: FakeClock) -> N
         assert board.watchdog() == []
     assert status_of(board, "T-1") is IN_PROGRESS
     assert board.watchdog(now=clock.now()) == []
-    from datetime import timedelta
-
     (delta,) = board.watchdog(now=clock.now() + timedelta(seconds=121))
     assert delta.x_code is ErrorCode.TASK_TIMEOUT
 
