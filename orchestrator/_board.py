@@ -171,6 +171,19 @@ class Board:
     def create_tasks(self, tasks: Sequence[Task], *, owner: str = "") -> list[LedgerDelta]:
         """Create ``tasks`` (in dependency order; a cycle is refused before anything is
         written). Creating the same tasks again changes nothing."""
+        from ._scope import ScopeError, normalize_resource
+
+        for task in tasks:
+            where = f"task {task.task_id}"
+            try:
+                validate_task(task, source=where)
+                normalize_resource(task.worklog_path)
+            except (ContractError, ScopeError) as exc:
+                raise BoardError(
+                    f"{where}: {exc}; nothing was created",
+                    code=ErrorCode.SCHEMA_INVALID.value,
+                    task_id=task.task_id,
+                ) from None
         ordered = topological_order(tasks)
         deltas = [
             LedgerDelta(
@@ -257,13 +270,16 @@ class Board:
         context: Sequence[ContextItem] = (),
     ) -> list[AssignmentPacket]:
         """Start ``task_ids`` (all or none): write each packet, then one ledger append that
-        takes their locks. A task already started by this very call before a crash is
-        returned as it is (its packet is the same)."""
+        takes their locks. A task this owner already started (the call repeated after a
+        crash) is given back as it is: the same packet, nothing appended."""
         with self.ledger.locked() as state:
             packets, deltas = [], []
-            scratch = LedgerState(dict(state.rows), seq=state.seq, index=state.index)
+            scratch = state.scratch()
             for task_id in task_ids:
                 row = scratch.row(task_id)
+                if row.status is TaskStatus.IN_PROGRESS and row.owner == owner:
+                    packets.append(self._read_packet(task_id, row.attempts))
+                    continue
                 attempt = row.attempts + 1
                 delta = LedgerDelta(
                     task_id=task_id,
@@ -278,10 +294,21 @@ class Board:
                 scratch.apply(attrs.evolve(delta, x_seq=scratch.seq + 1, x_at=""))
                 packets.append(self._packet(scratch, scratch.rows[task_id], context))
                 deltas.append(delta)
-            for packet, delta in zip(packets, deltas, strict=True):
-                atomic_write(self.packet_path(delta.task_id, delta.x_attempt or 1), _dump(packet))
+            fresh = {delta.task_id: delta for delta in deltas}
+            for packet in packets:
+                delta = fresh.get(packet.task.task_id)
+                if delta is not None:
+                    path = self.packet_path(delta.task_id, delta.x_attempt or 1)
+                    atomic_write(path, _dump(packet))
             self.ledger.append(deltas, at=self.now())
         return packets
+
+    def _read_packet(self, task_id: str, attempt: int) -> AssignmentPacket:
+        from ._board_contracts import parse_packet
+        from ._json import read_json_file
+
+        path = self.packet_path(task_id, attempt)
+        return parse_packet(read_json_file(path), source=str(path))
 
     def packet_path(self, task_id: str, attempt: int) -> Path:
         return self.directory / "packets" / f"{task_id}.{attempt}.json"
@@ -399,22 +426,36 @@ class Board:
         self, task_id: str, raw: bytes, *, attempt: int | None = None, pins: Pins | None = None
     ) -> Judgement:
         """Judge a subagent's answer for the current attempt of ``task_id`` and record the
-        outcome: done on PASS, blocked with the first blocking code otherwise."""
-        state = self.state()
-        row = state.row(task_id)
-        attempt = attempt or row.attempts
-        done_id = f"{task_id}/{attempt}/done"
-        blocked_id = f"{task_id}/{attempt}/blocked"
-        if row.status is not TaskStatus.IN_PROGRESS or row.attempts != attempt:
-            settled = self._settled(task_id, attempt, state, (done_id, blocked_id))
-            if settled is not None:
-                return settled  # this very result was judged already (a step run again)
-            raise BoardError(
-                f"task {task_id} is {row.status.value} at attempt {row.attempts}: a result for "
-                f"attempt {attempt} is not expected (only a task in progress takes results)",
-                code=ErrorCode.INVALID_TRANSITION.value,
-                task_id=task_id,
-            )
+        outcome: done on PASS, blocked with the first blocking code otherwise.
+
+        The judging happens under the board's lock, so no other writer (the watchdog)
+        can settle the attempt between the verdict and the delta that records it.
+        """
+        with self.ledger.locked() as state:
+            row = state.row(task_id)
+            attempt = attempt or row.attempts
+            if row.status is not TaskStatus.IN_PROGRESS or row.attempts != attempt:
+                settled = self._settled(row, attempt, state)
+                if settled is not None:
+                    return settled  # this very result was judged already (a step run again)
+                raise BoardError(
+                    f"task {task_id} is {row.status.value} at attempt {row.attempts}: a result "
+                    f"for attempt {attempt} is not expected (only a task in progress takes "
+                    "results)",
+                    code=ErrorCode.INVALID_TRANSITION.value,
+                    task_id=task_id,
+                )
+            judgement, delta = self._judge(row, attempt, raw, pins)
+            applied = self.ledger.append([delta], at=self.now())
+        if delta.status is TaskStatus.BLOCKED:
+            self._final_worklog(delta, row.task, next_step=_next_step(delta), fresh=bool(applied))
+        return judgement
+
+    def _judge(
+        self, row: TaskRow, attempt: int, raw: bytes, pins: Pins | None
+    ) -> tuple[Judgement, LedgerDelta]:
+        """Keep the result, judge it, keep the verdict; the delta that records it."""
+        task_id = row.task_id
         result_path = self.directory / "results" / f"{task_id}.{attempt}.json"
         verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
         atomic_write(result_path, raw)
@@ -432,43 +473,52 @@ class Board:
         )
         atomic_write(verdict_path, _dump(judgement.verdict))
         link = _relative(verdict_path, self.directory)
-        if judgement.problem is None:
-            delta = LedgerDelta(
-                task_id=task_id,
-                status=TaskStatus.DONE,
-                owner=row.owner,
-                reason=f"verdict PASS ({link})",
-                delta_id=done_id,
-                x_base_version=row.version,
-                x_verdict=link,
-            )
-        else:
-            delta = self._blocked(
-                row, attempt, judgement.problem.code, _short(judgement.problem.message)
-            )
-        self._append_once(delta, row.task, next_step=_next_step(delta))
-        return judgement
+        if judgement.problem is not None:
+            message = _short(judgement.problem.message)
+            return judgement, self._blocked(row, attempt, judgement.problem.code, message)
+        return judgement, LedgerDelta(
+            task_id=task_id,
+            status=TaskStatus.DONE,
+            owner=row.owner,
+            reason=f"verdict PASS ({link})",
+            delta_id=f"{task_id}/{attempt}/done",
+            x_base_version=row.version,
+            x_verdict=link,
+        )
 
-    def _settled(
-        self, task_id: str, attempt: int, state: LedgerState, ids: Iterable[str]
-    ) -> Judgement | None:
-        verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
-        if not any(state.index.get(i) is not None for i in ids) or not verdict_path.exists():
-            return None
-        from ._board_contracts import parse_verdict
+    def _settled(self, row: TaskRow, attempt: int, state: LedgerState) -> Judgement | None:
+        """The judgement recorded for ``attempt`` of ``row``'s task, if it was judged; a
+        PASS that lost the race to another settlement (the watchdog) is reported failed."""
+        from ._board_contracts import FailCode, VerdictOutcome, parse_verdict
+        from ._gateway import Problem
         from ._json import loads_strict
 
+        task_id = row.task_id
+        done = state.index.get(f"{task_id}/{attempt}/done") is not None
+        blocked_id = f"{task_id}/{attempt}/blocked"
+        verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
+        if not (done or state.index.get(blocked_id) is not None) or not verdict_path.exists():
+            return None
         verdict = parse_verdict(
             loads_strict(verdict_path.read_bytes(), source=str(verdict_path)),
             source=str(verdict_path),
         )
-        row = state.row(task_id)
         problem = None
-        if verdict.reason_code is not None and row.code is not None:
-            from ._board_contracts import FailCode
-            from ._gateway import Problem
-
-            problem = Problem(row.code, FailCode(verdict.reason_code), "; ".join(verdict.messages))
+        if not done:
+            if verdict.verdict is VerdictOutcome.FAIL and verdict.x_code:
+                code, fail_code = ErrorCode(verdict.x_code), FailCode(verdict.reason_code)
+                message = "; ".join(verdict.messages)
+            else:
+                ended = row.code if row.delta_id == blocked_id and row.code else None
+                code = ended or ErrorCode.TASK_TIMEOUT
+                fail_code, message = (
+                    FailCode.TIMEOUT_EXCEEDED,
+                    (
+                        f"the attempt was settled as blocked ({code.value}) before this result "
+                        "was recorded"
+                    ),
+                )
+            problem = Problem(code, fail_code, message)
         return Judgement(verdict=verdict, problem=problem, document=None, changed=[])
 
     def fail_attempt(
@@ -481,13 +531,16 @@ class Board:
         timed_out: bool = False,
     ) -> LedgerDelta | None:
         """The attempt ended without a result (timeout, crash of the subagent): blocked,
-        its locks released by the same delta. Repeating it changes nothing."""
-        state = self.state()
-        row = state.row(task_id)
-        if row.status is not TaskStatus.IN_PROGRESS or row.attempts != attempt:
-            return None  # already settled (by the watchdog, or before a crash)
-        delta = self._blocked(row, attempt, code, reason, timed_out=timed_out)
-        return self._append_once(delta, row.task, next_step=_next_step(delta))
+        its locks released by the same delta. Repeating it changes nothing; an attempt
+        settled otherwise meanwhile (its result judged, the watchdog) is left as it is."""
+        with self.ledger.locked() as state:
+            row = state.row(task_id)
+            if row.status is not TaskStatus.IN_PROGRESS or row.attempts != attempt:
+                return None  # already settled (by the watchdog, or before a crash)
+            delta = self._blocked(row, attempt, code, reason, timed_out=timed_out)
+            applied = self.ledger.append([delta], at=self.now())
+        self._final_worklog(delta, row.task, next_step=_next_step(delta), fresh=bool(applied))
+        return applied[0] if applied else None
 
     def _blocked(
         self, row: TaskRow, attempt: int, code: ErrorCode, reason: str, *, timed_out: bool = False
@@ -555,7 +608,7 @@ class Board:
                     owner="",
                     reason=f"requeued after {row.code.value if row.code else 'a block'} "
                     f"(attempt {row.attempts} of {max_attempts})",
-                    delta_id=f"{row.task_id}/{row.attempts}/requeue",
+                    delta_id=f"{row.task_id}/v{row.version}/requeue",
                     x_base_version=row.version,
                     retry_after_ms=retry_after_ms,
                 )
@@ -826,19 +879,38 @@ def _task_type(name: str) -> Any:
 
 
 def cap_handoff(bundle: HandoffBundle, limit: int = HANDOFF_MAX_BYTES) -> HandoffBundle:
-    """Keep the bundle under ``limit`` bytes: finished tasks go first, with a constraint
-    saying how many were left out (open work is never dropped)."""
+    """Keep the bundle under ``limit`` bytes by leaving out the oldest finished tasks
+    (their rows, targets and dependency lists), with a constraint saying how many. Open
+    work, and every finished task open work depends on, always stays."""
     if len(_dump(bundle)) <= limit:
         return bundle
-    finished = [row for row in bundle.ledger if row.status in TERMINAL]
-    keep_open = [row for row in bundle.ledger if row.status not in TERMINAL]
-    while finished and len(_dump(attrs.evolve(bundle, ledger=keep_open + finished))) > limit:
-        finished = finished[: len(finished) // 2]
-    dropped = len(bundle.ledger) - len(keep_open) - len(finished)
-    note = f"{dropped} finished tasks are left out of this bundle (size cap); see ledger.ndjson"
-    return attrs.evolve(
-        bundle, ledger=keep_open + finished, constraints=[*bundle.constraints, note]
-    )
+    depends = {d.task_id: d.depends_on for d in bundle.dependencies}
+    keep = {row.task_id for row in bundle.ledger if row.status not in TERMINAL}
+    pending = list(keep)
+    while pending:  # what open tasks wait for, transitively
+        for dependency in depends.get(pending.pop(), []):
+            if dependency not in keep:
+                keep.add(dependency)
+                pending.append(dependency)
+    droppable = [row.task_id for row in bundle.ledger if row.task_id not in keep]
+
+    def without(dropped: set[str]) -> HandoffBundle:
+        note = (
+            f"{len(dropped)} finished tasks are left out of this bundle (size cap); "
+            "the board's ledger.ndjson has them"
+        )
+        return attrs.evolve(
+            bundle,
+            ledger=[r for r in bundle.ledger if r.task_id not in dropped],
+            dependencies=[d for d in bundle.dependencies if d.task_id not in dropped],
+            acceptance_targets=[t for t in bundle.acceptance_targets if t.task_id not in dropped],
+            constraints=[*bundle.constraints, note],
+        )
+
+    count = 1
+    while count < len(droppable) and len(_dump(without(set(droppable[:count])))) > limit:
+        count *= 2
+    return without(set(droppable[: min(count, len(droppable))]))
 
 
 def handoff_markdown(bundle: HandoffBundle) -> str:

@@ -474,6 +474,7 @@ class Verdict:
     checks: VerdictChecks
     timestamps: VerdictTimestamps
     links: VerdictLinks
+    x_code: str | None = None  # the board's seed 003 error code for a FAIL
 
 
 # -- validation ----------------------------------------------------------------------------

@@ -105,6 +105,7 @@ def evaluate(
         checks=checks,
         timestamps=VerdictTimestamps(submitted_at=submitted_at, evaluated_at=evaluated_at),
         links=_links(document, result_link),
+        x_code=None if first is None else first.code.value,
     )
     return Judgement(verdict=verdict, problem=first, document=document, changed=changed)
 

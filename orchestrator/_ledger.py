@@ -48,7 +48,7 @@ LEGAL_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
         {TaskStatus.TODO, TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELED}
     ),
 }
-_DELTA_ID = re.compile(r"^[!-~]{1,200}$")  # printable ASCII, no spaces: it is an index key
+_DELTA_ID = re.compile(r"[!-~]{1,200}")  # printable ASCII, no spaces: it is an index key
 _BOOKKEEPING = ("x_seq", "x_at")  # set by the board when it appends; not part of a delta
 
 
@@ -118,10 +118,18 @@ class LedgerState:
         *,
         seq: int = 0,
         index: DeltaIndex | None = None,
+        live: set[str] | None = None,
     ) -> None:
         self.rows: dict[str, TaskRow] = rows if rows is not None else {}
         self.seq = seq
         self.index = index if index is not None else DeltaIndex()
+        # Tasks in progress (the lock holders), kept as rows change: a board may hold
+        # thousands of finished tasks and a handful of live ones.
+        self.live: set[str] = (
+            live
+            if live is not None
+            else {t for t, row in self.rows.items() if row.status is TaskStatus.IN_PROGRESS}
+        )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -142,10 +150,7 @@ class LedgerState:
     def active_locks(self) -> list[tuple[str, str]]:
         """(task_id, resource) of every lock held now, sorted."""
         return sorted(
-            (row.task_id, resource)
-            for row in self.rows.values()
-            if row.status is TaskStatus.IN_PROGRESS
-            for resource in row.locks
+            (task_id, resource) for task_id in self.live for resource in self.rows[task_id].locks
         )
 
     # -- applying ---------------------------------------------------------------------
@@ -156,23 +161,30 @@ class LedgerState:
         Returns the deltas that are new, numbered (``x_seq``) and stamped (``x_at``);
         duplicates (D2) are left out.
         """
-        rows = dict(self.rows)  # rows are replaced, never changed in place: a shallow copy
-        scratch = LedgerState(rows, seq=self.seq, index=_Overlay(self.index))
+        scratch = self.scratch()
         applied = []
         for delta in deltas:
             if scratch.judge(delta):
                 numbered = attrs.evolve(delta, x_seq=scratch.seq + 1, x_at=at)
                 scratch.apply(numbered)
+                scratch.index.add(numbered.delta_id, delta_digest(numbered))  # the batch's own
                 applied.append(numbered)
-        self.rows, self.seq = scratch.rows, scratch.seq
+        self.rows, self.seq, self.live = scratch.rows, scratch.seq, scratch.live
         for delta in applied:
             self.index.add(delta.delta_id, delta_digest(delta))
         return applied
 
+    def scratch(self) -> LedgerState:
+        """A copy to try changes on: rows are replaced, never changed in place, so a
+        shallow copy suffices; new index entries stay in the copy."""
+        return LedgerState(
+            dict(self.rows), seq=self.seq, index=_Overlay(self.index), live=set(self.live)
+        )
+
     def judge(self, delta: LedgerDelta) -> bool:
         """True if ``delta`` applies, False if it is a duplicate; :class:`BoardError` if refused."""
         refuse = _Refuser(delta)
-        if _DELTA_ID.match(delta.delta_id) is None:
+        if _DELTA_ID.fullmatch(delta.delta_id) is None:
             raise refuse(ErrorCode.SCHEMA_INVALID, "delta_id must be 1..200 printable characters")
         seen = self.index.get(delta.delta_id)
         if seen is not None:
@@ -223,6 +235,10 @@ class LedgerState:
             )
             return
         row = self.rows[delta.task_id]
+        if delta.status is TaskStatus.IN_PROGRESS:
+            self.live.add(delta.task_id)
+        else:
+            self.live.discard(delta.task_id)
         if delta.status is row.status and row.status in TERMINAL:
             self.rows[delta.task_id] = attrs.evolve(
                 row, version=delta.x_seq, delta_id=delta.delta_id, updated_at=delta.x_at
@@ -334,10 +350,16 @@ class LedgerState:
 
 def lock_conflicts_of(state: LedgerState, row: TaskRow) -> list[tuple[str, str, str]]:
     """The held locks that keep ``row`` from entering in_progress: (task, held, wanted)."""
-    from ._scope import lock_conflicts
+    from ._scope import normalised_conflict
 
-    held = [(t, r) for t, r in state.active_locks() if t != row.task_id]
-    return lock_conflicts(held, row.task_id, row.locks)
+    return sorted(
+        (task_id, held, wanted)
+        for task_id in state.live
+        if task_id != row.task_id
+        for held in state.rows[task_id].locks
+        for wanted in row.locks
+        if normalised_conflict(held, wanted)
+    )
 
 
 class _Overlay(DeltaIndex):
@@ -399,7 +421,6 @@ class Ledger:
         self._state = LedgerState()
         self._offset = 0
         self._last_line = b""
-        self._snapshot_seq = 0
         self._locked = False
 
     def read(self) -> LedgerState:
@@ -440,6 +461,7 @@ class Ledger:
         """
         if not self._locked:
             raise RuntimeError("Ledger.append needs the writers' lock: use 'with ledger.locked()'")
+        _check_contract(deltas, at)
         state = self.read()
         applied = state.apply_batch(deltas, at=at)
         if not applied:
@@ -449,7 +471,9 @@ class Ledger:
         crash_point("after-append ledger")
         self._offset += len(data)
         self._last_line = encode_delta(applied[-1])
-        if state.seq - self._snapshot_seq >= self.snapshot_every:
+        every = self.snapshot_every
+        if state.seq // every > (state.seq - len(applied)) // every:
+            # The append that crosses a multiple writes it, whichever process that is.
             self.write_snapshot()
         return applied
 
@@ -466,12 +490,11 @@ class Ledger:
             "delta_index": state.index.pack(),
         }
         atomic_write(self.snapshot_path, json.dumps(document, separators=(",", ":")).encode())
-        self._snapshot_seq = state.seq
 
     # -- loading ----------------------------------------------------------------------
 
     def _load_from_scratch(self, size: int) -> None:
-        self._state, self._offset, self._last_line, self._snapshot_seq = LedgerState(), 0, b"", 0
+        self._state, self._offset, self._last_line = LedgerState(), 0, b""
         if size and self._load_snapshot(size):
             self._fold_from(self._offset)
         elif size:
@@ -498,7 +521,7 @@ class Ledger:
             return False  # no snapshot, or one we cannot trust: fold the whole ledger
         seq = int(document["seq"])
         self._state = LedgerState(rows, seq=seq, index=DeltaIndex(document["delta_index"]))
-        self._offset, self._last_line, self._snapshot_seq = offset, last_line, seq
+        self._offset, self._last_line = offset, last_line
         return True
 
     def _fold_from(self, offset: int) -> None:
@@ -541,11 +564,33 @@ class Ledger:
         self._offset = position
 
 
+def _check_contract(deltas: Sequence[LedgerDelta], at: str) -> None:
+    """Refuse, before anything is written, a delta the ledger's readers would refuse."""
+    from ._board_contracts import validate_ledger_delta
+    from ._convert import check_date_time
+
+    for delta in deltas:
+        where = f"delta {delta.delta_id} for task {delta.task_id}"
+        try:
+            check_date_time(at, source=where, json_path="$.x_at")
+            validate_ledger_delta(delta, source=where)
+        except ContractError as exc:
+            raise BoardError(
+                f"{exc}; nothing was written",
+                code=ErrorCode.SCHEMA_INVALID.value,
+                task_id=delta.task_id,
+                delta_id=delta.delta_id,
+            ) from None
+
+
 def _parse_line(line: bytes, where: str) -> LedgerDelta:
-    from ._board_contracts import parse_ledger_delta
+    # The converter refuses unknown fields without the x_ prefix (strict mode) by itself.
+    from ._board_contracts import validate_ledger_delta
 
     try:
-        return parse_ledger_delta(loads_strict(line, source=where), source=where, strict=True)
+        delta = structure(loads_strict(line, source=where), LedgerDelta, source=where)
+        validate_ledger_delta(delta, source=where)
+        return delta
     except ContractError as exc:
         raise BoardError(
             f"{exc}; the ledger line cannot be read; restore the ledger from a copy",

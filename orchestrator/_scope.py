@@ -167,6 +167,11 @@ def _overlap(a: str, b: str) -> bool:
 # -- locks -----------------------------------------------------------------------------
 
 
+def normalised_conflict(a: str, b: str) -> bool:
+    """:func:`resources_conflict` for two resources already normalised (no work repeated)."""
+    return _overlap(a, b)
+
+
 def resources_conflict(a: str, b: str) -> bool:
     """Whether locks on ``a`` and ``b`` conflict: equal, or one under the other.
 

@@ -68,11 +68,6 @@ LAYER_TWO_RUNS = 8
 EXTERNAL_FRACTIONS = (0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.9)
 EXTERNAL_SPAWN_DELAY = 0.05
 BLOCKED_IN_BASELINE = {"T-5/1/blocked": "SCOPE_VIOLATION", "T-4/1/blocked": "TASK_TIMEOUT"}
-LOST_WORKLOG_BUG = (
-    "library bug: a kill after a blocked delta is appended and before its final worklog "
-    "entry is written loses that entry: on replay, _dispatch._take_results skips a task "
-    "that is no longer in progress, so Board._final_worklog(fresh=False) never runs"
-)
 
 
 def is_mailbox(label: str) -> bool:
@@ -523,7 +518,6 @@ def test_workspace_history_and_board_files_equal_the_uninterrupted_runs(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LOST_WORKLOG_BUG)
 def test_every_blocked_delta_has_exactly_one_final_worklog_entry(campaign: Campaign) -> None:
     """(f) one final worklog entry (with its code) per blocked delta, worklogs as the
     baseline's."""
@@ -532,20 +526,11 @@ def test_every_blocked_delta_has_exactly_one_final_worklog_entry(campaign: Campa
 
 
 @pytest.mark.slow
-def test_worklog_defects_are_only_the_lost_final_entry(campaign: Campaign) -> None:
-    """What the xfail above covers, and nothing more: the only worklog defect is a missing
-    final entry (never a duplicate or a changed one), and a CRASH_AT kill shows it exactly
-    when it lands between a block's ledger line and its worklog append."""
-    lost = [o for o in campaign.outcomes if "worklogs" in o.failures]
-    for outcome in lost:
-        message = outcome.failures["worklogs"]
-        assert "[missing final entries: " in message, f"{outcome.name}: {message}"
-    for outcome in campaign.first + campaign.second:
-        assert outcome.in_worklog_window == ("worklogs" in outcome.failures), (
-            f"{outcome.name} (killed at {outcome.kills}): in a window: "
-            f"{outcome.in_worklog_window}; worklogs: {outcome.failures.get('worklogs')}"
-        )
-    print(
-        "\n[board-crash] final worklog entry lost in "
-        + "; ".join(f"{o.name} ({' / '.join(o.kills)}): {o.failures['worklogs']}" for o in lost)
-    )
+def test_kills_between_a_block_and_its_worklog_entry_were_made(campaign: Campaign) -> None:
+    """The worklog check above means something only if kills landed in the windows
+    between a block's ledger line and its worklog entry: they did, and those runs have
+    their entries (a step run again settles them)."""
+    in_window = [o for o in campaign.first + campaign.second if o.in_worklog_window]
+    assert in_window, "no kill landed between a blocked delta and its worklog entry"
+    assert not [o for o in in_window if "worklogs" in o.failures]
+    print(f"\n[board-crash] {len(in_window)} runs killed in a block/worklog window, all whole")

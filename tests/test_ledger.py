@@ -506,12 +506,6 @@ UNREADABLE = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Ledger.append (LedgerState.judge) does not validate a delta against the "
-    "ledger-delta contract before writing it; the line is written and every fresh reader "
-    "then refuses the whole ledger with LEDGER_INCONSISTENT",
-)
 @pytest.mark.parametrize(("fields", "at"), UNREADABLE)
 def test_append_refuses_a_delta_its_own_readers_would_refuse(
     tmp_path: Path, fields: dict[str, object], at: str
@@ -527,12 +521,6 @@ def test_append_refuses_a_delta_its_own_readers_would_refuse(
     assert Ledger(tmp_path).read().seq == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _ledger._DELTA_ID is matched with re.match and '$', which also matches "
-    "before a final newline, so 'T-1/create\\n' is accepted; the snapshot's packed delta "
-    "index then holds a line without a digest and the next judge raises ValueError",
-)
 def test_a_delta_id_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path, snapshot_every=1)
     with ledger.locked(), pytest.raises(BoardError) as refused:

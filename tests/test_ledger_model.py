@@ -543,11 +543,6 @@ def _create(task_id: str, delta_id: str) -> LedgerDelta:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: LedgerState.apply_batch never adds a batch's own deltas to its _Overlay "
-    "index, so the second copy of a delta in one batch is judged as new (D2 says duplicate)",
-)
 def test_a_delta_twice_in_one_batch_applies_once() -> None:
     model, state = Model(), LedgerState()
     delta = _create("T-1", "T-1/create")
@@ -557,11 +552,6 @@ def test_a_delta_twice_in_one_batch_applies_once() -> None:
     assert_rows_match(state, model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: LedgerState.apply_batch accepts two different deltas under one delta_id "
-    "in the same batch; the ledger file it writes then cannot be read back",
-)
 def test_one_delta_id_for_two_deltas_in_one_batch_is_refused(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path)
     with ledger.locked():
