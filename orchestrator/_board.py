@@ -296,9 +296,9 @@ class Board:
                 deltas.append(delta)
             fresh = {delta.task_id: delta for delta in deltas}
             for packet in packets:
-                delta = fresh.get(packet.task.task_id)
-                if delta is not None:
-                    path = self.packet_path(delta.task_id, delta.x_attempt or 1)
+                started = fresh.get(packet.task.task_id)
+                if started is not None:
+                    path = self.packet_path(started.task_id, started.x_attempt or 1)
                     atomic_write(path, _dump(packet))
             self.ledger.append(deltas, at=self.now())
         return packets
