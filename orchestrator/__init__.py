@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AgentAnswer": "_ports",
     "AgentFailedError": "_errors",
     "AgentInvocationError": "_errors",
     "AgentInvoker": "_ports",
@@ -55,6 +56,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AgentAnswer",
     "AgentFailedError",
     "AgentInvocationError",
     "AgentInvoker",
@@ -119,7 +121,7 @@ if TYPE_CHECKING:
         UnknownVersionError,
         WorkflowDefinitionError,
     )
-    from ._ports import AgentInvoker, Clock, HostRequired
+    from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from ._schemas import bridge_schemas, workflow_schemas
     from ._workflow import Ask, PhaseResult, Workflow, phase
 

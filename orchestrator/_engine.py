@@ -29,6 +29,7 @@ from ._bridge import (
     ErrorType,
     HistoryStatus,
     RequestStatus,
+    ResponseMetadata,
 )
 from ._bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
 from ._convert import structure, unstructure
@@ -44,6 +45,7 @@ from ._errors import (
     StateDamagedError,
 )
 from ._ports import (
+    AgentAnswer,
     AgentInvoker,
     ArchiveInput,
     Bridge,
@@ -679,8 +681,9 @@ class Engine:
                         request_id=request.request_id,
                         status=RequestStatus.SUCCESS,
                         created_at=format_time(self.clock.now()),
-                        response=text,
+                        response=str(text),
                         duration_seconds=_seconds_since(started, self.clock.now()),
+                        metadata=_metadata_of(text),
                     )
                 except HostRequired:
                     return answered
@@ -1036,6 +1039,17 @@ def confidence_of(response: AgentResponse) -> float | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
     return None
+
+
+def _metadata_of(text: str) -> ResponseMetadata | None:
+    """What an invoker's :class:`AgentAnswer` knows about the call, as response metadata
+    (extra facts under ``x_`` keys)."""
+    if not isinstance(text, AgentAnswer):
+        return None
+    extra = {f"x_{key}": value for key, value in text.facts.items()}
+    if text.model is None and text.tokens_used is None and not extra:
+        return None
+    return ResponseMetadata(model=text.model, tokens_used=text.tokens_used, extra=extra)
 
 
 def _copy(data: Any) -> Any:

@@ -36,6 +36,32 @@ class AgentInvoker(Protocol):
     ) -> str: ...
 
 
+class AgentAnswer(str):
+    """An invoker's answer text with what it knows about the call: ``model``,
+    ``tokens_used`` and other facts (``prompt_tokens``, ``attempts``, ...). It is a
+    ``str``, so an invoker that returns one still keeps the seed's ``-> str`` port; the
+    engine copies the facts into the response's ``metadata``.
+    """
+
+    model: str | None
+    tokens_used: int | None
+    facts: dict[str, Any]
+
+    def __new__(
+        cls,
+        text: str,
+        *,
+        model: str | None = None,
+        tokens_used: int | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> AgentAnswer:
+        answer = super().__new__(cls, text)
+        answer.model = model
+        answer.tokens_used = tokens_used
+        answer.facts = dict(facts or {})
+        return answer
+
+
 class Clock(Protocol):
     """Wall-clock time, injected so that tests never wait."""
 

@@ -10,6 +10,7 @@ import orchestrator
 from orchestrator.testing import AgentInvocationError, FakeClock, MockAgentInvoker
 
 PUBLIC = [
+    "AgentAnswer",
     "AgentFailedError",
     "AgentInvocationError",
     "AgentInvoker",
