@@ -144,6 +144,17 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
             help="the instance's work directory (default: the current directory)",
         )
 
+    def add_agent(sub: Any) -> None:
+        sub.add_argument(
+            "--agent",
+            default="host",
+            metavar="SPEC",
+            help="who answers the asks: 'host' (default: pause with exit 42 for the host), "
+            "'subprocess:COMMAND' (run COMMAND with the prompt on stdin), or "
+            "'http:MODEL@BASE_URL' (an OpenAI-compatible endpoint; the key from "
+            "OPENAI_API_KEY, or the variable named by ORCHESTRATOR_API_KEY_ENV)",
+        )
+
     def add_start(sub: Any, *, required: bool) -> None:
         sub.add_argument(
             "workflow",
@@ -164,11 +175,13 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     run = command("run", _cmd_run, "Start a workflow instance; runs until it pauses (42) or ends.")
     add_start(run, required=True)
     add_workdir(run)
+    add_agent(run)
 
     resume = command(
         "resume", _cmd_resume, "Record the host's responses and continue the instance."
     )
     add_workdir(resume)
+    add_agent(resume)
     resume.add_argument(
         "--workflow", default=None, help="which instance, when a directory holds several"
     )
@@ -348,12 +361,36 @@ def _recorded_reference(state_path: Path) -> str:
     return reference
 
 
-def _engine_for(workflow_cls: Any, workdir: Path) -> Engine:
+def _engine_for(workflow_cls: Any, workdir: Path, agent: str = "host") -> Engine:
     from ._engine import Engine
-    from .adapters.file_bridge import FileBridge, FileBridgeInvoker
+    from .adapters.file_bridge import FileBridge
 
     return Engine(
-        workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=FileBridgeInvoker()
+        workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=_invoker(agent)
+    )
+
+
+def _invoker(spec: str) -> Any:
+    """The invoker an ``--agent`` SPEC names (see ``orchestrate run --help``)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "host" and not rest:
+        from .adapters.file_bridge import FileBridgeInvoker
+
+        return FileBridgeInvoker()
+    if kind == "subprocess" and rest.strip():
+        from .adapters.subprocess_agent import SubprocessInvoker
+
+        return SubprocessInvoker(rest)
+    model, _, base_url = rest.partition("@")
+    if kind == "http" and model and base_url:
+        import os
+
+        from .adapters.http_agent import HttpInvoker
+
+        key_env = os.environ.get("ORCHESTRATOR_API_KEY_ENV", "OPENAI_API_KEY")
+        return HttpInvoker(base_url=base_url, model=model, api_key_env=key_env)
+    raise UsageError(
+        f"--agent {spec!r}: write 'host', 'subprocess:COMMAND' or 'http:MODEL@BASE_URL'"
     )
 
 
@@ -362,7 +399,7 @@ def _instance_engine(args: argparse.Namespace) -> Engine:
 
     workdir = _workdir(args)
     reference = _recorded_reference(_state_path(workdir, args.workflow))
-    return _engine_for(load_workflow(reference), workdir)
+    return _engine_for(load_workflow(reference), workdir, getattr(args, "agent", "host"))
 
 
 def _parse_inputs(pairs: list[str]) -> dict[str, str]:
@@ -396,7 +433,7 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
         )
     inputs = _parse_inputs(args.input)
     output = str(Path(args.output).resolve()) if args.output else None
-    engine = _engine_for(workflow_cls, workdir)
+    engine = _engine_for(workflow_cls, workdir, getattr(args, "agent", "host"))
     outcome = engine.start(
         workflow_ref=reference, workdir=workdir, inputs=inputs, output_path=output
     )
