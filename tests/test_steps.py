@@ -127,6 +127,22 @@ def test_the_example_log_reads_back_with_line_numbers() -> None:
     assert events[-1][1].data == {"status": "pass", "confidence": 0.92, "duration_ms": 18500}
 
 
+def test_the_reference_doc_examples_are_valid() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "steps.md").read_text(encoding="utf-8")
+    blocks = text.split("```")[1::2]
+    (results,) = (block[len("json\n") :] for block in blocks if block.startswith("json\n"))
+    assert json.loads(results) == RESULTS
+    (log,) = (block for block in blocks if block.startswith("\n{"))
+    lines = log.strip().splitlines()
+    assert len(lines) == 8
+    for line in lines:
+        assert complaints("event", json.loads(line)) == []
+        parse_event(json.loads(line), source="docs/steps.md", strict=True)
+    assert [json.loads(line)["ts"] for line in lines] == sorted(
+        json.loads(line)["ts"] for line in lines
+    )
+
+
 def test_the_verbatim_jsonc_placeholders_are_refused() -> None:
     # specs/SEEDS.md: the examples are JSONC placeholders, not documents.
     text = (SEED000 / "results-example.jsonc").read_bytes()
