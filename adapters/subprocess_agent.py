@@ -37,6 +37,8 @@ STDERR_TAIL_CHARS = 2000
 _READ_CHUNK = 64 * 1024
 _FENCED = re.compile(r"```[ \t]*(json)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
 Command = Sequence[str] | str
 Expect = Literal["text", "json"]
 
@@ -97,7 +99,7 @@ class SubprocessInvoker:
 
     def invoke(
         self, agent_name: str, prompt: str, timeout_seconds: float = 120, **kwargs: Any
-    ) -> str:
+    ) -> AgentAnswer:
         """Run the agent's command with ``prompt`` on stdin; its stdout is the answer.
 
         Raises :class:`~orchestrator.AgentInvocationError`: ``AGENT_NOT_FOUND`` (no
@@ -141,9 +143,7 @@ class SubprocessInvoker:
         env.pop("ORCHESTRATOR_CONTEXT", None)
         if context is not None:
             try:
-                env["ORCHESTRATOR_CONTEXT"] = json.dumps(
-                    context, sort_keys=True, ensure_ascii=False, allow_nan=False
-                )
+                env["ORCHESTRATOR_CONTEXT"] = json.dumps(context, sort_keys=True, allow_nan=False)
             except (TypeError, ValueError) as exc:
                 raise AgentInvocationError(
                     f"agent {run.agent_name!r}: the request context is not JSON data ({exc})",
@@ -187,17 +187,21 @@ class _Run:
                 bufsize=0,
                 start_new_session=True,
             )
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
+            # ValueError: a NUL byte in an argument or environment value
+            reason = str(exc)
+            if isinstance(exc, OSError) and exc.strerror:
+                reason = exc.strerror if exc.filename is None else f"{exc.strerror}: {exc.filename}"
             raise self.error(
-                f"cannot start {self.program!r} ({exc.strerror or exc}); check that it is "
-                "installed, on PATH and executable",
+                f"cannot start {self.program!r} ({reason}); check that it is installed, "
+                "on PATH and executable, and that the working directory exists",
                 "INVOCATION_FAILED",
             ) from exc
         with process:
             try:
                 stdout, stderr_tail, overflow = self._exchange(process, payload, deadline)
                 if not overflow:
-                    process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    self._await_exit(process, deadline)
             except subprocess.TimeoutExpired:
                 stdout, stderr_tail, overflow = b"", b"", False
                 timed_out = True
@@ -208,7 +212,8 @@ class _Run:
                 _kill_group(process)
         if timed_out:
             raise self.error(
-                f"did not answer within {self.limit:g} s; its process group was killed",
+                f"did not answer within {self.limit:g} s; its process group was killed "
+                "(raise the request's timeout_seconds, or the invoker's cap)",
                 "TIMEOUT",
             )
         if overflow:
@@ -265,6 +270,17 @@ class _Run:
                         del stderr_tail[:-keep_stderr]
         return bytes(stdout), bytes(stderr_tail), False
 
+    def _await_exit(self, process: subprocess.Popen[bytes], deadline: float) -> None:
+        """Wait until the child exits, leaving it unreaped: while it is a zombie its pid,
+        the group id, cannot be reused, so killing the group afterwards hits no stranger."""
+        delay = 0.001
+        while os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(self.program, self.limit)
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+
     def _exit_message(self, returncode: int, stderr_tail: bytes) -> str:
         if returncode < 0:
             try:
@@ -309,11 +325,8 @@ def _read_some(stream: Any) -> bytes | None:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the child's process group, then reap the child.
-
-    Killing before reaping means the group id cannot have been reused yet. On a clean
-    exit the group is usually empty already (``ProcessLookupError``).
-    """
+    """SIGKILL the child's process group (stragglers too, after a clean exit), then reap
+    the child: until it is reaped, the group id cannot belong to anyone else."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
@@ -338,7 +351,9 @@ def _program_name(command: Command) -> str:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
-    return words[0] if words else command.strip()
+    # skip leading variable assignments: "API_BASE=... claude -p" runs claude
+    programs = [word for word in words if not _ASSIGNMENT.match(word)]
+    return (programs or words or [command.strip()])[0]
 
 
 def _encode_prompt(run: _Run, prompt: str) -> bytes:

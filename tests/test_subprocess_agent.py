@@ -96,7 +96,7 @@ def test_a_shell_command_never_sees_the_prompt(tmp_path: Path) -> None:
     invoker = SubprocessInvoker(shell("upper"), cwd=tmp_path)
     assert invoker.invoke("writer", hostile) == hostile.upper()
     assert list(tmp_path.iterdir()) == []
-    assert invoker.invoke("writer", "x").facts["command"] == PY  # type: ignore[attr-defined]
+    assert invoker.invoke("writer", "x").facts["command"] == PY
 
 
 def test_a_large_prompt_is_streamed_without_deadlock() -> None:
@@ -146,7 +146,7 @@ def test_environment_carries_agent_timeout_context_and_extra_variables(
     assert seen == {
         "ORCHESTRATOR_AGENT_NAME": "writer",
         "ORCHESTRATOR_TIMEOUT_SECONDS": "30",  # the invoker's cap, below the request's 120
-        "ORCHESTRATOR_CONTEXT": json.dumps(context, sort_keys=True, ensure_ascii=False),
+        "ORCHESTRATOR_CONTEXT": json.dumps(context, sort_keys=True),
         "MY_VAR": "mine",
         "INHERITED_VAR": "from parent",
     }
@@ -172,7 +172,7 @@ def test_each_agent_may_have_its_own_command() -> None:
     assert invoker.invoke("writer", "draft") == "DRAFT"
     critic = invoker.invoke("critic", "draft")
     assert critic == "critic"
-    assert critic.facts["command"] == "printf"  # type: ignore[attr-defined]
+    assert critic.facts["command"] == "printf"
     error = failure(invoker, "editor")
     assert error.error_type == "AGENT_NOT_FOUND"
     assert "'editor'" in str(error) and "critic" in str(error)
@@ -266,6 +266,29 @@ def test_a_program_that_is_not_executable_cannot_start(tmp_path: Path) -> None:
     error = failure(SubprocessInvoker([str(script)]))
     assert error.error_type == "INVOCATION_FAILED"
     assert "cannot start" in str(error) and "agent.sh" in str(error)
+
+
+def test_a_missing_working_directory_is_named(tmp_path: Path) -> None:
+    error = failure(SubprocessInvoker(agent("upper"), cwd=tmp_path / "gone"))
+    assert error.error_type == "INVOCATION_FAILED"
+    assert "cannot start" in str(error) and "gone" in str(error)
+
+
+def test_the_command_fact_skips_shell_variable_assignments() -> None:
+    answer = SubprocessInvoker(f"MODEL=small {shell('upper')}").invoke("writer", "x")
+    assert answer.facts["command"] == PY
+
+
+def test_stragglers_left_after_a_clean_exit_are_killed(tmp_path: Path) -> None:
+    # The answer comes at once; a background child, stdout closed, would live on.
+    pid_file = tmp_path / "pid"
+    sleeper = shell("sleep", "60", str(pid_file))
+    command = (
+        f"{sleeper} >/dev/null 2>&1 </dev/null & "
+        f"while [ ! -s {shlex.quote(str(pid_file))} ]; do sleep 0.01; done; echo done"
+    )
+    assert SubprocessInvoker(command).invoke("writer", "x", 20) == "done"
+    assert_group_gone(pid_file)
 
 
 def test_a_shell_command_that_is_not_found_fails_with_127() -> None:
