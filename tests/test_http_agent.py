@@ -259,9 +259,9 @@ def test_exhausted_5xx_fails_naming_the_attempts_and_the_last_cause(
 def test_a_slow_answer_times_out_and_is_retried(
     server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
 ) -> None:
-    server.script(Slow(2.0, ok()), ok("in time"))
+    server.script(Slow(30.0, ok()), ok("in time"))
 
-    answer = make_invoker(server, sleeps, request_timeout=0.2).invoke("writer", PROMPT, 120)
+    answer = make_invoker(server, sleeps, request_timeout=0.5).invoke("writer", PROMPT, 120)
     leak_check.append(answer)
 
     assert answer == "in time"
@@ -272,17 +272,33 @@ def test_a_slow_answer_times_out_and_is_retried(
 def test_timeouts_exhausted_are_a_timeout(
     server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
 ) -> None:
-    server.script(Slow(2.0, ok()), Slow(2.0, ok()))
+    server.script(Slow(30.0, ok()), Slow(30.0, ok()))
 
     failure = failure_of(
-        make_invoker(server, sleeps, request_timeout=0.2, max_attempts=2), leak_check
+        make_invoker(server, sleeps, request_timeout=0.5, max_attempts=2), leak_check
     )
 
     assert failure.error_type == "TIMEOUT"
     assert "gave up after 2 attempts" in str(failure)
-    assert "no answer within 0.2 s" in str(failure)
+    assert "no answer within 0.5 s" in str(failure)
     assert len(server.requests) == 2
     assert len(sleeps) == 1
+
+
+def test_the_engines_timeout_applies_when_it_is_the_shorter(
+    server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
+) -> None:
+    server.script(Slow(30.0, ok()))
+
+    invoker = make_invoker(server, sleeps, request_timeout=None, max_attempts=1)
+    with pytest.raises(AgentInvocationError) as caught:
+        invoker.invoke("writer", PROMPT, 1)
+    leak_check.append(caught.value)
+
+    assert caught.value.error_type == "TIMEOUT"
+    assert "gave up after 1 attempt;" in str(caught.value)
+    assert "no answer within 1 s" in str(caught.value)
+    assert sleeps == []
 
 
 @pytest.mark.parametrize(
@@ -401,6 +417,20 @@ def test_an_unreadable_answer_is_a_parse_error(
 
     assert failure.error_type == "PARSE_ERROR"
     assert len(server.requests) == 1
+    assert sleeps == []
+
+
+def test_a_redirect_is_refused_not_followed(
+    server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
+) -> None:
+    elsewhere = f"http://127.0.0.1:{server.port}/elsewhere"
+    server.script(reply(307, Location=elsewhere), ok())
+
+    failure = failure_of(make_invoker(server, sleeps), leak_check)
+
+    assert failure.error_type == "INVOCATION_FAILED"
+    assert "HTTP 307" in str(failure) and "set base_url" in str(failure)
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"]
     assert sleeps == []
 
 
