@@ -235,9 +235,11 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     add_workdir(drive)
     drive.add_argument(
         "--handler",
-        required=True,
-        help="shell command: gets the request JSON on stdin, prints the answer",
+        default=None,
+        help="shell command: gets the request JSON on stdin, prints the answer (needed "
+        "unless --agent answers in-process)",
     )
+    add_agent(drive)
     drive.add_argument("--parallel", type=int, default=4, help="handlers run at once (default 4)")
     drive.add_argument(
         "--handler-timeout",
@@ -543,20 +545,29 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     from ._drive import drive
 
     workdir = _workdir(args)
+    if args.handler is None and args.agent == "host":
+        raise UsageError("drive needs --handler CMD, or --agent to answer in-process")
     has_instance = any(workdir.glob(".*-state.json"))
     if has_instance:
-        engine = _instance_engine(argparse.Namespace(workdir=workdir, workflow=None))
+        engine = _instance_engine(
+            argparse.Namespace(workdir=workdir, workflow=None, agent=args.agent)
+        )
         outcome = engine.resume()
     elif args.workflow:
         engine, outcome = _start(args, workdir)
     else:
         raise UsageError("no instance in the work directory: name the WORKFLOW to start")
     print(f"orchestrate: {outcome.message}", file=sys.stderr)
+    if outcome.status == "paused" and args.handler is None:
+        raise UsageError(
+            "requests made before this drive are still pending and no --handler answers "
+            "them: give --handler, or answer them with 'orchestrate respond'"
+        )
     # One engine for the whole loop: it re-reads the state only if something else changed it.
     final = drive(
         outcome,
         resume=engine.resume,
-        handler=args.handler,
+        handler=args.handler or "",
         workdir=workdir,
         parallel=args.parallel,
         handler_timeout=args.handler_timeout,

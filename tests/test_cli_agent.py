@@ -77,3 +77,46 @@ def test_a_subprocess_agent_runs_the_workflow_to_the_end_without_a_pause(tmp_pat
     assert not (tmp_path / ".agent-request.json").exists()
     history = next((tmp_path / ".orchestrator" / "runs").glob("*/state.json")).read_text()
     assert "REPEAT THIS SENTENCE BACK IN CAPITALS" in history
+
+
+def test_drive_takes_the_agent_option_instead_of_a_handler(tmp_path: Path) -> None:
+    (tmp_path / "wf.py").write_text(WORKFLOW)
+    agent = f"{sys.executable} -c 'import sys; print(sys.stdin.read().upper().strip())'"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "drive",
+            f"{tmp_path / 'wf.py'}:Echo",
+            "--workdir",
+            str(tmp_path),
+            "--agent",
+            f"subprocess:{agent}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "all 1 phases completed" in done.stderr
+
+
+def test_drive_without_handler_or_agent_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "wf.py").write_text(WORKFLOW)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "drive",
+            f"{tmp_path / 'wf.py'}:Echo",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--handler" in done.stderr and "Traceback" not in done.stderr
