@@ -40,7 +40,6 @@ import enum
 import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -49,10 +48,12 @@ from ._convert import check_date_time, structure, unstructure
 from ._errors import ContractError, UnknownVersionError
 from ._json import dumps_canonical
 
-# ``typing`` names needed only by the type checker; importing them at run time costs.
+# Names needed only by the type checker; importing them at run time costs (pathlib is
+# imported when a log is first used).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
+    from pathlib import Path
 
 __all__ = [
     "ARTIFACT_PATH_PATTERN",
@@ -384,8 +385,14 @@ def read_events(
     from ._ndjson import iter_records
 
     name = source if source is not None else os.fspath(path)
-    for number, value in iter_records(Path(path), source=name):
+    for number, value in iter_records(_as_path(path), source=name):
         yield number, parse_event(value, source=f"{name} line {number}", strict=strict)
+
+
+def _as_path(value: str | os.PathLike[str]) -> Path:
+    from pathlib import Path
+
+    return Path(value)
 
 
 @attrs.frozen
@@ -397,7 +404,7 @@ class EventLog:
     synced before it returns. Events are validated before anything is written.
     """
 
-    path: Path = attrs.field(converter=Path)
+    path: Path = attrs.field(converter=_as_path)
     durable: bool = attrs.field(default=True, kw_only=True)
 
     def append(self, event: Event) -> None:
