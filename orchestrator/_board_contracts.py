@@ -482,10 +482,10 @@ class Verdict:
 RUN_ID_PATTERN = r"^[0-9a-fA-F-]{36}$"
 TASK_ID_PATTERN = r"^(T-[0-9]+|[0-9a-fA-F-]{36})$"
 REASON_CODE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
-_RUN_ID = re.compile(RUN_ID_PATTERN)
-_TASK_ID = re.compile(TASK_ID_PATTERN)
-_REASON_CODE = re.compile(REASON_CODE_PATTERN)
-_SEMVER = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
+_RUN_ID = re.compile(RUN_ID_PATTERN, re.ASCII)
+_TASK_ID = re.compile(TASK_ID_PATTERN, re.ASCII)
+_REASON_CODE = re.compile(REASON_CODE_PATTERN, re.ASCII)
+_SEMVER = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
 
 TITLE_LENGTH = (1, 500)
 OBJECTIVE_LENGTH = (1, 5000)
@@ -517,7 +517,7 @@ class _At:
 
 
 def _pattern(value: str, regex: re.Pattern[str], what: str, at: _At) -> None:
-    if regex.match(value) is None:
+    if regex.fullmatch(value) is None:
         at.fail(f"{what} {value!r} does not match {regex.pattern}", "pattern")
 
 
@@ -526,7 +526,7 @@ def _run_id(value: str, at: _At) -> None:
 
 
 def _task_id(value: str, at: _At) -> None:
-    if _TASK_ID.match(value) is None:
+    if _TASK_ID.fullmatch(value) is None:
         at.fail(
             f"task_id {value!r} does not match {TASK_ID_PATTERN}; write T-<number> or a UUID",
             "pattern",
@@ -570,7 +570,7 @@ def _non_empty_strings(values: list[str], at: _At) -> None:
 
 def _board_version(version: str, at: _At) -> None:
     """``MAJOR.MINOR.PATCH``; an unknown major fails closed."""
-    match = _SEMVER.match(version)
+    match = _SEMVER.fullmatch(version)
     if match is None:
         at.fail(
             f"schema_version {version!r} is not MAJOR.MINOR.PATCH (for example "

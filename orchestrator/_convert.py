@@ -17,11 +17,12 @@ from ._errors import ContractError, UnknownVersionError
 
 T = TypeVar("T")
 
-_VERSION = re.compile(r"^(\d+)\.(\d+)$")
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_VERSION = re.compile(r"(\d+)\.(\d+)", re.ASCII)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # RFC 3339 date-time, as JSON Schema's "date-time" format means it.
 _DATE_TIME = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$"
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))",
+    re.ASCII,
 )
 
 
@@ -56,7 +57,7 @@ def check_version(version: str, *, source: str, json_path: str = "$.version") ->
     """``MAJOR.MINOR``; an unknown major version fails closed."""
     from ._bridge import SUPPORTED_MAJOR
 
-    match = _VERSION.match(version)
+    match = _VERSION.fullmatch(version)
     if match is None:
         raise ContractError(
             f"version {version!r} is not MAJOR.MINOR (for example '1.0')",
@@ -75,7 +76,7 @@ def check_version(version: str, *, source: str, json_path: str = "$.version") ->
 
 
 def check_uuid(value: str, *, source: str, json_path: str) -> None:
-    if _UUID.match(value) is None:
+    if _UUID.fullmatch(value) is None:
         raise ContractError(
             f"{value!r} is not a UUID", source=source, json_path=json_path, rule="format"
         )
@@ -83,7 +84,7 @@ def check_uuid(value: str, *, source: str, json_path: str) -> None:
 
 def check_date_time(value: str, *, source: str, json_path: str) -> None:
     """RFC 3339 ``date-time``: the shape, and values that exist on a calendar."""
-    match = _DATE_TIME.match(value)
+    match = _DATE_TIME.fullmatch(value)
     if match is None or not _real_date_time(match):
         raise ContractError(
             f"{value!r} is not an RFC 3339 date-time (like 2025-11-18T10:30:00Z)",
@@ -97,7 +98,7 @@ def _real_date_time(match: re.Match[str]) -> bool:
     import calendar
 
     year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
-    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+    if year == 0 or not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
         return False
     if hour > 23 or minute > 59 or second > 60:  # 60: a leap second
         return False
