@@ -111,6 +111,7 @@ COMMANDS = (
     "cancel",
     "board",
     "check",
+    "history",
 )
 
 
@@ -285,6 +286,18 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     )
     cancel.add_argument(
         "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+
+    history = command(
+        "history",
+        _cmd_history,
+        "Show a run's timeline: phases, asks, answers, retries, with times.",
+    )
+    add_workdir(history)
+    history.add_argument(
+        "--run",
+        default=None,
+        help="a finished run's id (default: the live instance, else the latest run)",
     )
 
     board = command(
@@ -613,6 +626,15 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
         return _cancel_damaged(args)
     history = _instance_engine(args).cancel()
     print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from ._history import load_run, timeline
+
+    state, source = load_run(_workdir(args), args.run)
+    print("\n".join(timeline(state)))
+    print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
 
 
