@@ -479,9 +479,9 @@ class Verdict:
 
 # -- validation ----------------------------------------------------------------------------
 
-RUN_ID_PATTERN = r"^[0-9a-fA-F-]{36}$"
-TASK_ID_PATTERN = r"^(T-[0-9]+|[0-9a-fA-F-]{36})$"
-REASON_CODE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
+RUN_ID_PATTERN = r"^[0-9a-fA-F-]{36}(?![\s\S])"
+TASK_ID_PATTERN = r"^(T-[0-9]+|[0-9a-fA-F-]{36})(?![\s\S])"
+REASON_CODE_PATTERN = r"^[A-Z][A-Z0-9_]*(?![\s\S])"
 _RUN_ID = re.compile(RUN_ID_PATTERN, re.ASCII)
 _TASK_ID = re.compile(TASK_ID_PATTERN, re.ASCII)
 _REASON_CODE = re.compile(REASON_CODE_PATTERN, re.ASCII)

@@ -42,3 +42,16 @@ def test_a_task_id_with_a_final_newline_or_odd_digits_is_refused(task_id: str) -
     )
     with pytest.raises(ContractError):
         validate_ledger_delta(delta, source="t")
+
+
+def test_the_shipped_board_schemas_refuse_a_final_newline_too() -> None:
+    import jsonschema
+
+    from orchestrator._board_contracts import board_schema
+
+    schema = board_schema("ledger-delta")
+    good = {"task_id": "T-1", "status": "todo", "owner": "", "reason": "r", "delta_id": "d-1"}
+    jsonschema.Draft7Validator(schema).validate(good)
+    for task_id in ("T-1\n", "T-1 "):
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors({**good, "task_id": task_id}))
+        assert [e.validator for e in errors] == ["pattern"], task_id
