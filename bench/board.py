@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from _machine import fs_type, load_average
 
 from orchestrator import Board, BoardError, ErrorCode, Task, TaskStatus, TaskType
 from orchestrator._board_contracts import LedgerDelta
@@ -646,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, root: Path) -> int:
-    load_before = _load()
+    load_before = load_average()
     progress(f"1. {args.writers} writers, {args.appends} appends each, and the raw floor")
     appends, board, expected = concurrent_appends(root, args.writers, args.appends)
     head = Ledger(board.directory).read().seq
@@ -660,7 +661,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     loads = load_figures(built)
     progress(f"3. {args.cycles} assign/release cycles")
     locks = lock_cycles(board, args.cycles)
-    load_after = _load()
+    load_after = load_average()
 
     cpus = os.cpu_count() or 1
     print()
@@ -673,7 +674,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             "NOTE: the machine was busy with other work during this run: every figure is "
             "inflated; run again when it is idle"
         )
-    print(f"boards under {root} ({_fs_type(root)})")
+    print(f"boards under {root} ({fs_type(root)})")
     print(
         f"1: {args.writers} writer processes x {TASKS_PER_WRITER} tasks of their own, "
         f"{ROUNDS} rounds of {max(1, args.appends // ROUNDS)} appends each; the writers' "
@@ -757,25 +758,6 @@ def run(args: argparse.Namespace, root: Path) -> int:
             print()
             print(text)
     return 0
-
-
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-
-
-def _fs_type(path: Path) -> str:
-    """The file system type of ``path`` from /proc/mounts (fsync cost depends on it)."""
-    try:
-        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return "unknown file system"
-    best = ("", "unknown")
-    resolved = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        if len(parts) >= 3 and resolved.startswith(parts[1]) and len(parts[1]) >= len(best[0]):
-            best = (parts[1], parts[2])
-    return f"{best[1]} on {best[0]}"
 
 
 if __name__ == "__main__":

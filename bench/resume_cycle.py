@@ -51,6 +51,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from _machine import fs_type, load_average
 from orchestrator.adapters.file_bridge import FileBridge
 
 from orchestrator import Engine
@@ -523,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, root: Path) -> int:
     phases, cycles = args.phases, args.cycles
     spawns = max(cycles, 30)
-    load_before = _load()
+    load_before = load_average()
     workflow_file = root / "wf.py"
     workflow_file.write_text(WORKFLOW_SOURCE.replace("@PHASES@", str(phases)), encoding="utf-8")
     ref = f"{workflow_file}:Bench"
@@ -589,7 +590,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     }
 
     sizes = sorted(len(s) for s in states)
-    load_after = _load()
+    load_after = load_average()
     print()
     print(
         f"resume_cycle: {phases}-phase workflow, 1 ask per phase; Python "
@@ -602,7 +603,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             "inflated; run again when it is idle"
         )
     print(
-        f"work directories under {root.parent} ({_fs_type(root)}); state file "
+        f"work directories under {root.parent} ({fs_type(root)}); state file "
         f"{sizes[0] / 1024:.1f}..{sizes[-1] / 1024:.1f} KiB (median "
         f"{statistics.median(sizes) / 1024:.1f} KiB) across the pauses"
     )
@@ -683,25 +684,6 @@ def _span(samples: Series, run: int, count: int, *, head: bool) -> str:
     pick = slice(0, count) if head else slice(run - count, run)
     wall, cpu = samples[pick], samples.cpu[pick]
     return f"{statistics.median(wall):.1f}/{statistics.median(cpu):.1f} ms"
-
-
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-
-
-def _fs_type(path: Path) -> str:
-    """The file system type of ``path`` from /proc/mounts (fsync cost depends on it)."""
-    try:
-        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return "unknown file system"
-    best = ("", "unknown")
-    resolved = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        if len(parts) >= 3 and resolved.startswith(parts[1]) and len(parts[1]) >= len(best[0]):
-            best = (parts[1], parts[2])
-    return f"{best[1]} on {best[0]}"
 
 
 if __name__ == "__main__":

@@ -36,14 +36,14 @@ from ._board_contracts import (
     Priority,
     Task,
     TaskStatus,
-    Verdict,
     WorklogEntry,
 )
+from ._clock import SystemClock, format_time, parse_time
 from ._convert import structure, unstructure
 from ._durable import atomic_write
 from ._errors import BoardError, ContractError
 from ._gateway import Judgement, evaluate
-from ._ledger import TERMINAL, Ledger, LedgerState, TaskRow, lock_conflicts_of
+from ._ledger import TERMINAL, Ledger, LedgerState, TaskRow
 from ._ports import Clock
 
 BOARD_DIR = ".board"
@@ -63,21 +63,6 @@ class BoardInfo:
     constraints: list[str] = attrs.Factory(list)
     created_at: str
     x_workspace: str | None = None  # where results' files live (submit artifacts)
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        from datetime import timezone
-
-        return datetime.now(timezone.utc)
-
-
-def format_time(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
 
 
 class Board:
@@ -791,10 +776,6 @@ class Board:
         )
         return cap_handoff(bundle)
 
-    def conflicts_for(self, task_id: str) -> list[tuple[str, str, str]]:
-        state = self.state()
-        return lock_conflicts_of(state, state.row(task_id))
-
 
 def validate_task(task: Task, *, source: str) -> None:
     """The seed 003 rules of a task object (ids, lengths, timing), naming ``source``."""
@@ -1093,13 +1074,3 @@ def _line(entry: WorklogEntry) -> bytes:
 
 def _json_line(data: dict[str, Any]) -> bytes:
     return (json.dumps(data, separators=(",", ":")) + "\n").encode()
-
-
-def verdict_of(board: Board, task_id: str, attempt: int) -> Verdict | None:
-    path = board.directory / "verdicts" / f"{task_id}.{attempt}.json"
-    if not path.exists():
-        return None
-    from ._board_contracts import parse_verdict
-    from ._json import loads_strict
-
-    return parse_verdict(loads_strict(path.read_bytes(), source=str(path)), source=str(path))

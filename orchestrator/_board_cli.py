@@ -191,7 +191,7 @@ def _error_code(text: str | None) -> Any:
 
 def _moment(text: str) -> Any:
     """``--now``: an RFC 3339 time with its offset (2025-11-18T10:30:00Z)."""
-    from ._board import parse_time
+    from ._clock import parse_time
     from ._convert import check_date_time
 
     try:
@@ -356,7 +356,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     raw = _read_input(args)
     row = board.state().row(args.task)
     attempt = args.attempt or row.attempts
-    request = _pending_request(board, (args.workdir or Path.cwd()).resolve(), args.task, attempt)
+    workdir = (args.workdir or Path.cwd()).resolve()
+    request = _waiting_requests(board, workdir).get((args.task, attempt))
     if request is not None:
         # A workflow waits for this answer: deliver it; the engine judges it on resume.
         from ._gateway import evaluate
@@ -395,10 +396,11 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
 def time_out_stale_tasks(board: Board, workdir: Path, *, now: Any = None) -> list[Any]:
     """Run the watchdog; a workflow request waiting for a timed-out task is answered
     TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes."""
-    timed_out = board.watchdog(now=now, spare=_answered_tasks(board, workdir))
+    waiting = _waiting_requests(board, workdir)
+    timed_out = board.watchdog(now=now, spare=_answered_tasks(workdir, waiting))
     for delta in timed_out:
         attempt = board.state().row(delta.task_id).attempts
-        request = _pending_request(board, workdir, delta.task_id, attempt)
+        request = waiting.get((delta.task_id, attempt))
         if request is not None:
             _answer(request[0], request[1], text=delta.reason, status="timeout")
     return timed_out
@@ -446,10 +448,9 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _answered_tasks(board: Board, workdir: Path) -> set[str]:
+def _answered_tasks(workdir: Path, waiting: dict[tuple[str, int], tuple[Path, str]]) -> set[str]:
     """Tasks whose subagent's answer waits in a response file: alive, not to time out."""
-    from ._bridge import RESPONSE_FILE, RESPONSES_DIR, HistoryStatus
-    from ._inspect import load_state_file
+    from ._bridge import RESPONSE_FILE, RESPONSES_DIR
 
     answered_ids = {p.stem for p in (workdir / RESPONSES_DIR).glob("*.json")}
     try:
@@ -457,36 +458,25 @@ def _answered_tasks(board: Board, workdir: Path) -> set[str]:
         answered_ids.add(str(single.get("request_id")))
     except (OSError, ValueError, AttributeError):
         pass
-    answered = set()
-    for state_path in sorted(workdir.glob(".*-state.json")):
-        for record in load_state_file(state_path).agent_requests:
-            if record.status is HistoryStatus.PENDING and record.request_id in answered_ids:
-                context = (record.x_request.context if record.x_request else None) or {}
-                if context.get("x_board") == str(board.directory) and "x_task_id" in context:
-                    answered.add(str(context["x_task_id"]))
-    return answered
+    return {task_id for (task_id, _), (_, rid) in waiting.items() if rid in answered_ids}
 
 
-def _pending_request(
-    board: Board, workdir: Path, task_id: str, attempt: int
-) -> tuple[Path, str] | None:
-    """The workflow request waiting for ``task_id``'s attempt, if a workflow waits."""
+def _waiting_requests(board: Board, workdir: Path) -> dict[tuple[str, int], tuple[Path, str]]:
+    """(task, attempt) -> (state file, request id) of every workflow request pending for
+    an assignment of this board."""
     from ._bridge import HistoryStatus
     from ._inspect import load_state_file
 
+    waiting: dict[tuple[str, int], tuple[Path, str]] = {}
     for state_path in sorted(workdir.glob(".*-state.json")):
-        state = load_state_file(state_path)
-        for record in state.agent_requests:
+        for record in load_state_file(state_path).agent_requests:
             if record.status is not HistoryStatus.PENDING or record.x_request is None:
                 continue
             context = record.x_request.context or {}
-            if (
-                context.get("x_task_id") == task_id
-                and context.get("x_attempt") == attempt
-                and context.get("x_board") == str(board.directory)
-            ):
-                return state_path, record.request_id
-    return None
+            if context.get("x_board") == str(board.directory) and "x_task_id" in context:
+                key = (str(context["x_task_id"]), int(context.get("x_attempt", 0)))
+                waiting[key] = (state_path, record.request_id)
+    return waiting
 
 
 def _answer(state_path: Path, request_id: str, *, text: str, status: str = "success") -> Path:
@@ -545,8 +535,8 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
-    from ._board import SystemClock, format_time
     from ._board_contracts import parse_packet
+    from ._clock import SystemClock, format_time
     from ._gateway import evaluate
     from ._json import read_json_file
 

@@ -30,9 +30,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ._board import BOARD_DIR, Board, parse_time
+from ._board import BOARD_DIR, Board
 from ._board_contracts import ErrorCode, Task, TaskStatus
 from ._bridge_codec import TIMEOUT_RANGE
+from ._clock import parse_time
 from ._errors import AgentFailedError, BoardError, RunFailedError
 from ._ledger import TERMINAL, TaskRow
 from ._workflow import Ask

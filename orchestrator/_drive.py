@@ -22,9 +22,10 @@ from typing import Any
 
 from ._bridge import REQUEST_FILE, REQUESTS_DIR, RESPONSES_DIR, AgentRequest
 from ._bridge_codec import dump_document, parse_response
+from ._clock import SystemClock, format_time
 from ._convert import unstructure
 from ._durable import atomic_write
-from ._engine import Outcome, SystemClock, format_time
+from ._engine import Outcome
 from ._errors import ContractError
 from ._json import dumps_canonical
 

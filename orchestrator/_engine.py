@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,6 +32,7 @@ from ._bridge import (
     ResponseMetadata,
 )
 from ._bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
+from ._clock import SystemClock, format_time, parse_time
 from ._convert import structure, unstructure
 from ._errors import (
     AgentFailedError,
@@ -77,23 +78,6 @@ class Pause(BaseException):
 
     A ``BaseException`` so that a user's ``except Exception:`` cannot swallow it.
     """
-
-
-class SystemClock:
-    """The real clock."""
-
-    def now(self) -> datetime:
-        return datetime.now(timezone.utc)
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with a ``Z``, millisecond precision."""
-    text = moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
 
 
 def prompt_digest(prompt: str) -> str:

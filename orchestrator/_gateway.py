@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -342,13 +341,3 @@ def _fail_code(text: str | None, default: FailCode) -> FailCode:
 
 def _words(text: str) -> str:
     return " ".join(text.split()).casefold()
-
-
-def blocking_code(judgement: Judgement) -> ErrorCode | None:
-    return None if judgement.problem is None else judgement.problem.code
-
-
-def as_dict(judgement: Judgement) -> dict[str, Any]:
-    from ._convert import unstructure
-
-    return unstructure(judgement.verdict)  # type: ignore[no-any-return]

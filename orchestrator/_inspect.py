@@ -7,8 +7,9 @@ from typing import Any
 
 from ._bridge import REQUESTS_DIR, RESPONSE_FILE, RESPONSES_DIR, HistoryStatus, RequestStatus
 from ._bridge_codec import dump_document, parse_request, parse_response, parse_state
+from ._clock import SystemClock, format_time
 from ._durable import atomic_write
-from ._engine import SystemClock, format_time, load_record
+from ._engine import load_record
 from ._errors import ContractError, StateDamagedError, UsageError
 from ._json import STATE_MAX_BYTES, read_json_file
 

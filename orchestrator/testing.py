@@ -15,7 +15,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ._engine import Engine, Outcome, format_time
+from ._clock import format_time
+from ._engine import Engine, Outcome
 from ._errors import AgentInvocationError
 from ._workflow import Workflow
 
