@@ -9,6 +9,9 @@ Layout of a work directory::
     .agent-responses/<id>.json    answers written in parallel, one file each
     .orchestrator/                the instance lock and each run's history: its final
                                   state, and the finished requests archived on the way
+    .orchestrator/runs/<run_id>/  the run's evidence: events.ndjson, and an output
+                                  directory with a results.json per phase and per agent
+                                  request (see docs/steps.md)
 
 Request files are derived from the state: they are renamed into place atomically but not
 fsynced, because a resume after a crash writes them again from the state.
@@ -50,6 +53,7 @@ from .._json import STATE_MAX_BYTES, loads_strict, read_regular_file
 from .._ports import (
     ArchiveInput,
     ConsumeInput,
+    EvidenceInput,
     FinishInput,
     HostRequired,
     PublishInput,
@@ -60,6 +64,7 @@ from .._ports import (
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 HISTORY_DIR = ".orchestrator"
 ARCHIVE_FILE = "requests.ndjson"
+EVENTS_FILE = "events.ndjson"
 
 
 class FileBridgeInvoker:
@@ -183,6 +188,23 @@ class FileBridge:
         lines = b"".join(encode_record_line(record) for record in request.records)
         append_durably(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
 
+    def evidence_mark(self, run_id: str) -> int:
+        from .._ndjson import last_line
+
+        line = last_line(self.private_dir / "runs" / run_id / EVENTS_FILE)
+        return _sequence_of(line)
+
+    def write_evidence(self, request: EvidenceInput) -> None:
+        run_dir = self._run_dir(request.run_id)
+        for relative, data in request.files:
+            path = run_dir.joinpath(*_segments(relative))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, data)
+        if request.lines:
+            from .._ndjson import append_joined_lines
+
+            append_joined_lines(run_dir / EVENTS_FILE, request.lines)
+
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
         # is not), and unlike inode and timestamps it cannot match a different state.
@@ -224,6 +246,27 @@ class FileBridge:
                 os.rmdir(directory)
         for path in (self.request_path, self.response_path):
             remove_file(path)
+
+
+def _segments(relative: str) -> list[str]:
+    """The parts of a path inside the run's directory; anything else is a programming error."""
+    parts = relative.split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") or "\\" in p for p in parts):
+        raise ValueError(f"evidence path {relative!r} is not a plain relative path")
+    return parts
+
+
+def _sequence_of(line: bytes | None) -> int:
+    """The ``x_seq`` of an event line written by the engine; 0 for none."""
+    if line is None:
+        return 0
+    import json
+
+    try:
+        value = json.loads(line).get("x_seq", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _rejected(path: Path, exc: ContractError) -> ResponseRejectedError:

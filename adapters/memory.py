@@ -7,6 +7,7 @@ through the real codec both ways.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from .._json import dumps_canonical, loads_strict
 from .._ports import (
     ArchiveInput,
     ConsumeInput,
+    EvidenceInput,
     FinishInput,
     PublishInput,
     ReceivedResponse,
@@ -44,6 +46,8 @@ class MemoryBridge:
         self.inbox: dict[str, bytes] = {}  # source name -> raw response document
         self.history: dict[str, bytes] = {}
         self.archived = b""
+        self.events: dict[str, list[bytes]] = {}  # run id -> its event lines
+        self.run_files: dict[str, dict[str, bytes]] = {}  # run id -> path -> content
         self._saves = 0
         self._lock = threading.Lock()
 
@@ -76,6 +80,19 @@ class MemoryBridge:
 
     def archive(self, request: ArchiveInput) -> None:
         self.archived += b"".join(encode_record_line(r) for r in request.records)
+
+    def evidence_mark(self, run_id: str) -> int:
+        lines = self.events.get(run_id)
+        if not lines:
+            return 0
+        sequence: int = json.loads(lines[-1]).get("x_seq", 0)
+        return sequence
+
+    def write_evidence(self, request: EvidenceInput) -> None:
+        self.run_files.setdefault(request.run_id, {}).update(request.files)
+        if request.lines:
+            lines = request.lines.splitlines(keepends=True)
+            self.events.setdefault(request.run_id, []).extend(lines)
 
     def publish(self, request: PublishInput) -> None:
         self.published = tuple(request.pending)

@@ -131,7 +131,9 @@ class AgentRequestRecord:
     the recorded response and a digest of its bytes (so a response file left behind by a
     crash is recognised, not consumed twice). Once its phase is over, an item may be
     archived: its full text moves to the run's history and ``x_archived`` is set, keeping
-    the state, rewritten at every checkpoint, small.
+    the state, rewritten at every checkpoint, small. ``x_output_dir`` is where the run's
+    evidence of this request (``results.json``, prompt and answer) lives, relative to the
+    run's directory.
     """
 
     request_id: str
@@ -145,6 +147,7 @@ class AgentRequestRecord:
     x_note: str | None = None
     x_archived: bool | None = None
     x_max_retries: int | None = None
+    x_output_dir: str | None = None
 
     def request(self) -> AgentRequest:
         """The full request; only states written by this engine carry it."""

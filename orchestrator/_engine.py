@@ -45,6 +45,22 @@ from ._errors import (
     RunFailedError,
     StateDamagedError,
 )
+from ._evidence import (
+    EVENT_RUN_END,
+    EVENT_RUN_PAUSE,
+    EVENT_RUN_START,
+    RESERVED_NAMES,
+    RESERVED_PREFIXES,
+    agent_dir,
+    agent_files,
+    agent_outcome,
+    check_artifact,
+    event_line,
+    event_name_ok,
+    phase_dir,
+    results_document,
+)
+from ._json import dumps_canonical
 from ._ports import (
     AgentAnswer,
     AgentInvoker,
@@ -52,11 +68,26 @@ from ._ports import (
     Bridge,
     Clock,
     ConsumeInput,
+    EvidenceInput,
     FinishInput,
     HostRequired,
     PublishInput,
     ReceivedResponse,
     SaveStateInput,
+)
+from ._steps import (
+    EVENT_AGENT_END,
+    EVENT_AGENT_START,
+    EVENT_ARTIFACT_WRITTEN,
+    EVENT_DECISION,
+    EVENT_ERROR,
+    EVENT_SKILL_END,
+    EVENT_SKILL_START,
+    EVENT_TOOL_CALL,
+    EVENT_TOOL_RESULT,
+    RESULTS_FILE,
+    STATUS_ERROR,
+    STATUS_PASS,
 )
 from ._workflow import Ask, PhaseResult, PhaseSpec, Workflow
 
@@ -99,6 +130,22 @@ class JournalEntry:
 
 
 @attrs.define(kw_only=True)
+class OutboxEvent:
+    """An event of the run, queued in the record until the log is known to hold it.
+
+    ``request_id`` names the agent request whose output directory the event (re)writes;
+    ``results`` is a phase's ``results.json``, written in ``data["output_dir"]``.
+    """
+
+    seq: int
+    ts: str
+    event: str
+    data: dict[str, Any]
+    request_id: str | None = None
+    results: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
 class EngineRecord:
     """Everything the engine needs to resume that the seed's state has no field for."""
 
@@ -112,6 +159,12 @@ class EngineRecord:
     failure: str | None = None
     revision: int = 0
     journal: list[JournalEntry] = attrs.field(factory=list)
+    # The event outbox (see ``_publish_evidence``) and the next event's number.
+    events: list[OutboxEvent] = attrs.field(factory=list)
+    next_seq: int = 1
+    # Facts of the current phase told once (its start, a fallback, ...); cleared with it.
+    marks: list[str] = attrs.field(factory=list)
+    phase_started_at: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -159,6 +212,8 @@ class Engine:
         # The bridge's token of the state this engine left at its last clean pause: while
         # the stored state still has it, a later resume needs no re-read.
         self._paused_token: object | None = None
+        # The highest event number known to be in the run's log.
+        self._published = 0
 
     # -- entry points -------------------------------------------------------------------
 
@@ -199,6 +254,17 @@ class Engine:
                 template_name=_optional_str(inputs.get("template_name")),
             )
             self._attach(state, record)
+            self._published = 0
+            self._emit(
+                EVENT_RUN_START,
+                {
+                    "workflow": self.workflow_cls.name,
+                    "ref": workflow_ref,
+                    "run_id": record.run_id,
+                    "phases": [p.name for p in self.workflow_cls.phases],
+                    "inputs": sorted(inputs),
+                },
+            )
             self._save("started")
             return self._advance()
 
@@ -218,6 +284,8 @@ class Engine:
             if token is None or self._state is None or self.bridge.state_token() != token:
                 state = self.bridge.load_state()
                 self._attach(state, load_record(state, source=self.bridge.location))
+                self._published = 0
+                self._publish_evidence()  # a crash may have cut the last publication
             record = self._require_record()
             if record.status == "failed":
                 return Outcome(
@@ -233,6 +301,7 @@ class Engine:
             changed |= self._expire_overdue()
             if self._pending():
                 if changed:
+                    self._emit_pause()
                     self._save("before_agent_invocation")
                 return self._pause_now()
             return self._advance()
@@ -242,10 +311,13 @@ class Engine:
         with self.bridge.lock():
             state = self.bridge.load_state()
             self._attach(state, load_record(state, source=self.bridge.location))
+            self._published = 0
             record = self._require_record()
+            if record.status not in ("failed", "completed"):
+                self._withdraw_pending("the run was cancelled")
+                self._emit_run_end("cancelled")
             record.status = "cancelled"
-            state.checkpoint_name = "cancelled"
-            self._store_record()
+            self._save("cancelled")
             return self.bridge.finish(
                 FinishInput(state=state, outcome="cancelled", run_id=record.run_id)
             )
@@ -329,6 +401,7 @@ class Engine:
         retry.x_note = f"superseded by the late answer to {answered.request_id}"
         answered.x_note = f"answered late; its retry {retry.request_id} was withdrawn"
         self._repoint_journal(retry.request_id, answered.request_id)
+        self._emit_agent_end(retry)
 
     def _apply_response(
         self, record: AgentRequestRecord, response: AgentResponse, *, digest: str | None
@@ -336,34 +409,39 @@ class Engine:
         """Record ``response`` for ``record``; return the retry request if one was made."""
         record.x_response = response
         record.x_response_sha256 = digest
+        record.status = self._settled_status(record, response)
+        if record.status is not HistoryStatus.RETRIED:
+            self._emit_agent_end(record)
+            return None
+        retry_id = self.new_id()
+        record.x_note = f"retried as {retry_id}"
+        self._emit_agent_end(record)  # before the retry's start, as it happened
+        return self._retry(record, retry_id)
+
+    def _settled_status(self, record: AgentRequestRecord, response: AgentResponse) -> HistoryStatus:
         error = error_type_of(response)
         if error is None:
-            record.status = HistoryStatus.COMPLETED
-            return None
+            return HistoryStatus.COMPLETED
         if response.status is RequestStatus.CANCELLED:
-            record.status = HistoryStatus.CANCELLED
-            return None
+            return HistoryStatus.CANCELLED
         limit = (
             self.workflow_cls.max_retries if record.x_max_retries is None else record.x_max_retries
         )
         if error in RETRYABLE and record.request().retry_count < limit:
-            record.status = HistoryStatus.RETRIED
-            return self._retry(record)
-        record.status = HistoryStatus.FAILED
-        return None
+            return HistoryStatus.RETRIED
+        return HistoryStatus.FAILED
 
-    def _retry(self, record: AgentRequestRecord) -> AgentRequestRecord:
+    def _retry(self, record: AgentRequestRecord, request_id: str) -> AgentRequestRecord:
         old = record.request()
         request = attrs.evolve(
             old,
-            request_id=self.new_id(),
+            request_id=request_id,
             created_at=format_time(self.clock.now()),
             retry_count=old.retry_count + 1,
         )
         retry = self._new_record(
             request, position=record.x_position or 0, max_retries=record.x_max_retries
         )
-        record.x_note = f"retried as {request.request_id}"
         self._repoint_journal(record.request_id, request.request_id)
         return retry
 
@@ -401,16 +479,20 @@ class Engine:
                 spec = self.workflow_cls.phase_named(state.phase_name)
             except KeyError:
                 return self._fail_unknown_phase(state.phase_name)
+            self._open_phase(spec)
             try:
                 result = self._run_phase(workflow, spec)
                 next_spec = self._complete_phase(spec, result)
             except Pause:
+                self._emit_pause()
                 self._save("before_agent_invocation")
                 return self._pause_now()
             except OrchestratorError as exc:
-                return self._fail(f"phase {spec.number} ({spec.name}): {exc}")
+                return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)
             except Exception as exc:  # the user's phase raised: fail with its words
-                return self._fail(f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}")
+                return self._fail(
+                    f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}", spec=spec
+                )
             if next_spec is None:
                 return self._finish()
             state.phase, state.phase_name = next_spec.number, next_spec.name
@@ -438,6 +520,17 @@ class Engine:
                     or ErrorType(exc.error_type) not in FALLBACK_ERRORS
                 ):
                     raise
+                if self._mark(f"fallback {exc.request_id}"):
+                    self._emit(
+                        EVENT_DECISION,
+                        {
+                            "skill": spec.name,
+                            "decision": "fallback",
+                            "method": spec.fallback,
+                            "request_id": exc.request_id,
+                            "because": str(exc),
+                        },
+                    )
                 value = getattr(workflow, spec.fallback)(ctx, exc)
         except Pause:
             if self._fatal is not None:  # fail now, not after the host answers the rest
@@ -456,14 +549,16 @@ class Engine:
         state.phase_data[spec.name] = to_json_value(
             result.output, where=f"phase {spec.name!r} output"
         )
+        summary = result.summary or f"Completed {spec.name}"
         state.completed_phases.append(
             CompletedPhase(
                 phase=spec.number,
                 phase_name=spec.name,
                 completed_at=format_time(self.clock.now()),
-                result_summary=result.summary or f"Completed {spec.name}",
+                result_summary=summary,
             )
         )
+        self._close_phase(spec, status=STATUS_PASS, summary=summary)
         record.journal = []
         phases = self.workflow_cls.phases
         index = phases.index(spec)
@@ -472,11 +567,14 @@ class Engine:
     def _finish(self) -> Outcome:
         state = self._require_state()
         record = self._require_record()
-        record.status = "completed"
-        if self._consumed:
+        if record.status != "completed":
+            record.status = "completed"
+            self._emit_run_end("completed")
+        if self._consumed or self._unpublished():
             # Answers recorded since the last checkpoint exist only in memory and in their
-            # response files, which the end of the run removes: make them durable first.
-            # A crash after this resumes straight into the end (see ``resume``).
+            # response files, which the end of the run removes, and the last events are
+            # published only from a durable state: save first. A crash after this resumes
+            # straight into the end (see ``resume``).
             self._save("completed")
         state.checkpoint_name = "completed"
         self._store_record()
@@ -494,11 +592,19 @@ class Engine:
             history_path=history,
         )
 
-    def _fail(self, failure: str) -> Outcome:
+    def _fail(self, failure: str, *, spec: PhaseSpec | None = None) -> Outcome:
         """Record the run as failed, durably, and withdraw its requests."""
         record = self._require_record()
+        self._withdraw_pending("the run failed")
+        self._emit(
+            EVENT_ERROR,
+            {"skill": None if spec is None else spec.name, "message": failure, "fatal": True},
+        )
+        if spec is not None:
+            self._close_phase(spec, status=STATUS_ERROR, summary=failure)
         record.status = "failed"
         record.failure = failure
+        self._emit_run_end("failed", failure=failure)
         self._save("run_failed")
         self._flush_consumed()
         self.bridge.publish(PublishInput(pending=()))
@@ -546,15 +652,17 @@ class Engine:
         self._require_state().phase_data[ENGINE_KEY] = unstructure(self._require_record())
 
     def _save(self, checkpoint_name: str) -> None:
-        self._archive_finished()
         state, record = self._require_state(), self._require_record()
+        record.events = [e for e in record.events if e.seq > self._published]
+        self._archive_finished()
         record.revision += 1
-        if record.status not in ("failed", "completed"):
+        if record.status not in ("failed", "completed", "cancelled"):
             record.status = "paused" if self._pending() else "running"
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
         self._store_record()
         self.bridge.save_state(SaveStateInput(state=state))
+        self._publish_evidence()
 
     def _archive_finished(self) -> None:
         """Move finished requests of completed phases to the run's history, in batches.
@@ -564,10 +672,15 @@ class Engine:
         that drops the text is written; a crash in between only appends them twice.
         """
         state = self._require_state()
+        # A request whose evidence is still to be written keeps its text until it is.
+        unwritten = {e.request_id for e in self._require_record().events}
         finished = [
             r
             for r in state.agent_requests
-            if not r.x_archived and r.phase < state.phase and r.status is not HistoryStatus.PENDING
+            if not r.x_archived
+            and r.phase < state.phase
+            and r.status is not HistoryStatus.PENDING
+            and r.request_id not in unwritten
         ]
         if len(finished) < self.archive_after:
             return
@@ -589,6 +702,7 @@ class Engine:
     def _new_record(
         self, request: AgentRequest, *, position: int, max_retries: int | None = None
     ) -> AgentRequestRecord:
+        output_dir = agent_dir(self._require_record().next_seq, request.agent_name)
         record = AgentRequestRecord(
             request_id=request.request_id,
             agent_name=request.agent_name,
@@ -597,8 +711,25 @@ class Engine:
             x_request=request,
             x_position=position,
             x_max_retries=max_retries,
+            x_output_dir=output_dir,
         )
         self._require_state().agent_requests.append(record)
+        context = request.context or {}
+        self._emit(
+            EVENT_AGENT_START,
+            {
+                "step": output_dir.rsplit("/", 1)[-1],
+                "agent": request.agent_name,
+                "request_id": request.request_id,
+                "skill": request.phase_name,
+                "attempt": request.retry_count + 1,
+                "timeout_seconds": request.timeout_seconds,
+                "prompt_chars": len(request.prompt),
+                "task": context.get("x_task_id"),
+                "output_dir": output_dir,
+            },
+            request_id=request.request_id,
+        )
         return record
 
     # -- called by PhaseContext ---------------------------------------------------------
@@ -697,6 +828,266 @@ class Engine:
             JournalEntry(position=position, kind="step", fingerprint=[name], result=result)
         )
         self._save(f"after_step_{name}")
+
+    def record_entry(self, entry: JournalEntry) -> None:
+        """Journal an ``event`` or ``artifact`` call; the next checkpoint saves it."""
+        self._require_record().journal.append(entry)
+
+    def tell(self, event: str, data: dict[str, Any], *, request_id: str | None = None) -> None:
+        """Queue an event for the run's log (published with the next checkpoint)."""
+        self._emit(event, data, request_id=request_id)
+
+    def tell_step(self, name: str, started: datetime, *, error: str | None) -> None:
+        skill = self._require_state().phase_name
+        self._emit(EVENT_TOOL_CALL, {"tool": name, "skill": skill}, ts=format_time(started))
+        self._emit(
+            EVENT_TOOL_RESULT,
+            {
+                "tool": name,
+                "skill": skill,
+                "status": "ok" if error is None else "error",
+                "duration_ms": round(_seconds_since(started, self.clock.now()) * 1000),
+                "error": error,
+            },
+        )
+
+    def keep_artifact(
+        self, spec: PhaseSpec, position: int, document: dict[str, Any], data: bytes
+    ) -> str:
+        """Write a phase's artifact now (a replay writes the same file again), then journal
+        it and queue its ``artifact.written``."""
+        output_dir = phase_dir(spec.number, spec.name)
+        location = f"{output_dir}/{document['path']}"
+        record = self._require_record()
+        self.bridge.write_evidence(EvidenceInput(run_id=record.run_id, files=[(location, data)]))
+        facts = {**document, "bytes": len(data), "sha256": _durable.sha256_hex(data)}
+        self.record_entry(
+            JournalEntry(
+                position=position,
+                kind="artifact",
+                fingerprint=[document["path"]],
+                result={**facts, "x_location": location},
+            )
+        )
+        self._emit(EVENT_ARTIFACT_WRITTEN, {**facts, "skill": spec.name, "output_dir": output_dir})
+        return location
+
+    # -- evidence (see ``_evidence``) -----------------------------------------------------
+
+    def _emit(
+        self,
+        event: str,
+        data: dict[str, Any],
+        *,
+        ts: str | None = None,
+        request_id: str | None = None,
+        results: dict[str, Any] | None = None,
+    ) -> int:
+        """Queue an event in the outbox; the checkpoint that saves it publishes it."""
+        record = self._require_record()
+        sequence = record.next_seq
+        record.next_seq += 1
+        record.events.append(
+            OutboxEvent(
+                seq=sequence,
+                ts=ts or format_time(self.clock.now()),
+                event=event,
+                data={k: v for k, v in data.items() if v is not None},
+                request_id=request_id,
+                results=results,
+            )
+        )
+        return sequence
+
+    def _mark(self, fact: str) -> bool:
+        """True the first time ``fact`` is told in the current phase (replays included)."""
+        marks = self._require_record().marks
+        if fact in marks:
+            return False
+        marks.append(fact)
+        return True
+
+    def _unpublished(self) -> bool:
+        return any(e.seq > self._published for e in self._require_record().events)
+
+    def _publish_evidence(self) -> None:
+        """Write the outbox's events that the log lacks, with their output directories.
+
+        Called only with the state that holds them durable, so the log holds exactly the
+        events of durable states: a replay after a crash makes the same events again,
+        under the same numbers, and the log's last number tells which it already has.
+        Files go first, so an event in the log always has its files.
+        """
+        record = self._require_record()
+        if not record.events or record.events[-1].seq <= self._published:
+            return
+        mark = self.bridge.evidence_mark(record.run_id)
+        new = [e for e in record.events if e.seq > mark]
+        if new:
+            self.bridge.write_evidence(
+                EvidenceInput(
+                    run_id=record.run_id,
+                    files=self._evidence_files(new),
+                    lines=b"".join(event_line(e.seq, e.ts, e.event, e.data) for e in new),
+                )
+            )
+        self._published = record.events[-1].seq
+
+    def _evidence_files(self, events: list[OutboxEvent]) -> list[tuple[str, bytes]]:
+        files: list[tuple[str, bytes]] = []
+        records = self._records_by_id()
+        written: set[str] = set()
+        for event in events:
+            if event.results is not None:
+                where = f"{event.data['output_dir']}/{RESULTS_FILE}"
+                files.append((where, dumps_canonical(event.results)))
+            item = records.get(event.request_id or "")
+            if item is None or item.request_id in written or item.x_request is None:
+                continue
+            written.add(item.request_id)
+            response = item.x_response
+            confidence = None
+            if response is not None and error_type_of(response) is None:
+                confidence = confidence_of(response)
+            files += agent_files(item, confidence=confidence, phase_name=item.x_request.phase_name)
+        return files
+
+    def _emit_agent_end(self, record: AgentRequestRecord) -> None:
+        status, summary = agent_outcome(record)
+        response = record.x_response
+        confidence = None
+        if response is not None and error_type_of(response) is None:
+            confidence = confidence_of(response)
+        request = record.request()
+        took = None
+        if response is not None and response.duration_seconds is not None:
+            took = round(response.duration_seconds * 1000)
+        metadata = response.metadata if response is not None else None
+        self._emit(
+            EVENT_AGENT_END,
+            {
+                "step": (record.x_output_dir or "").rsplit("/", 1)[-1],
+                "agent": record.agent_name,
+                "request_id": record.request_id,
+                "skill": request.phase_name,
+                "status": status,
+                "confidence": 0.0 if confidence is None else confidence,
+                "confidence_reported": confidence is not None,
+                "duration_ms": took,
+                "response_status": None if response is None else response.status.value,
+                "error_type": None
+                if response is None or response.error_type is None
+                else response.error_type.value,
+                "model": None if metadata is None else metadata.model,
+                "tokens_used": None if metadata is None else metadata.tokens_used,
+                "summary": summary,
+                "output_dir": record.x_output_dir,
+            },
+            request_id=record.request_id,
+        )
+
+    def _withdraw_pending(self, why: str) -> None:
+        """Close the story of requests no answer will reach (the run ends without them)."""
+        for record in self._pending():
+            if record.x_note is None:
+                record.x_note = why
+            self._emit_agent_end(record)
+
+    def _emit_pause(self) -> None:
+        state = self._require_state()
+        self._emit(
+            EVENT_RUN_PAUSE,
+            {
+                "phase": state.phase,
+                "skill": state.phase_name,
+                "waiting": [r.request_id for r in self._pending()],
+            },
+        )
+
+    def _emit_run_end(self, status: str, *, failure: str | None = None) -> None:
+        record, state = self._require_record(), self._require_state()
+        self._emit(
+            EVENT_RUN_END,
+            {
+                "status": status,
+                "duration_ms": _milliseconds_since(record.started_at, self.clock.now()),
+                "phases_completed": len(state.completed_phases),
+                "failure": failure,
+            },
+        )
+
+    def _open_phase(self, spec: PhaseSpec) -> None:
+        if self._mark("start"):
+            record = self._require_record()
+            record.phase_started_at = format_time(self.clock.now())
+            self._emit(
+                EVENT_SKILL_START,
+                {
+                    "skill": spec.name,
+                    "phase": spec.number,
+                    "output_dir": phase_dir(spec.number, spec.name),
+                },
+                ts=record.phase_started_at,
+            )
+
+    def _close_phase(self, spec: PhaseSpec, *, status: str, summary: str) -> None:
+        """Tell the phase's end, with its ``results.json``; forget its marks."""
+        record = self._require_record()
+        records = self._records_by_id()
+        confidences: list[float] = []
+        artifacts: list[dict[str, Any]] = []
+        asks = steps = 0
+        for entry in record.journal:
+            if entry.kind == "artifact":
+                artifacts.append(
+                    {
+                        k: entry.result[k]
+                        for k in ("name", "path", "media_type", "metadata")
+                        if entry.result.get(k) is not None
+                    }
+                )
+            elif entry.kind == "step":
+                steps += 1
+            elif entry.kind in ("ask", "ask_all"):
+                for request_id in entry.request_ids:
+                    asks += 1
+                    item = records.get(request_id)
+                    response = None if item is None else item.x_response
+                    usable = item is not None and item.status is HistoryStatus.COMPLETED
+                    found = confidence_of(response) if usable and response is not None else None
+                    confidences.append(0.0 if found is None else found)
+        took = _milliseconds_since(record.phase_started_at, self.clock.now())
+        output_dir = phase_dir(spec.number, spec.name)
+        confidence = min(confidences, default=1.0) if status == STATUS_PASS else 0.0
+        results = results_document(
+            status=status,
+            confidence=confidence,
+            summary=summary,
+            artifacts=artifacts,
+            metadata={
+                "skill": spec.name,
+                "phase": spec.number,
+                "asks": asks,
+                "steps": steps,
+                "duration_ms": took,
+            },
+            source=f"{output_dir}/{RESULTS_FILE}",
+        )
+        self._emit(
+            EVENT_SKILL_END,
+            {
+                "skill": spec.name,
+                "phase": spec.number,
+                "status": status,
+                "confidence": confidence,
+                "duration_ms": took,
+                "summary": summary,
+                "output_dir": output_dir,
+            },
+            results=results,
+        )
+        record.marks = []
+        record.phase_started_at = None
 
 
 class PhaseContext:
@@ -810,12 +1201,104 @@ class PhaseContext:
         if entry is not None:
             self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
             return _copy(entry.result)  # type: ignore[no-any-return]
-        result = fn(*args, **kwargs)
+        engine = self._engine
+        started = engine.clock.now()
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            # Not recorded: the position is free again, and a replay runs the step again.
+            self._position -= 1
+            engine.tell_step(name, started, error=f"{type(exc).__name__}: {exc}")
+            raise
         _durable.crash_point(f"after-step-run {name}")
         # A copy: what the phase does to ``result`` later must not change the record.
         stored = _copy(to_json_value(result, where=f"step {name!r} result"))
-        self._engine.record_step(position, name, stored)
+        engine.tell_step(name, started, error=None)
+        engine.record_step(position, name, stored)
         return result
+
+    def event(self, name: str, data: dict[str, Any] | None = None) -> None:
+        """Add an event of your own (``review.file_analyzed``, ``decision``) to the run's
+        ``events.ndjson``: once, even when the phase is replayed.
+
+        ``data`` is a JSON object. The engine's own namespaces (``run.``, ``agent.``,
+        ``skill.``, ``tool.``) and ``artifact.written`` are refused: use ``ctx.step`` and
+        ``ctx.artifact``, which tell them.
+        """
+        payload = self._event_payload(name, data)
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is not None:
+            self._expect(entry, kind="event", fingerprint=[name], what=f"event {name!r}")
+            return
+        self._engine.record_entry(JournalEntry(position=position, kind="event", fingerprint=[name]))
+        self._engine.tell(name, payload)
+
+    def artifact(
+        self,
+        name: str,
+        path: str,
+        content: str | bytes,
+        *,
+        media_type: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Keep ``content`` as an artifact of this phase: a file at ``path`` in the phase's
+        output directory, listed in its ``results.json`` and told by ``artifact.written``.
+        Written once, even when the phase is replayed; returns where it is, relative to
+        the run's directory. ``media_type`` defaults to a guess from the file name.
+        """
+        document = self._artifact_document(name, path, content, media_type, metadata)
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is not None:
+            self._expect(entry, kind="artifact", fingerprint=[path], what=f"artifact {path!r}")
+            return str(entry.result["x_location"])
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        return self._engine.keep_artifact(self._spec, position, document, data)
+
+    def _event_payload(self, name: str, data: dict[str, Any] | None) -> dict[str, Any]:
+        where = f"phase {self._spec.name!r}: ctx.event({name!r})"
+        if not event_name_ok(name):
+            raise RunFailedError(
+                f"{where}: the name must be lower-case dot-separated words of [a-z0-9_], "
+                "with your step type first (like 'review.file_analyzed')"
+            )
+        if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
+            raise RunFailedError(
+                f"{where}: {name!r} is the engine's own (run., agent., skill., tool., "
+                "artifact.written); ctx.step and ctx.artifact tell those, pick another name"
+            )
+        payload = {} if data is None else data
+        if not isinstance(payload, dict):
+            raise RunFailedError(f"{where}: data must be a dict (a JSON object)")
+        return _copy(to_json_value(payload, where=f"{where} data"))  # type: ignore[no-any-return]
+
+    def _artifact_document(
+        self,
+        name: str,
+        path: str,
+        content: str | bytes,
+        media_type: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        where = f"phase {self._spec.name!r}: ctx.artifact({name!r}, {path!r})"
+        if not isinstance(content, (str, bytes, bytearray)):
+            raise RunFailedError(f"{where}: content must be str or bytes")
+        if path == RESULTS_FILE:
+            raise RunFailedError(f"{where}: {RESULTS_FILE} is the phase's own; pick another path")
+        if media_type is None:
+            import mimetypes
+
+            media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        document: dict[str, Any] = {"name": name, "path": path, "media_type": media_type}
+        if metadata is not None:
+            document["metadata"] = _copy(to_json_value(metadata, where=f"{where} metadata"))
+        try:
+            check_artifact(document, source=where)
+        except ContractError as exc:
+            raise RunFailedError(f"{where}: {exc.detail} ({exc.json_path})") from None
+        return document
 
     def check_all_replayed(self) -> None:
         record = self._engine._require_record()
@@ -931,9 +1414,20 @@ class PhaseContext:
     def _failure(
         self, record: AgentRequestRecord, error: ErrorType, message: str
     ) -> AgentFailedError:
-        if record.status is not HistoryStatus.FAILED:
+        if record.status is not HistoryStatus.FAILED:  # once: the status is saved with it
             record.status = HistoryStatus.FAILED
             record.x_note = f"{error.value}: {message}"
+            self._engine.tell(
+                EVENT_ERROR,
+                {
+                    "skill": self._spec.name,
+                    "agent": record.agent_name,
+                    "request_id": record.request_id,
+                    "error_type": error.value,
+                    "message": message,
+                },
+                request_id=record.request_id,
+            )
         failure = AgentFailedError(
             f"agent {record.agent_name} (request {record.request_id}) failed with "
             f"{error.value}: {message}",
@@ -1051,6 +1545,12 @@ def _random_uuid() -> str:
 
 def _seconds_since(start: datetime, end: datetime) -> float:
     return max(0.0, (end - start).total_seconds())
+
+
+def _milliseconds_since(start: str | None, end: datetime) -> int | None:
+    if start is None:
+        return None
+    return round(_seconds_since(parse_time(start), end) * 1000)
 
 
 def _optional_str(value: Any) -> str | None:

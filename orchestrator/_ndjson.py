@@ -44,6 +44,7 @@ __all__ = [
     "iter_lines_from",
     "iter_records",
     "iter_records_from",
+    "last_line",
 ]
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -163,6 +164,28 @@ def iter_records_from(
         if line.strip(_BLANK):
             where = _line_name(name, number, start, offset)
             yield end, _parse_line(line, where, max_line_bytes, max_depth)
+
+
+def last_line(path: Path) -> bytes | None:
+    """The last complete, non-blank line of ``path`` without its newline (a torn tail is
+    not a line); ``None`` when the file is missing or has none. Reads from the end, so
+    its cost does not grow with the file."""
+    try:
+        fd = _open_for_reading(path, os.fspath(path))
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        end = _end_of_last_line(fd, os.fstat(fd).st_size)
+        while end > 0:
+            start = _end_of_last_line(fd, end - 1)
+            line = os.pread(fd, end - 1 - start, start)
+            if line.strip(_BLANK):
+                return line
+            end = start
+        return None
+    finally:
+        os.close(fd)
 
 
 # --- writing ------------------------------------------------------------------------------

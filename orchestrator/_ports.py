@@ -116,6 +116,17 @@ class FinishInput:
     run_id: str
 
 
+@attrs.frozen(kw_only=True)
+class EvidenceInput:
+    """Part of a run's evidence: ``files`` (paths relative to the run's directory), each
+    written whole and durably, then ``lines`` appended to the run's ``events.ndjson`` in
+    one durable write."""
+
+    run_id: str
+    files: Sequence[tuple[str, bytes]] = ()
+    lines: bytes = b""
+
+
 class Bridge(Protocol):
     """One workflow instance's durable state and its mailbox to the host."""
 
@@ -144,6 +155,14 @@ class Bridge(Protocol):
 
     def archive(self, request: ArchiveInput) -> None:
         """Append records to the run's history; durable once it returns."""
+        ...
+
+    def evidence_mark(self, run_id: str) -> int:
+        """The ``x_seq`` of the last whole line of the run's event log; 0 when it has none."""
+        ...
+
+    def write_evidence(self, request: EvidenceInput) -> None:
+        """Write the files, then append the lines; durable once it returns."""
         ...
 
     def state_token(self) -> object | None:

@@ -210,7 +210,9 @@ def regions(annotated: list[str]) -> list[str]:
     after_step = {
         "board: create tasks": "wave 1: plan",
         **{f"board: plan wave {k}": f"wave {k}: ask" for k in range(1, last)},
-        **{f"board: results of wave {k}": f"wave {k + 1}: plan" for k in range(1, last)},
+        **{f"board: results of wave {k}": f"wave {k + 1}: plan" for k in range(1, last - 1)},
+        # The last plan finds nothing to do: what follows the last results is the summary.
+        f"board: results of wave {last - 1}": "summarize",
     }
     out: list[str] = []
     region, following = "prepare", None

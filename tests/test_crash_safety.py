@@ -269,12 +269,11 @@ def final_of(workdir: Path) -> Final:
     )
     history = json.loads((runs[0] / "state.json").read_text(encoding="utf-8"))
     outputs = {k: v for k, v in history["phase_data"].items() if k != "x_orchestrator"}
-    private = {
-        ".orchestrator/template-create.lock",
-        f".orchestrator/runs/{runs[0].name}/state.json",
-    }
+    kept = f".orchestrator/runs/{runs[0].name}/"  # the run's history and evidence
     leftovers = sorted(
-        rel for rel in read_tree(workdir) if not rel.startswith("template/") and rel not in private
+        rel
+        for rel in read_tree(workdir)
+        if not rel.startswith(("template/", kept)) and rel != ".orchestrator/template-create.lock"
     )
     return Final(history, outputs, read_tree(workdir / "template"), leftovers)
 
