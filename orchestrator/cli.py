@@ -112,6 +112,7 @@ COMMANDS = (
     "board",
     "check",
     "history",
+    "events",
 )
 
 
@@ -299,6 +300,17 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="a finished run's id (default: the live instance, else the latest run)",
     )
+
+    events = command(
+        "events",
+        _cmd_events,
+        "Show a run's events: filter, follow, or export them as OpenTelemetry spans.",
+    )
+    if not isinstance(events, _Unused):
+        from ._events_cli import add_events_arguments
+
+        add_workdir(events)
+        add_events_arguments(events)
 
     board = command(
         "board",
@@ -636,6 +648,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
     print("\n".join(timeline(state)))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
+
+
+def _cmd_events(args: argparse.Namespace) -> int:
+    from ._events_cli import cmd_events
+
+    return cmd_events(args)
 
 
 def _cmd_board(args: argparse.Namespace) -> int:
