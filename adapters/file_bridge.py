@@ -43,6 +43,7 @@ from .._durable import (
     InstanceLock,
     append_durably,
     atomic_write,
+    atomic_write_many,
     fsync_directory,
     remove_file,
     sha256_hex,
@@ -196,10 +197,10 @@ class FileBridge:
 
     def write_evidence(self, request: EvidenceInput) -> None:
         run_dir = self._run_dir(request.run_id)
-        for relative, data in request.files:
-            path = run_dir.joinpath(*_segments(relative))
+        files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
+        for path, _ in files:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, data)
+        atomic_write_many(files)
         if request.lines:
             from .._ndjson import append_joined_lines
 
@@ -215,7 +216,9 @@ class FileBridge:
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self._run_dir(request.run_id)
-        self._sweep(run_dir)
+        # The run's own directories too: a writer killed mid-write left its temporary there.
+        evidence = [d for d in run_dir.rglob("*") if d.is_dir()]
+        self._sweep(run_dir, *evidence)
         state = request.state
         archive = run_dir / ARCHIVE_FILE
         if archive.exists():

@@ -80,11 +80,14 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write(
+    path: Path, data: bytes, *, durable: bool = True, sync_data: bool = False
+) -> None:
     """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss.
 
     ``durable=False`` still renames atomically but skips both fsyncs: for files that are
-    derived from durable state and are rebuilt from it after a crash.
+    derived from durable state and are rebuilt from it after a crash. ``sync_data`` syncs
+    the file's data but not its directory (the caller syncs that).
     """
     directory = path.parent
     tmp = directory / f".{path.name}.{os.getpid()}.tmp"
@@ -95,7 +98,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        if durable:
+        if durable or sync_data:
             os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -106,6 +109,17 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     os.replace(tmp, path)
     crash_point(f"after-rename {path.name}")
     if durable:
+        fsync_directory(directory)
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
+    """:func:`atomic_write` (durable) of several files, syncing each directory once: every
+    file is written and synced, then all are renamed, then their directories synced."""
+    directories: dict[Path, None] = {}
+    for path, data in items:
+        directories[path.parent] = None
+        atomic_write(path, data, durable=False, sync_data=True)
+    for directory in directories:
         fsync_directory(directory)
 
 

@@ -735,8 +735,14 @@ class Engine:
     # -- called by PhaseContext ---------------------------------------------------------
 
     def journal_entry(self, position: int) -> JournalEntry | None:
+        """The recorded call at ``position``; a step that raised left its position empty."""
         journal = self._require_record().journal
-        return journal[position] if position < len(journal) else None
+        if position < len(journal) and journal[position].position == position:
+            return journal[position]
+        for entry in journal:
+            if entry.position == position:
+                return entry
+        return None
 
     def open_requests(
         self,
@@ -921,7 +927,9 @@ class Engine:
         record = self._require_record()
         if not record.events or record.events[-1].seq <= self._published:
             return
-        mark = self.bridge.evidence_mark(record.run_id)
+        # Only this engine appends (it holds the instance): once it has published, it
+        # knows the log's last number; after loading a state it asks the log.
+        mark = self._published or self.bridge.evidence_mark(record.run_id)
         new = [e for e in record.events if e.seq > mark]
         if new:
             self.bridge.write_evidence(
@@ -934,22 +942,36 @@ class Engine:
         self._published = record.events[-1].seq
 
     def _evidence_files(self, events: list[OutboxEvent]) -> list[tuple[str, bytes]]:
+        """The files of ``events``: phases' results, and each agent request's directory as
+        its record is now (its prompt from the start; its answer and results once ended)."""
         files: list[tuple[str, bytes]] = []
-        records = self._records_by_id()
-        written: set[str] = set()
+        ended: dict[str, bool] = {}
+        started: set[str] = set()
         for event in events:
             if event.results is not None:
                 where = f"{event.data['output_dir']}/{RESULTS_FILE}"
                 files.append((where, dumps_canonical(event.results)))
-            item = records.get(event.request_id or "")
-            if item is None or item.request_id in written or item.x_request is None:
+            if event.request_id is not None:
+                done = ended.get(event.request_id, False) or event.event != EVENT_AGENT_START
+                ended[event.request_id] = done
+                if event.event == EVENT_AGENT_START:
+                    started.add(event.request_id)
+        records = self._records_by_id()
+        for request_id, done in ended.items():
+            item = records.get(request_id)
+            if item is None or item.x_request is None:
                 continue
-            written.add(item.request_id)
             response = item.x_response
             confidence = None
             if response is not None and error_type_of(response) is None:
                 confidence = confidence_of(response)
-            files += agent_files(item, confidence=confidence, phase_name=item.x_request.phase_name)
+            files += agent_files(
+                item,
+                confidence=confidence,
+                phase_name=item.x_request.phase_name,
+                started=request_id in started,
+                ended=done,
+            )
         return files
 
     def _emit_agent_end(self, record: AgentRequestRecord) -> None:
@@ -1206,8 +1228,7 @@ class PhaseContext:
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
-            # Not recorded: the position is free again, and a replay runs the step again.
-            self._position -= 1
+            # Not recorded: its position stays empty, and a replay runs the step again.
             engine.tell_step(name, started, error=f"{type(exc).__name__}: {exc}")
             raise
         _durable.crash_point(f"after-step-run {name}")
@@ -1302,8 +1323,9 @@ class PhaseContext:
 
     def check_all_replayed(self) -> None:
         record = self._engine._require_record()
-        if len(record.journal) > self._position:
-            entry = record.journal[self._position]
+        later = [e for e in record.journal if e.position >= self._position]
+        if later:
+            entry = later[0]
             raise NonDeterminismError(
                 f"phase {self._spec.name!r} (phase {self._spec.number}) finished at position "
                 f"{self._position}, but the recorded run went on to {_describe(entry)}; a phase "

@@ -127,14 +127,24 @@ def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
 
 
 def agent_files(
-    record: AgentRequestRecord, *, confidence: float | None, phase_name: str
+    record: AgentRequestRecord,
+    *,
+    confidence: float | None,
+    phase_name: str,
+    started: bool,
+    ended: bool,
 ) -> list[tuple[str, bytes]]:
-    """The files of an agent request's output directory: its ``results.json``, its prompt,
-    and its answer when there is one."""
+    """The files of an agent request's output directory: its prompt when it has
+    ``started``; once it has ``ended``, its answer (when there is one) and its
+    ``results.json``."""
     request = record.request()
     response = record.x_response
     directory = record.x_output_dir or agent_dir(0, record.agent_name)
-    files: list[tuple[str, bytes]] = [(f"{directory}/{PROMPT_FILE}", request.prompt.encode())]
+    files: list[tuple[str, bytes]] = []
+    if started:
+        files.append((f"{directory}/{PROMPT_FILE}", request.prompt.encode()))
+    if not ended:
+        return files
     artifacts = [{"name": "prompt", "path": PROMPT_FILE, "media_type": "text/markdown"}]
     if response is not None and response.response is not None:
         name, media_type = _answer_file(response.response)

@@ -42,6 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+try:  # tests/ may or may not become a package; work either way
+    from .evidence_support import check_run_evidence, story, without_retries
+except ImportError:
+    from evidence_support import check_run_evidence, story, without_retries
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = ROOT / "examples" / "task_board"
 WORKFLOW_REF = f"{EXAMPLE_DIR / 'workflow.py'}:TaskBoardDemo"
@@ -445,6 +450,17 @@ def check_board_files(final: Final, baseline: Final) -> None:
     assert not differing, f"board files' contents differ: {differing}"
 
 
+def check_evidence(final: Final, baseline: Final) -> None:
+    """The run's evidence is valid, whole, and tells the baseline's story (see
+    ``evidence_support``)."""
+    (run,) = final.history_runs
+    (base,) = baseline.history_runs
+    runs = final.workdir / ".orchestrator" / "runs"
+    mine = check_run_evidence(runs / run)
+    theirs = check_run_evidence(baseline.workdir / ".orchestrator" / "runs" / base)
+    assert story(without_retries(mine)) == story(without_retries(theirs)), "the event log differs"
+
+
 CHECKS: dict[str, Callable[[Final, Final], None]] = {
     "ledger": check_ledger,
     "done once": check_done_once,
@@ -453,6 +469,7 @@ CHECKS: dict[str, Callable[[Final, Final], None]] = {
     "phase outputs": check_outputs,
     "worklogs": check_worklogs,
     "board files": check_board_files,
+    "evidence": check_evidence,
 }
 
 

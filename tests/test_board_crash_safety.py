@@ -25,7 +25,8 @@ equals the baseline's, line by line; (b) one ``done`` per task and the baseline'
 (c) no ``delta_id`` twice, ``x_seq`` 1..n; (d) the workspace byte for byte; (e) one run in
 the history, its phase outputs as the baseline's; (f) one final worklog entry per
 blocking delta, worklogs as the baseline's; (g) packets, results and verdicts as the
-baseline's.
+baseline's; (h) the run's events and results.json valid, and the events the baseline's
+story (``evidence_support``).
 
 Subagent runs may repeat after a kill (the resumed drive asks a pending request again:
 at-least-once for a subagent's own work); they are counted and printed (``-s``), not
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -187,10 +189,27 @@ def test_the_baseline_is_the_example_as_documented(baseline: Baseline) -> None:
     )
 
 
-def test_the_checks_catch_what_they_look_for(baseline: Baseline) -> None:
+def test_the_checks_catch_what_they_look_for(baseline: Baseline, tmp_path: Path) -> None:
     """Each check fails on a doctored copy of the baseline made to break it, and the
     normalisation does not hide a changed status, owner, code, attempt or order."""
     final = baseline.final
+    # (h): a copy of the run whose log tells one tool step twice.
+    import shutil
+
+    (run,) = final.history_runs
+    copied = tmp_path / "copy"
+    shutil.copytree(final.workdir / ".orchestrator", copied / ".orchestrator")
+    log = copied / ".orchestrator" / "runs" / run / "events.ndjson"
+    events = [json.loads(line) for line in log.read_bytes().splitlines()]
+    at = next(i for i, e in enumerate(events) if e["event"] == "tool.call")
+    told_twice = events[: at + 2] + events[at : at + 2] + events[at + 2 :]
+    log.write_bytes(
+        b"".join(
+            json.dumps({**e, "x_seq": n}).encode() + b"\n" for n, e in enumerate(told_twice, 1)
+        )
+    )
+    with pytest.raises(AssertionError):
+        support.CHECKS["evidence"](dataclasses.replace(final, workdir=copied), final)
 
     def doctored(**changes: Any) -> Final:
         return dataclasses.replace(copy.deepcopy(final), **changes)

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_support import check_run_evidence, story, without_retries
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = ROOT / "examples" / "template_create"
@@ -260,6 +261,7 @@ class Final:
     outputs: dict[str, Any]
     tree: dict[str, bytes]
     leftovers: list[str]
+    events: list[dict[str, Any]]
 
 
 def final_of(workdir: Path) -> Final:
@@ -275,7 +277,9 @@ def final_of(workdir: Path) -> Final:
         for rel in read_tree(workdir)
         if not rel.startswith(("template/", kept)) and rel != ".orchestrator/template-create.lock"
     )
-    return Final(history, outputs, read_tree(workdir / "template"), leftovers)
+    # Every line and results.json valid, the story whole: see evidence_support.
+    events = check_run_evidence(runs[0])
+    return Final(history, outputs, read_tree(workdir / "template"), leftovers, events)
 
 
 def answer_chains(history: dict[str, Any]) -> dict[tuple[int, int], list[list[dict[str, Any]]]]:
@@ -509,6 +513,9 @@ def finish_and_check(
     # Cleanup protocol: state, request and response files are gone, and so are the
     # temporary files of writes a kill interrupted (the bridge sweeps dead writers' ones).
     assert final.leftovers == [], f"files left after the end: {final.leftovers}"
+    # The event log tells the baseline's story: nothing lost, nothing told twice.
+    expected_story = story(without_retries(baseline.final.events))
+    assert story(without_retries(final.events)) == expected_story, "the event log differs"
     counts = step_counts(scenario / "steps.log")
     assert counts == expected_steps, (
         f"step executions {dict(counts)}, expected {dict(expected_steps)}"
