@@ -198,9 +198,16 @@ class FileBridge:
     def write_evidence(self, request: EvidenceInput) -> None:
         run_dir = self._run_dir(request.run_id)
         files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
+        created: dict[Path, None] = {}  # directories whose new entries must last too
         for path, _ in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            for directory in reversed(path.relative_to(run_dir).parents[:-1]):
+                absolute = run_dir / directory
+                if absolute not in created and not absolute.is_dir():
+                    absolute.mkdir()
+                    created[absolute.parent] = None
         atomic_write_many(files)
+        for directory in created:
+            fsync_directory(directory)
         if request.lines:
             from .._ndjson import append_joined_lines
 
@@ -233,7 +240,9 @@ class FileBridge:
 
     def _run_dir(self, run_id: str) -> Path:
         run_dir = self.private_dir / "runs" / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if not run_dir.is_dir():
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fsync_directory(run_dir.parent)  # the new run's entry must last too
         return run_dir
 
     def _sweep(self, *extra: Path) -> None:

@@ -80,9 +80,7 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(
-    path: Path, data: bytes, *, durable: bool = True, sync_data: bool = False
-) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, sync_data: bool = False) -> None:
     """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss.
 
     ``durable=False`` still renames atomically but skips both fsyncs: for files that are

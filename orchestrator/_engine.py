@@ -75,7 +75,7 @@ from ._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
-from ._steps import (
+from ._step_names import (
     EVENT_AGENT_END,
     EVENT_AGENT_START,
     EVENT_ARTIFACT_WRITTEN,
@@ -368,7 +368,12 @@ class Engine:
                     reason="conflicting",
                 )
             fresh[record.request_id] = (record, item)
-        for record, item in fresh.values():
+        # In the order the requests were made, not the order the files were found: the
+        # story (and the ids of retries) must not depend on what the host named its files.
+        order = {
+            r.request_id: index for index, r in enumerate(self._require_state().agent_requests)
+        }
+        for record, item in sorted(fresh.values(), key=lambda pair: order[pair[0].request_id]):
             retry = late.get(record.request_id)
             if retry is not None:
                 self._supersede(retry, answered=record)
@@ -945,41 +950,29 @@ class Engine:
         """The files of ``events``: phases' results, and each agent request's directory as
         its record is now (its prompt from the start; its answer and results once ended)."""
         files: list[tuple[str, bytes]] = []
-        ended: dict[str, bool] = {}
-        started: set[str] = set()
+        ended: dict[str, None] = {}  # requests whose directory is (re)written, in order
         for event in events:
             if event.results is not None:
                 where = f"{event.data['output_dir']}/{RESULTS_FILE}"
                 files.append((where, dumps_canonical(event.results)))
-            if event.request_id is not None:
-                done = ended.get(event.request_id, False) or event.event != EVENT_AGENT_START
-                ended[event.request_id] = done
-                if event.event == EVENT_AGENT_START:
-                    started.add(event.request_id)
+            if event.request_id is not None and event.event != EVENT_AGENT_START:
+                ended[event.request_id] = None
         records = self._records_by_id()
-        for request_id, done in ended.items():
+        for request_id in ended:
             item = records.get(request_id)
             if item is None or item.x_request is None:
                 continue
-            response = item.x_response
-            confidence = None
-            if response is not None and error_type_of(response) is None:
-                confidence = confidence_of(response)
             files += agent_files(
                 item,
-                confidence=confidence,
+                confidence=_usable_confidence(item.x_response),
                 phase_name=item.x_request.phase_name,
-                started=request_id in started,
-                ended=done,
             )
         return files
 
     def _emit_agent_end(self, record: AgentRequestRecord) -> None:
         status, summary = agent_outcome(record)
         response = record.x_response
-        confidence = None
-        if response is not None and error_type_of(response) is None:
-            confidence = confidence_of(response)
+        confidence = _usable_confidence(response)
         request = record.request()
         took = None
         if response is not None and response.duration_seconds is not None:
@@ -1076,7 +1069,7 @@ class Engine:
                     item = records.get(request_id)
                     response = None if item is None else item.x_response
                     usable = item is not None and item.status is HistoryStatus.COMPLETED
-                    found = confidence_of(response) if usable and response is not None else None
+                    found = _usable_confidence(response) if usable else None
                     confidences.append(0.0 if found is None else found)
         took = _milliseconds_since(record.phase_started_at, self.clock.now())
         output_dir = phase_dir(spec.number, spec.name)
@@ -1093,7 +1086,6 @@ class Engine:
                 "steps": steps,
                 "duration_ms": took,
             },
-            source=f"{output_dir}/{RESULTS_FILE}",
         )
         self._emit(
             EVENT_SKILL_END,
@@ -1539,6 +1531,17 @@ def confidence_of(response: AgentResponse) -> float | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
     return None
+
+
+def _usable_confidence(response: AgentResponse | None) -> float | None:
+    """The confidence an answer reported, for evidence: ``None`` for an error answer, or
+    when it reported none, or one outside [0, 1] (not a confidence the seed can hold)."""
+    if response is None or error_type_of(response) is not None:
+        return None
+    found = confidence_of(response)
+    if found is None or not 0.0 <= found <= 1.0:  # NaN fails both comparisons
+        return None
+    return found
 
 
 def _metadata_of(text: str) -> ResponseMetadata | None:

@@ -13,6 +13,13 @@ bridge)::
 
 The engine queues events in its record (an outbox saved with every checkpoint) and
 hands them here only once the state that holds them is durable; see ``docs/steps.md``.
+
+What the engine builds here is valid by construction (its names, times and statuses are
+its own; confidences are checked where they come in); what authors give (``ctx.event``,
+``ctx.artifact``) is checked against ``_steps`` when they give it. That keeps ``_steps``
+and its models out of ``resume``'s imports, and a document that could fail a check out
+of the outbox, where it would stop every later publication. The tests validate every
+file a run writes against the shipped schemas.
 """
 
 from __future__ import annotations
@@ -23,17 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ContractError
 from ._json import dumps_canonical, loads_strict
-from ._steps import (
+from ._step_names import (
     EVENT_NAME_PATTERN,
     RESULTS_FILE,
     STATUS_ABSTAIN,
     STATUS_ERROR,
     STATUS_FAIL,
     STATUS_PASS,
-    Event,
-    parse_results,
-    validate_event,
-    validate_results,
+    STEPS_SCHEMA_VERSION,
 )
 
 if TYPE_CHECKING:
@@ -59,8 +63,7 @@ def agent_dir(sequence: int, agent: str) -> str:
 
 
 def event_line(sequence: int, ts: str, event: str, data: dict[str, Any]) -> bytes:
-    """One valid ``events.ndjson`` line: the seed's three keys and ``x_seq``."""
-    validate_event(Event(ts=ts, event=event, data=data), source=f"event {sequence} ({event})")
+    """One ``events.ndjson`` line: the seed's three keys and ``x_seq``."""
     line = {"ts": ts, "event": event, "data": data, "x_seq": sequence}
     text = json.dumps(line, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text.encode("ascii") + b"\n"
@@ -73,13 +76,11 @@ def event_name_ok(name: object) -> bool:
 
 def check_artifact(document: dict[str, Any], *, source: str) -> None:
     """Refuse an artifact entry ``results.json`` could not list (its path above all)."""
+    from ._steps import parse_results, validate_results
+
     holder = {"status": "pass", "confidence": 1.0, "summary": "", "artifacts": [document]}
-    check_results({"schema_version": "1.0", **holder}, source=source)
-
-
-def check_results(document: dict[str, Any], *, source: str) -> None:
-    """Refuse a ``results.json`` the seed's rules (strict mode) would refuse."""
-    validate_results(parse_results(document, source=source, strict=True), source=source)
+    results = parse_results({"schema_version": "1.0", **holder}, source=source, strict=True)
+    validate_results(results, source=source)
 
 
 def results_document(
@@ -89,19 +90,16 @@ def results_document(
     summary: str,
     artifacts: list[dict[str, Any]],
     metadata: dict[str, Any],
-    source: str,
 ) -> dict[str, Any]:
-    """A checked ``results.json`` (``None`` metadata values left out)."""
-    document = {
-        "schema_version": "1.0",
+    """A ``results.json`` (``None`` metadata values left out)."""
+    return {
+        "schema_version": STEPS_SCHEMA_VERSION,
         "status": status,
         "confidence": confidence,
         "summary": summary,
         "artifacts": artifacts,
         "metadata": {k: v for k, v in metadata.items() if v is not None},
     }
-    check_results(document, source=source)
-    return document
 
 
 def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
@@ -127,24 +125,15 @@ def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
 
 
 def agent_files(
-    record: AgentRequestRecord,
-    *,
-    confidence: float | None,
-    phase_name: str,
-    started: bool,
-    ended: bool,
+    record: AgentRequestRecord, *, confidence: float | None, phase_name: str
 ) -> list[tuple[str, bytes]]:
-    """The files of an agent request's output directory: its prompt when it has
-    ``started``; once it has ``ended``, its answer (when there is one) and its
-    ``results.json``."""
+    """The files of an ended agent request's output directory, written together: its
+    prompt, its answer (when there is one) and its ``results.json``. (While a request
+    waits, its prompt is in the request file.)"""
     request = record.request()
     response = record.x_response
     directory = record.x_output_dir or agent_dir(0, record.agent_name)
-    files: list[tuple[str, bytes]] = []
-    if started:
-        files.append((f"{directory}/{PROMPT_FILE}", request.prompt.encode()))
-    if not ended:
-        return files
+    files: list[tuple[str, bytes]] = [(f"{directory}/{PROMPT_FILE}", request.prompt.encode())]
     artifacts = [{"name": "prompt", "path": PROMPT_FILE, "media_type": "text/markdown"}]
     if response is not None and response.response is not None:
         name, media_type = _answer_file(response.response)
@@ -170,16 +159,14 @@ def agent_files(
         "task": context.get("x_task_id"),
         "history_status": record.status.value,
     }
-    source = f"{directory}/{RESULTS_FILE}"
     results = results_document(
         status=status,
         confidence=0.0 if confidence is None else confidence,
         summary=summary,
         artifacts=artifacts,
         metadata=details,
-        source=source,
     )
-    files.append((source, dumps_canonical(results)))
+    files.append((f"{directory}/{RESULTS_FILE}", dumps_canonical(results)))
     return files
 
 

@@ -47,6 +47,28 @@ import attrs
 from ._convert import check_date_time, structure, unstructure
 from ._errors import ContractError, UnknownVersionError
 from ._json import dumps_canonical
+from ._step_names import (
+    EVENT_AGENT_END,
+    EVENT_AGENT_START,
+    EVENT_ARTIFACT_WRITTEN,
+    EVENT_DECISION,
+    EVENT_ERROR,
+    EVENT_NAME_PATTERN,
+    EVENT_SKILL_END,
+    EVENT_SKILL_START,
+    EVENT_TOOL_CALL,
+    EVENT_TOOL_RESULT,
+    EVENT_TYPES,
+    EVENTS_FILE,
+    EXTENSION_PREFIX,
+    RESULTS_FILE,
+    STATUS_ABSTAIN,
+    STATUS_ERROR,
+    STATUS_FAIL,
+    STATUS_PASS,
+    STEPS_SCHEMA_VERSION,
+    STEPS_SUPPORTED_MAJOR,
+)
 
 # Names needed only by the type checker; importing them at run time costs (pathlib is
 # imported when a log is first used).
@@ -92,17 +114,6 @@ __all__ = [
     "validate_results",
 ]
 
-STEPS_SCHEMA_VERSION = "1.0"
-STEPS_SUPPORTED_MAJOR = 1
-RESULTS_FILE = "results.json"
-EVENTS_FILE = "events.ndjson"
-EXTENSION_PREFIX = "x_"
-
-STATUS_PASS = "pass"
-STATUS_FAIL = "fail"
-STATUS_ERROR = "error"
-STATUS_ABSTAIN = "abstain"
-
 
 class StepStatus(enum.Enum):
     """The outcome of an agent step; ``abstain``: the agent declined to judge."""
@@ -113,33 +124,10 @@ class StepStatus(enum.Enum):
     ABSTAIN = STATUS_ABSTAIN
 
 
-EVENT_AGENT_START = "agent.start"
-EVENT_AGENT_END = "agent.end"
-EVENT_SKILL_START = "skill.start"
-EVENT_SKILL_END = "skill.end"
-EVENT_TOOL_CALL = "tool.call"
-EVENT_TOOL_RESULT = "tool.result"
-EVENT_ARTIFACT_WRITTEN = "artifact.written"
-EVENT_DECISION = "decision"
-EVENT_ERROR = "error"
-#: The seed's initial event types; steps add their own (``review.file_analyzed``).
-EVENT_TYPES = (
-    EVENT_AGENT_START,
-    EVENT_AGENT_END,
-    EVENT_SKILL_START,
-    EVENT_SKILL_END,
-    EVENT_TOOL_CALL,
-    EVENT_TOOL_RESULT,
-    EVENT_ARTIFACT_WRITTEN,
-    EVENT_DECISION,
-    EVENT_ERROR,
-)
-
 # The patterns are the schemas' own, in the dialect Python and ECMA 262 share.
 # ``(?![\s\S])`` is "end of input" in both: ``$`` would also match before a final "\n".
 _END = r"(?![\s\S])"
 VERSION_PATTERN = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)" + _END
-EVENT_NAME_PATTERN = r"^[a-z0-9_]+(\.[a-z0-9_]+)*" + _END
 _SEGMENT_CHAR = r"[^/\\\x00-\x1f\x7f]"
 _SEGMENT_EDGE = r"[^/\\\x00-\x20\x7f\s]"
 _SEGMENT = rf"(?!\.\.?(/|{_END})){_SEGMENT_EDGE}({_SEGMENT_CHAR}*{_SEGMENT_EDGE})?"

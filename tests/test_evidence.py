@@ -392,3 +392,15 @@ def test_the_event_log_path_is_in_the_run_directory(tmp_path: Path) -> None:
     outcome = harness.run({})
     assert outcome.history_path is not None
     assert (Path(outcome.history_path).parent / "events.ndjson").is_file()
+
+
+def test_a_confidence_out_of_range_is_not_claimed(workflow_harness: Any) -> None:
+    """An answer that says confidence 7 is answered, but no confidence is claimed for it
+    (results.json holds only [0, 1]), and the run goes on."""
+    mock = MockAgentInvoker({"flaky": json.dumps({"answer": "yes", "confidence": 7})})
+    harness = workflow_harness(Retried, invoker=mock)
+    assert harness.run({}).exit_code == 0
+    run_dir = run_dir_of(harness.workdir)
+    events = check_run_evidence(run_dir)
+    end = next(e["data"] for e in events if e["event"] == "agent.end")
+    assert (end["status"], end["confidence"], end["confidence_reported"]) == ("pass", 0.0, False)
