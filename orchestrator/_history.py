@@ -28,11 +28,13 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
     from ._json import STATE_MAX_BYTES, read_json_file
 
     candidates: list[Path] = []
+    live = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
     if run_id is None:
-        candidates += sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
+        candidates += live
     runs = workdir / HISTORY_DIR / "runs"
     if run_id is not None:
         candidates.append(runs / run_id / "state.json")
+        candidates += live  # a live run asked for by its id (checked below)
     else:
         finished = sorted(runs.glob("*/state.json"), key=lambda p: p.stat().st_mtime)
         candidates += finished[-1:]
@@ -41,6 +43,8 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
             continue
         state = parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))
         own_run = (state.phase_data.get(ENGINE_KEY) or {}).get("run_id")
+        if run_id is not None and own_run != run_id:
+            continue
         archive = runs / str(own_run) / ARCHIVE_FILE
         if any(r.x_archived for r in state.agent_requests) and archive.exists():
             state = restore_archived(state, archive.read_bytes(), source=str(archive))

@@ -118,7 +118,7 @@ COMMANDS = (
 
 def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; when ``first_word`` names a command, only that one is built
-    (building all nine costs milliseconds on every start)."""
+    (building them all costs milliseconds on every start)."""
     only = first_word if first_word in COMMANDS else None
     parser = argparse.ArgumentParser(
         prog="orchestrate",

@@ -96,6 +96,12 @@ def test_a_paused_instance_shows_what_it_waits_for(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "paused" in shown.stdout.splitlines()[0]
     assert "ask writer" in shown.stdout and "pending: waiting" in shown.stdout
+    # The live run by its id too; another id is no run here.
+    run_id = shown.stdout.split()[2]
+    by_id = orchestrate("history", "--workdir", str(tmp_path), "--run", run_id)
+    assert by_id.returncode == 0 and by_id.stdout == shown.stdout
+    other = orchestrate("history", "--workdir", str(tmp_path), "--run", "not-this-run")
+    assert other.returncode == 2 and "not-this-run" in other.stderr
 
 
 def test_no_run_here_is_a_usage_error(tmp_path: Path) -> None:

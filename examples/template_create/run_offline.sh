@@ -20,4 +20,7 @@ mkdir -p "$workdir"
   --handler ".venv/bin/python examples/template_create/fake_agent.py"
 echo "template written to $workdir/template:"
 (cd "$workdir/template" && find . -type f | sort)
-echo "run history: $(ls -d "$workdir"/.orchestrator/runs/*)"
+run_dir="$(ls -d "$workdir"/.orchestrator/runs/*)"
+echo "run history and evidence: $run_dir"
+echo "the phases, as the run's events.ndjson tells them:"
+.venv/bin/orchestrate events --workdir "$workdir" --type skill.end

@@ -1,0 +1,32 @@
+"""A run's events as OpenTelemetry spans (what ``orchestrate events --otlp`` writes).
+
+``run_trace(events)`` builds the spans from the lines of a run's ``events.ndjson`` with
+the standard library alone; ``otlp_request``/``otlp_json_bytes`` give them as OTLP/JSON;
+``post_otlp`` sends them to an OTLP/HTTP traces endpoint; ``replay_spans`` hands them to
+an OpenTelemetry SDK exporter (``pip install 'checkpoint-orchestrator[otel]'``). See
+``orchestrator._otel`` for how events map to spans.
+"""
+
+from ._otel import (
+    OtlpExportError,
+    RunTrace,
+    Span,
+    SpanEvent,
+    otlp_json_bytes,
+    otlp_request,
+    post_otlp,
+    replay_spans,
+    run_trace,
+)
+
+__all__ = [
+    "OtlpExportError",
+    "RunTrace",
+    "Span",
+    "SpanEvent",
+    "otlp_json_bytes",
+    "otlp_request",
+    "post_otlp",
+    "replay_spans",
+    "run_trace",
+]
