@@ -13,7 +13,8 @@ exactly what is normalised before comparing):
   must leave the same.
 * Layer 1: drive with ``ORCHESTRATOR_CRASH_AT=N`` for 200 points of the dispatch waves
   (every ledger append, packet, result and verdict write, worklog append, step and state
-  write of the board's steps, and a spread of the mailbox writes between them) and a few
+  write of the board's steps, and a spread of the mailbox and evidence writes between
+  them) and a few
   before and after them; it must die by SIGKILL at the label the baseline has there; the
   resume (in count mode, so layer 2 learns its points) must exit 0.
 * Layer 2: for a few N, the resuming process is killed too, at a point M of its own, then
@@ -77,12 +78,22 @@ def is_mailbox(label: str) -> bool:
     return "<id>" in label or ".agent-re" in label
 
 
+EVIDENCE_FILES = ("events.ndjson", "results.json", "prompt.md", "response.json", "response.txt")
+
+
+def is_evidence(label: str) -> bool:
+    """A point of the run's evidence (its event log and output directories)."""
+    return label.split(" ")[-1] in EVIDENCE_FILES
+
+
 def label_kind(label: str) -> str:
     """What an (annotated) crash point is about, for the summary."""
     if label.startswith("after-step-run "):
         return "step run"
     if is_mailbox(label):
         return "mailbox"
+    if is_evidence(label):
+        return "evidence"
     target = label.split(" ")[-1]
     if target in ("ledger", "ledger.ndjson"):
         return "ledger append"
@@ -403,14 +414,19 @@ def run_all(jobs: Iterable[tuple[str, Callable[[], Outcome]]]) -> list[Outcome]:
 
 
 def chosen_points(baseline: Baseline) -> list[int]:
-    """Every board point of the dispatch waves, a spread of their mailbox points up to
-    ``DISPATCH_POINTS``, and ``OUTSIDE_POINTS`` spread over the rest of the run."""
+    """Every board point of the dispatch waves, a spread of their mailbox and evidence
+    points up to ``DISPATCH_POINTS``, and ``OUTSIDE_POINTS`` spread over the rest of the
+    run."""
     everything = list(range(1, len(baseline.labels) + 1))
     if os.environ.get("BOARD_CRASH_POINTS") == "all":
         return everything
     outside = [p for p in everything if baseline.regions[p - 1] in ("prepare", "summarize")]
     inside = [p for p in everything if p not in outside]
-    board = [p for p in inside if not is_mailbox(baseline.labels[p - 1])]
+    board = [
+        p
+        for p in inside
+        if not is_mailbox(baseline.labels[p - 1]) and not is_evidence(baseline.labels[p - 1])
+    ]
     mailbox = [p for p in inside if p not in board]
     assert len(board) <= DISPATCH_POINTS
     return sorted(
