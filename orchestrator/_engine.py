@@ -54,6 +54,7 @@ from ._evidence import (
     agent_dir,
     agent_files,
     agent_outcome,
+    answer_facts,
     check_artifact,
     event_line,
     event_name_ok,
@@ -977,7 +978,6 @@ class Engine:
         took = None
         if response is not None and response.duration_seconds is not None:
             took = round(response.duration_seconds * 1000)
-        metadata = response.metadata if response is not None else None
         self._emit(
             EVENT_AGENT_END,
             {
@@ -989,12 +989,7 @@ class Engine:
                 "confidence": 0.0 if confidence is None else confidence,
                 "confidence_reported": confidence is not None,
                 "duration_ms": took,
-                "response_status": None if response is None else response.status.value,
-                "error_type": None
-                if response is None or response.error_type is None
-                else response.error_type.value,
-                "model": None if metadata is None else metadata.model,
-                "tokens_used": None if metadata is None else metadata.tokens_used,
+                **answer_facts(record),
                 "summary": summary,
                 "output_dir": record.x_output_dir,
             },

@@ -140,7 +140,6 @@ def agent_files(
         files.append((f"{directory}/{name}", response.response.encode()))
         artifacts.append({"name": "response", "path": name, "media_type": media_type})
     status, summary = agent_outcome(record)
-    metadata = response.metadata if response is not None else None
     context = request.context or {}
     details: dict[str, Any] = {
         "agent": record.agent_name,
@@ -148,13 +147,8 @@ def agent_files(
         "phase": request.phase,
         "skill": phase_name,
         "attempt": request.retry_count + 1,
-        "response_status": None if response is None else response.status.value,
-        "error_type": None
-        if response is None or response.error_type is None
-        else response.error_type.value,
+        **answer_facts(record),
         "duration_seconds": None if response is None else response.duration_seconds,
-        "model": None if metadata is None else metadata.model,
-        "tokens_used": None if metadata is None else metadata.tokens_used,
         "confidence_reported": confidence is not None,
         "task": context.get("x_task_id"),
         "history_status": record.status.value,
@@ -168,6 +162,21 @@ def agent_files(
     )
     files.append((f"{directory}/{RESULTS_FILE}", dumps_canonical(results)))
     return files
+
+
+def answer_facts(record: AgentRequestRecord) -> dict[str, Any]:
+    """What the answer to ``record`` says of itself (``None`` where it says nothing), for
+    its ``agent.end`` and its ``results.json`` alike."""
+    response = record.x_response
+    if response is None:
+        return {"response_status": None, "error_type": None, "model": None, "tokens_used": None}
+    metadata = response.metadata
+    return {
+        "response_status": response.status.value,
+        "error_type": None if response.error_type is None else response.error_type.value,
+        "model": None if metadata is None else metadata.model,
+        "tokens_used": None if metadata is None else metadata.tokens_used,
+    }
 
 
 def _answer_file(text: str) -> tuple[str, str]:

@@ -78,13 +78,19 @@ def told(events: list[dict]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], list[str]]:
-    """The example run uninterrupted, in count mode: its events and its crash points."""
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example run uninterrupted, in count mode (``points.log`` beside its workdir)."""
     base = tmp_path_factory.mktemp("example-evidence")
-    log = base / "points.log"
-    assert drive(base / "work", crash_at="count", log=log) == 0
+    assert drive(base / "work", crash_at="count", log=base / "points.log") == 0
+    return base / "work"
+
+
+@pytest.fixture(scope="module")
+def baseline(example_run: Path) -> tuple[list[dict], list[str]]:
+    """The example run's events and its crash points."""
+    log = example_run.parent / "points.log"
     labels = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
-    return check_run_evidence(run_dir_of(base / "work")), labels
+    return check_run_evidence(run_dir_of(example_run)), labels
 
 
 def test_the_example_tells_its_whole_story_in_valid_evidence(
@@ -121,3 +127,26 @@ def test_kills_while_writing_evidence_leave_the_same_story(
         assert story(resumed) == story(events), (
             f"the story differs after a kill at {labels[point - 1]}"
         )
+
+
+def test_history_shows_the_example_as_a_timeline(example_run: Path) -> None:
+    """``orchestrate history``: a header, then the phases and asks in time order, each
+    with its offset from the start; the asks with how they were answered."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "history", "--workdir", str(example_run)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    header, *lines = shown.stdout.splitlines()
+    assert header.startswith("template-create  run ") and "  completed  " in header
+    phases = [line.split()[2] for line in lines if line.split()[1] == "phase"]
+    assert phases == [str(n) for n in range(1, 10)]
+    asks = [line for line in lines if line.split()[1] == "ask"]
+    assert len(asks) == 9
+    assert all(
+        "completed: answered after" in line and "offline-fake-agent" in line for line in asks
+    )
+    offsets = [line.split()[0] for line in lines if line.startswith("+")]
+    assert offsets == sorted(offsets) and len(offsets) == 18
