@@ -29,12 +29,15 @@ from .._errors import AgentInvocationError, UntrustedJSONError, UsageError
 from .._json import loads_strict
 from .._ports import AgentAnswer
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "SubprocessInvoker"]
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "SubprocessInvoker", "run_command"]
 
 DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 #: characters of stderr quoted in a failure message: enough to see why, never all of it
 STDERR_TAIL_CHARS = 2000
 _READ_CHUNK = 64 * 1024
+#: once the child has exited, how long processes it left behind may keep its pipes open
+#: before what it printed counts as its whole answer (they are killed then)
+EXIT_GRACE_SECONDS = 0.25
 _FENCED = re.compile(r"```[ \t]*(json)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -152,6 +155,34 @@ class SubprocessInvoker:
         return env
 
 
+def run_command(
+    command: Command,
+    payload: bytes,
+    *,
+    agent_name: str,
+    env: Mapping[str, str],
+    limit: float,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    cwd: Path | None = None,
+) -> bytes:
+    """Run ``command`` once as an agent call, ``payload`` on stdin; its stdout once it
+    exited 0. Its whole process group is killed at the end, whatever happened.
+
+    Raises :class:`~orchestrator.AgentInvocationError`: ``TIMEOUT`` past ``limit``
+    seconds, ``PARSE_ERROR`` past ``max_output_bytes``, ``INVOCATION_FAILED`` when it
+    cannot start, exits non-zero or dies by a signal (with the tail of its stderr).
+    """
+    checked = _checked(command, "command")
+    run = _Run(
+        agent_name=agent_name,
+        command=checked,
+        program=_program_name(checked),
+        limit=limit,
+        max_output_bytes=max_output_bytes,
+    )
+    return run.execute(payload, dict(env), cwd)
+
+
 class _Run:
     """One call: starts the command, feeds stdin, reads stdout (capped) and a stderr tail."""
 
@@ -247,10 +278,22 @@ class _Run:
             selector.register(process.stdout, selectors.EVENT_READ)
             selector.register(process.stderr, selectors.EVENT_READ)
             view = memoryview(payload)
+            exited_at: float | None = None
             while selector.get_map():
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     raise subprocess.TimeoutExpired(self.program, self.limit)
+                if exited_at is None and _has_exited(process):
+                    exited_at = now
+                if exited_at is not None:
+                    # The child is gone; what it left running may hold the pipes open
+                    # forever. Past a short grace, its output so far is the answer.
+                    if now - exited_at > EXIT_GRACE_SECONDS:
+                        break
+                    remaining = min(remaining, EXIT_GRACE_SECONDS / 5)
+                else:
+                    remaining = min(remaining, 0.5)  # look at the child now and then
                 for key, _ in selector.select(remaining):
                     if key.fileobj is process.stdin:
                         view = _write_some(selector, process.stdin, view)
@@ -315,6 +358,11 @@ def _write_some(selector: selectors.BaseSelector, stdin: Any, view: memoryview) 
         selector.unregister(stdin)
         stdin.close()
     return view
+
+
+def _has_exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has exited, leaving it unreaped (see ``_await_exit``)."""
+    return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
 
 
 def _read_some(stream: Any) -> bytes | None:

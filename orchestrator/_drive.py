@@ -4,15 +4,16 @@ Each pending request goes to the handler command on stdin (its path also in
 ``ORCHESTRATOR_REQUEST_FILE``); the handler's stdout is the answer. A handler that prints
 a whole response document (an object with ``request_id`` and ``status``) has it used as
 is. A non-zero exit becomes INVOCATION_FAILED, running past the request's
-``timeout_seconds`` becomes TIMEOUT; the engine's policy takes it from there.
+``timeout_seconds`` becomes TIMEOUT, output that cannot be an answer (not UTF-8, or more
+than a response may hold) PARSE_ERROR; the engine's policy takes it from there. The
+handler runs as the subprocess adapter runs an agent: in its own session, its output
+capped, and everything it started killed when it is done.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -26,10 +27,9 @@ from ._clock import SystemClock, format_time
 from ._convert import unstructure
 from ._durable import atomic_write
 from ._engine import Outcome
-from ._errors import ContractError
+from ._errors import AgentInvocationError, ContractError
 from ._json import dumps_canonical
-
-_STDERR_TAIL = 2000
+from .adapters.file_bridge import MAX_RESPONSE_BYTES
 
 
 def drive(
@@ -91,30 +91,27 @@ def _ask_handler(
     if handler_timeout is not None:
         limit = min(limit, handler_timeout)
     started = time.monotonic()
+    from .adapters.subprocess_agent import run_command
+
     try:
-        completed = _run_handler(handler, payload, env, limit)
-    except subprocess.TimeoutExpired:
-        return _error(
-            request,
-            "timeout",
-            "TIMEOUT",
-            f"handler did not answer within {limit:g} s",
-            started,
+        stdout = run_command(
+            handler,
+            payload,
+            agent_name=request.agent_name,
+            env=env,
+            limit=limit,
+            max_output_bytes=MAX_RESPONSE_BYTES,
         )
-    if completed.returncode != 0:
-        tail = completed.stderr.decode("utf-8", "replace")[-_STDERR_TAIL:].strip()
-        return _error(
-            request,
-            "error",
-            "INVOCATION_FAILED",
-            f"handler exited with {completed.returncode}: {tail}",
-            started,
-        )
+    except AgentInvocationError as exc:
+        if exc.error_type == "TIMEOUT":
+            message = f"handler did not answer within {limit:g} s; its process group was killed"
+            return _error(request, "timeout", "TIMEOUT", message, started)
+        return _error(request, "error", exc.error_type, f"handler: {exc}", started)
     try:
-        text = completed.stdout.decode("utf-8")
+        text = stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _error(
-            request, "error", "INVOCATION_FAILED", f"handler output is not UTF-8: {exc}", started
+            request, "error", "PARSE_ERROR", f"handler output is not UTF-8: {exc}", started
         )
     try:
         document = _as_document(text, request)
@@ -124,42 +121,23 @@ def _ask_handler(
         return _error(
             request, "error", "INVOCATION_FAILED", f"handler printed a bad response: {exc}", started
         )
-    if document is not None:
-        return document
-    return {
-        "request_id": request.request_id,
-        "version": "1.0",
-        "status": "success",
-        "response": text,
-        "created_at": format_time(SystemClock().now()),
-        "duration_seconds": round(time.monotonic() - started, 3),
-    }
-
-
-def _run_handler(
-    handler: str, payload: bytes, env: dict[str, str], limit: float
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the shell command ``handler``; past ``limit`` seconds kill its whole process
-    group (the shell's children too, which would otherwise hold the pipes open)."""
-    import signal
-
-    with subprocess.Popen(
-        handler,
-        shell=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(payload, timeout=limit)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise
-    return subprocess.CompletedProcess(handler, process.returncode, stdout, stderr)
+    if document is None:
+        document = {
+            "request_id": request.request_id,
+            "version": "1.0",
+            "status": "success",
+            "response": text,
+            "created_at": format_time(SystemClock().now()),
+            "duration_seconds": round(time.monotonic() - started, 3),
+        }
+    size = len(dumps_canonical(document))
+    if size > MAX_RESPONSE_BYTES:  # JSON escapes can make a document larger than its text
+        message = (
+            f"the answer makes a response of {size} bytes, over the {MAX_RESPONSE_BYTES} a "
+            "response may hold"
+        )
+        return _error(request, "error", "PARSE_ERROR", message, started)
+    return document
 
 
 def _as_document(text: str, request: AgentRequest) -> dict[str, Any] | None:

@@ -122,3 +122,61 @@ def test_kill_9_at_any_point_of_the_last_resume_loses_no_answer(tmp_path: Path) 
         else:
             assert again.returncode == 0, (point, again.stderr)
             assert leftovers == set(), (point, leftovers)
+
+
+def test_a_handler_that_prints_no_utf8_gives_a_parse_error(tmp_path: Path) -> None:
+    """As with the subprocess adapter: output that cannot be an answer is PARSE_ERROR
+    (not retried), and the run says so."""
+    garbage = f"{sys.executable} -c \"import sys; sys.stdout.buffer.write(b'\\xff\\xfe bad')\""
+    result = orchestrate(
+        "drive", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path), "--handler", garbage
+    )
+    assert result.returncode == 1, result.stderr
+    assert "PARSE_ERROR" in result.stderr and "not UTF-8" in result.stderr
+    state = json.loads((tmp_path / ".one-ask-state.json").read_text())
+    assert [r["status"] for r in state["agent_requests"]] == ["failed"]
+
+
+def test_a_handler_printing_more_than_a_response_holds_is_stopped(tmp_path: Path) -> None:
+    flood = f"{sys.executable} -c \"import sys; sys.stdout.write('x' * (17 * 1024 * 1024))\""
+    result = orchestrate("drive", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path), "--handler", flood)
+    assert result.returncode == 1, result.stderr
+    assert "PARSE_ERROR" in result.stderr and "more than 16777216 bytes" in result.stderr
+    # Nothing left that the bridge would refuse: the error answer was recorded and removed.
+    assert [p for p in tmp_path.glob(".agent-response*") if p.is_file()] == []
+    assert list((tmp_path / ".agent-responses").iterdir()) == []
+
+
+def test_what_a_handler_leaves_running_is_killed_and_does_not_hold_the_answer(
+    tmp_path: Path,
+) -> None:
+    """The handler answers and exits, leaving a process that keeps stdout open: the
+    answer is taken a moment after it exits (not at the request's timeout of 120 s), and
+    the leftover is killed."""
+    pid_file = tmp_path / "leftover.pid"
+    leftover = (
+        f'{sys.executable} -c "import os, time; '
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)\""
+    )
+    handler = (
+        f"{leftover} & while [ ! -s {pid_file} ]; do sleep 0.01; done; echo answered by the host"
+    )
+    result = orchestrate(
+        "drive", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path), "--handler", handler
+    )
+    assert result.returncode == 0, result.stderr
+    assert history(tmp_path)["agent_requests"][0]["status"] == "completed"
+    pid = int(pid_file.read_text())
+    for _ in range(250):  # SIGKILL is delivered asynchronously
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        status = Path(f"/proc/{pid}/stat")
+        if status.exists() and status.read_text().split()[2] == "Z":
+            break  # a zombie waiting for init: dead
+        import time
+
+        time.sleep(0.02)
+    else:
+        raise AssertionError(f"the handler's leftover {pid} still runs")

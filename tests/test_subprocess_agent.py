@@ -214,13 +214,31 @@ def test_timeout_kills_a_sleeping_child(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_a_shell_grandchild_that_holds_stdout(tmp_path: Path) -> None:
-    # The shell exits at once; its background child keeps stdout open and sleeps.
+    # The shell waits for its background child, which keeps stdout open and sleeps.
     pid_file = tmp_path / "pid"
-    invoker = SubprocessInvoker(f"{shell('sleep', '60', str(pid_file))} & echo partial")
+    invoker = SubprocessInvoker(f"{shell('sleep', '60', str(pid_file))} & echo partial; wait")
     error = failure(invoker, timeout_seconds=1)
     assert error.error_type == "TIMEOUT"
     pid, pgid = map(int, pid_file.read_text().split())
     assert pid != pgid  # it was a grandchild, in the shell's group
+    assert_group_gone(pid_file)
+
+
+def test_a_leftover_holding_stdout_does_not_hold_the_answer(tmp_path: Path) -> None:
+    """The shell answers and exits, leaving a child that keeps stdout open: the answer
+    is what the shell printed, taken a moment after it exited (not at the timeout), and
+    the leftover is killed."""
+    pid_file = tmp_path / "pid"
+    wait_for_pid = f"while [ ! -s {shlex.quote(str(pid_file))} ]; do sleep 0.01; done"
+    invoker = SubprocessInvoker(
+        f"{shell('sleep', '60', str(pid_file))} & {wait_for_pid}; echo the answer"
+    )
+    started = time.monotonic()
+    answer = invoker.invoke("writer", "hello", timeout_seconds=30)
+    assert time.monotonic() - started < 10
+    assert answer == "the answer"
+    pid, pgid = map(int, pid_file.read_text().split())
+    assert pid != pgid
     assert_group_gone(pid_file)
 
 
