@@ -29,6 +29,7 @@ from ._durable import atomic_write
 from ._engine import Outcome
 from ._errors import AgentInvocationError, ContractError
 from ._json import dumps_canonical
+from ._text import printable
 from .adapters.file_bridge import MAX_RESPONSE_BYTES
 
 
@@ -65,7 +66,7 @@ def drive(
             target = responses_dir / f"{document['request_id']}.json"
             atomic_write(target, dumps_canonical(document))
         outcome = resume()
-        print(f"orchestrate: {outcome.message}", file=sys.stderr)
+        print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     return outcome
 
 

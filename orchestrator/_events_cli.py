@@ -57,8 +57,6 @@ _TIME_ANY = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt]([0-9]{2}:[0-9]{2}:[0-9]{2})(\.[0-9]+)?[Zz]")
-# Agent answers end up in summaries: keep terminal escapes and bidi controls off the screen.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _SUMMARY_LIMIT = 160
 
 
@@ -700,8 +698,9 @@ def _word(value: object) -> str:
 
 def _clean(text: str) -> str:
     """``text`` on one line, control characters shown as escapes."""
-    text = " ".join(text.split())
-    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    from ._text import printable  # agent answers end up in summaries
+
+    return printable(" ".join(text.split()))
 
 
 def _short(text: str, limit: int = _SUMMARY_LIMIT) -> str:

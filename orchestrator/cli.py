@@ -23,6 +23,7 @@ from ._errors import (
     WorkflowDefinitionError,
     WorkflowNotFoundError,
 )
+from ._text import printable
 
 if TYPE_CHECKING:
     from ._engine import Engine, Outcome
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(exc: BaseException, code: int) -> int:
-    print(f"orchestrate: error: {exc}", file=sys.stderr)
+    print(f"orchestrate: error: {printable(str(exc), lines=True)}", file=sys.stderr)
     return code
 
 
@@ -468,7 +469,7 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
 
 
 def _report(outcome: Outcome, workdir: Path) -> int:
-    print(f"orchestrate: {outcome.message}", file=sys.stderr)
+    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     if outcome.status == "paused":
         from ._bridge import REQUEST_FILE, REQUESTS_DIR
 
@@ -582,7 +583,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         engine, outcome = _start(args, workdir)
     else:
         raise UsageError("no instance in the work directory: name the WORKFLOW to start")
-    print(f"orchestrate: {outcome.message}", file=sys.stderr)
+    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     if outcome.status == "paused" and args.handler is None:
         raise UsageError(
             "requests made before this drive are still pending and no --handler answers "
@@ -645,7 +646,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     from ._history import load_run, timeline
 
     state, source = load_run(_workdir(args), args.run)
-    print("\n".join(timeline(state)))
+    print(printable("\n".join(timeline(state)), lines=True))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
 

@@ -180,3 +180,22 @@ def test_what_a_handler_leaves_running_is_killed_and_does_not_hold_the_answer(
         time.sleep(0.02)
     else:
         raise AssertionError(f"the handler's leftover {pid} still runs")
+
+
+def test_control_characters_from_a_run_never_reach_the_terminal(tmp_path: Path) -> None:
+    """A failure's words come from user code and agents: an escape sequence or a bidi
+    override in them is shown escaped, not obeyed."""
+    (tmp_path / "wf.py").write_text(
+        "from orchestrator import Workflow, phase\n"
+        "class Loud(Workflow):\n"
+        "    name = 'loud'\n"
+        "    @phase(1)\n"
+        "    def go(self, ctx):\n"
+        "        raise RuntimeError('boom \\x1b[2J\\x1b[31m red \\u202e desrever')\n"
+    )
+    result = orchestrate("run", f"{tmp_path / 'wf.py'}:Loud", "--workdir", str(tmp_path))
+    assert result.returncode == 1
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    assert "boom \\u001b[2J\\u001b[31m red \\u202e desrever" in result.stderr
+    shown = orchestrate("history", "--workdir", str(tmp_path))
+    assert "\x1b" not in shown.stdout and "\\u001b[2J" in shown.stdout

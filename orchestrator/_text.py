@@ -1,0 +1,19 @@
+"""Text from agents and hosts, made safe to print on a terminal."""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls (escape sequences start with them), and the Unicode controls that
+# reorder or break what a terminal shows (bidi overrides, line and paragraph separators).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_UNPRINTABLE_IN_LINES = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+)
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with control characters shown as ``\\uXXXX`` escapes; with ``lines``,
+    newlines and tabs are kept."""
+    pattern = _UNPRINTABLE_IN_LINES if lines else _UNPRINTABLE
+    return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
