@@ -94,6 +94,7 @@ class FileBridge:
         self.responses_dir = workdir / RESPONSES_DIR
         self.private_dir = workdir / HISTORY_DIR
         self._swept = False
+        self._swept_dirs: set[Path] = set()
 
     def lock(self) -> InstanceLock:
         self.private_dir.mkdir(exist_ok=True)
@@ -205,6 +206,10 @@ class FileBridge:
                 if absolute not in created and not absolute.is_dir():
                     absolute.mkdir()
                     created[absolute.parent] = None
+            if path.parent not in created and path.parent not in self._swept_dirs:
+                # Written again after a crash: a killed writer's temporary may be here.
+                sweep_temporaries(path.parent)
+                self._swept_dirs.add(path.parent)
         atomic_write_many(files)
         for directory in created:
             fsync_directory(directory)

@@ -290,6 +290,8 @@ class _Run:
                     # The child is gone; what it left running may hold the pipes open
                     # forever. Past a short grace, its output so far is the answer.
                     if now - exited_at > EXIT_GRACE_SECONDS:
+                        if self._drain(selector, process, stdout):  # what is already there
+                            return b"", bytes(stderr_tail), True
                         break
                     remaining = min(remaining, EXIT_GRACE_SECONDS / 5)
                 else:
@@ -312,6 +314,26 @@ class _Run:
                         stderr_tail += chunk
                         del stderr_tail[:-keep_stderr]
         return bytes(stdout), bytes(stderr_tail), False
+
+    def _drain(
+        self,
+        selector: selectors.BaseSelector,
+        process: subprocess.Popen[bytes],
+        stdout: bytearray,
+    ) -> bool:
+        """Read what is already in the stdout pipe, without waiting for more; True when
+        that goes past the cap."""
+        if process.stdout is None or process.stdout not in {
+            key.fileobj for key in selector.get_map().values()
+        }:
+            return False
+        while True:
+            chunk = _read_some(process.stdout)
+            if not chunk:  # EOF, or nothing more for now
+                return False
+            stdout += chunk
+            if len(stdout) > self.max_output_bytes:
+                return True
 
     def _await_exit(self, process: subprocess.Popen[bytes], deadline: float) -> None:
         """Wait until the child exits, leaving it unreaped: while it is a zombie its pid,

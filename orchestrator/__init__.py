@@ -44,6 +44,7 @@ _EXPORTS = {
     "ResponseMetadata": "_bridge",
     "ResponseRejectedError": "_errors",
     "RunFailedError": "_errors",
+    "StepFailedError": "_errors",
     "Task": "_board_contracts",
     "TaskStatus": "_board_contracts",
     "TaskType": "_board_contracts",
@@ -84,6 +85,7 @@ __all__ = [
     "ResponseMetadata",
     "ResponseRejectedError",
     "RunFailedError",
+    "StepFailedError",
     "Task",
     "TaskStatus",
     "TaskType",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
         OrchestratorError,
         ResponseRejectedError,
         RunFailedError,
+        StepFailedError,
         UnknownVersionError,
         WorkflowDefinitionError,
     )

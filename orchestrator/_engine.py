@@ -44,8 +44,10 @@ from ._errors import (
     ResponseRejectedError,
     RunFailedError,
     StateDamagedError,
+    StepFailedError,
 )
 from ._evidence import (
+    EVENT_AGENT_LATE_ANSWER,
     EVENT_RUN_END,
     EVENT_RUN_PAUSE,
     EVENT_RUN_START,
@@ -128,6 +130,8 @@ class JournalEntry:
     fingerprint: list[str]  # ask: "agent sha256(prompt)" per request; step: [name]
     request_ids: list[str] = attrs.field(factory=list)
     result: Any = None
+    # A step that raised: {"type": "module:qualname", "message": ...}, raised again on replay.
+    error: dict[str, str] | None = None
 
 
 @attrs.define(kw_only=True)
@@ -160,6 +164,8 @@ class EngineRecord:
     failure: str | None = None
     revision: int = 0
     journal: list[JournalEntry] = attrs.field(factory=list)
+    # Whether this run writes evidence: a run started by a version without it does not.
+    evidence: bool = False
     # The event outbox (see ``_publish_evidence``) and the next event's number.
     events: list[OutboxEvent] = attrs.field(factory=list)
     next_seq: int = 1
@@ -244,6 +250,7 @@ class Engine:
                 workdir=str(workdir),
                 started_at=now,
                 inputs=inputs,
+                evidence=True,
             )
             state = CheckpointState(
                 phase=first.number,
@@ -288,6 +295,8 @@ class Engine:
                 self._published = 0
                 self._publish_evidence()  # a crash may have cut the last publication
             record = self._require_record()
+            if record.status == "cancelled":  # a crash cut the cancel short: finish it
+                return self._finish_cancel()
             if record.status == "failed":
                 return Outcome(
                     status="failed",
@@ -314,14 +323,38 @@ class Engine:
             self._attach(state, load_record(state, source=self.bridge.location))
             self._published = 0
             record = self._require_record()
-            if record.status not in ("failed", "completed"):
+            if record.status not in ("failed", "completed", "cancelled"):
                 self._withdraw_pending("the run was cancelled")
                 self._emit_run_end("cancelled")
             record.status = "cancelled"
-            self._save("cancelled")
-            return self.bridge.finish(
-                FinishInput(state=state, outcome="cancelled", run_id=record.run_id)
-            )
+            # Saved before the end, so that a crash in between finishes the cancel on the
+            # next resume or cancel, never runs the workflow on.
+            self._save("cancelled", publish=False)
+            history = self._finish_cancel().history_path
+            assert history is not None
+            return history
+
+    def _finish_cancel(self) -> Outcome:
+        """The end of a cancel whose state is saved: its evidence, then the cleanup.
+
+        Evidence that cannot be written (a full disk) does not stop a cancel: the
+        cancel is how an instance is removed.
+        """
+        import contextlib
+
+        with contextlib.suppress(OrchestratorError, OSError, ValueError):
+            self._publish_evidence()
+        record = self._require_record()
+        history = self.bridge.finish(
+            FinishInput(state=self._require_state(), outcome="cancelled", run_id=record.run_id)
+        )
+        return Outcome(
+            status="failed",
+            exit_code=EXIT_ERROR,
+            message=f"the run was cancelled (the cancel is now complete); history kept in "
+            f"{history}",
+            history_path=history,
+        )
 
     # -- recording answers --------------------------------------------------------------
 
@@ -413,9 +446,13 @@ class Engine:
         self, record: AgentRequestRecord, response: AgentResponse, *, digest: str | None
     ) -> AgentRequestRecord | None:
         """Record ``response`` for ``record``; return the retry request if one was made."""
+        late = record.status is HistoryStatus.RETRIED  # it ended once already
         record.x_response = response
         record.x_response_sha256 = digest
         record.status = self._settled_status(record, response)
+        if late:
+            self._emit_late_answer(record)
+            return None
         if record.status is not HistoryStatus.RETRIED:
             self._emit_agent_end(record)
             return None
@@ -657,7 +694,7 @@ class Engine:
     def _store_record(self) -> None:
         self._require_state().phase_data[ENGINE_KEY] = unstructure(self._require_record())
 
-    def _save(self, checkpoint_name: str) -> None:
+    def _save(self, checkpoint_name: str, *, publish: bool = True) -> None:
         state, record = self._require_state(), self._require_record()
         record.events = [e for e in record.events if e.seq > self._published]
         self._archive_finished()
@@ -668,7 +705,8 @@ class Engine:
         state.created_at = format_time(self.clock.now())
         self._store_record()
         self.bridge.save_state(SaveStateInput(state=state))
-        self._publish_evidence()
+        if publish:
+            self._publish_evidence()
 
     def _archive_finished(self) -> None:
         """Move finished requests of completed phases to the run's history, in batches.
@@ -708,7 +746,8 @@ class Engine:
     def _new_record(
         self, request: AgentRequest, *, position: int, max_retries: int | None = None
     ) -> AgentRequestRecord:
-        output_dir = agent_dir(self._require_record().next_seq, request.agent_name)
+        run = self._require_record()
+        output_dir = agent_dir(run.next_seq, request.agent_name) if run.evidence else None
         record = AgentRequestRecord(
             request_id=request.request_id,
             agent_name=request.agent_name,
@@ -724,7 +763,7 @@ class Engine:
         self._emit(
             EVENT_AGENT_START,
             {
-                "step": output_dir.rsplit("/", 1)[-1],
+                "step": (output_dir or "").rsplit("/", 1)[-1],
                 "agent": request.agent_name,
                 "request_id": request.request_id,
                 "skill": request.phase_name,
@@ -741,7 +780,7 @@ class Engine:
     # -- called by PhaseContext ---------------------------------------------------------
 
     def journal_entry(self, position: int) -> JournalEntry | None:
-        """The recorded call at ``position``; a step that raised left its position empty."""
+        """The recorded call at ``position``."""
         journal = self._require_record().journal
         if position < len(journal) and journal[position].position == position:
             return journal[position]
@@ -835,9 +874,13 @@ class Engine:
     def mark_fatal(self, error: OrchestratorError) -> None:
         self._fatal = error
 
-    def record_step(self, position: int, name: str, result: Any) -> None:
+    def record_step(
+        self, position: int, name: str, result: Any, *, error: dict[str, str] | None = None
+    ) -> None:
         self._require_record().journal.append(
-            JournalEntry(position=position, kind="step", fingerprint=[name], result=result)
+            JournalEntry(
+                position=position, kind="step", fingerprint=[name], result=result, error=error
+            )
         )
         self._save(f"after_step_{name}")
 
@@ -897,6 +940,8 @@ class Engine:
     ) -> int:
         """Queue an event in the outbox; the checkpoint that saves it publishes it."""
         record = self._require_record()
+        if not record.evidence:
+            return 0
         sequence = record.next_seq
         record.next_seq += 1
         record.events.append(
@@ -989,6 +1034,25 @@ class Engine:
                 "confidence": 0.0 if confidence is None else confidence,
                 "confidence_reported": confidence is not None,
                 "duration_ms": took,
+                **answer_facts(record),
+                "summary": summary,
+                "output_dir": record.x_output_dir,
+            },
+            request_id=record.request_id,
+        )
+
+    def _emit_late_answer(self, record: AgentRequestRecord) -> None:
+        """A request that ended (timed out, retried) was answered after all: told once,
+        as its own event; its output directory is written again with the answer."""
+        status, summary = agent_outcome(record)
+        self._emit(
+            EVENT_AGENT_LATE_ANSWER,
+            {
+                "step": (record.x_output_dir or "").rsplit("/", 1)[-1],
+                "agent": record.agent_name,
+                "request_id": record.request_id,
+                "skill": record.request().phase_name,
+                "status": status,
                 **answer_facts(record),
                 "summary": summary,
                 "output_dir": record.x_output_dir,
@@ -1209,14 +1273,18 @@ class PhaseContext:
         entry = self._engine.journal_entry(position)
         if entry is not None:
             self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
+            if entry.error is not None:
+                raise _recorded_failure(name, entry.error)
             return _copy(entry.result)  # type: ignore[no-any-return]
         engine = self._engine
         started = engine.clock.now()
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
-            # Not recorded: its position stays empty, and a replay runs the step again.
+            # A failure is an outcome too: recorded, and raised again on replay, so the
+            # phase takes the same path (a step is not run again because it failed once).
             engine.tell_step(name, started, error=f"{type(exc).__name__}: {exc}")
+            engine.record_step(position, name, None, error=_failure_record(exc))
             raise
         _durable.crash_point(f"after-step-run {name}")
         # A copy: what the phase does to ``result`` later must not change the record.
@@ -1465,6 +1533,36 @@ class PhaseContext:
             phase_name=self._spec.name,
             position=entry.position,
         )
+
+
+def _failure_record(exc: BaseException) -> dict[str, str]:
+    kind = type(exc)
+    return {"type": f"{kind.__module__}:{kind.__qualname__}", "message": str(exc)}
+
+
+def _recorded_failure(name: str, error: dict[str, str]) -> Exception:
+    """The exception a step raised, made again from its record: its class with the
+    recorded message when that class can be found and built from one string, else a
+    :class:`StepFailedError` that says what it was."""
+    import importlib
+
+    module_name, _, qualname = error["type"].partition(":")
+    message = error["message"]
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        if isinstance(found, type) and issubclass(found, Exception):
+            rebuilt = found(message)
+            if str(rebuilt) == message:
+                return rebuilt
+    except Exception:  # any failure to rebuild it falls back to StepFailedError
+        pass
+    return StepFailedError(
+        f"step {name!r} failed when it ran: {error['type']}: {message}",
+        step=name,
+        error_type=error["type"],
+    )
 
 
 def _describe_pending(pending_ids: list[str]) -> str:

@@ -120,6 +120,16 @@ class RunFailedError(OrchestratorError):
     """The run cannot continue; the state file is kept for inspection."""
 
 
+class StepFailedError(OrchestratorError):
+    """On replay: a ``ctx.step`` that raised when it ran, whose exception could not be
+    made again from its record (its class, with the recorded message)."""
+
+    def __init__(self, message: str, *, step: str, error_type: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.error_type = error_type
+
+
 class AgentInvocationError(OrchestratorError):
     """An in-process agent invocation failed (the seed's ``AgentInvocationError``).
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 EVENT_RUN_START = "run.start"
 EVENT_RUN_PAUSE = "run.pause"
 EVENT_RUN_END = "run.end"
+EVENT_AGENT_LATE_ANSWER = "agent.late_answer"
 RESERVED_PREFIXES = ("run.", "agent.", "skill.", "tool.")
 RESERVED_NAMES = frozenset({"artifact.written"})
 PROMPT_FILE = "prompt.md"
@@ -133,11 +134,11 @@ def agent_files(
     request = record.request()
     response = record.x_response
     directory = record.x_output_dir or agent_dir(0, record.agent_name)
-    files: list[tuple[str, bytes]] = [(f"{directory}/{PROMPT_FILE}", request.prompt.encode())]
+    files: list[tuple[str, bytes]] = [(f"{directory}/{PROMPT_FILE}", _utf8(request.prompt))]
     artifacts = [{"name": "prompt", "path": PROMPT_FILE, "media_type": "text/markdown"}]
     if response is not None and response.response is not None:
         name, media_type = _answer_file(response.response)
-        files.append((f"{directory}/{name}", response.response.encode()))
+        files.append((f"{directory}/{name}", _utf8(response.response)))
         artifacts.append({"name": "response", "path": name, "media_type": media_type})
     status, summary = agent_outcome(record)
     context = request.context or {}
@@ -181,10 +182,15 @@ def answer_facts(record: AgentRequestRecord) -> dict[str, Any]:
 
 def _answer_file(text: str) -> tuple[str, str]:
     try:
-        loads_strict(text.encode(), source="answer")
+        loads_strict(_utf8(text), source="answer")
     except ContractError:  # anything that is not strict JSON is text
         return "response.txt", "text/plain"
     return "response.json", "application/json"
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (JSON allows ``"\\ud800"``) as its escape."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _suffix(note: str) -> str:

@@ -8,7 +8,8 @@
 - ``run.start`` opens, ``run.end`` closes, once each;
 - every phase has one ``skill.start`` and at most one ``skill.end`` after it, and the
   events of a phase (tools, agents, artifacts) fall between the two;
-- every agent request has one ``agent.start`` and at most one ``agent.end`` after it;
+- every agent request has one ``agent.start`` and at most one ``agent.end`` after it
+  (and at most one ``agent.late_answer`` after that);
   each ``tool.call`` is followed at once by its ``tool.result``;
 - every output directory an event names holds a ``results.json`` that agrees with the
   event's status, and no directory is there that no event names;
@@ -99,12 +100,15 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
         elif name == "agent.end":
             assert agents.get(data["request_id"]) == "started", f"end of {data['request_id']}"
             agents[data["request_id"]] = "ended"
+        elif name == "agent.late_answer":  # after its end (a timeout), once
+            assert agents.get(data["request_id"]) == "ended", f"late {data['request_id']}"
+            agents[data["request_id"]] = "answered late"
         elif name == "tool.call":
             after = events[index + 1]
             assert after["event"] == "tool.result" and after["data"]["tool"] == data["tool"]
     if finished:
         assert open_skill is None or events[-1]["data"]["status"] != "completed"
-        assert set(agents.values()) <= {"ended"}, f"requests never ended: {agents}"
+        assert set(agents.values()) <= {"ended", "answered late"}, f"never ended: {agents}"
 
 
 def _check_results(run_dir: Path, events: list[dict[str, Any]]) -> set[str]:
@@ -128,7 +132,7 @@ def _check_results(run_dir: Path, events: list[dict[str, Any]]) -> set[str]:
     final: dict[str, str] = {}
     for event in events:
         data = event["data"]
-        if event["event"] == "agent.end":
+        if event["event"] in ("agent.end", "agent.late_answer"):
             final[data["output_dir"]] = data["status"]
         elif event["event"] == "error" and "request_id" in data and "fatal" not in data:
             directory = next(

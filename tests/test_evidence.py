@@ -9,7 +9,6 @@ the test is about.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -273,10 +272,13 @@ class Caught(Workflow):
 
     @phase(1)
     def go(self, ctx: Any) -> dict[str, Any]:
-        with contextlib.suppress(RuntimeError):
+        try:
             ctx.step("fragile", self.fragile)
+            path = "fragile worked"
+        except RuntimeError as exc:
+            path = f"caught: {exc}"
         kept = ctx.step("sturdy", lambda: "kept")
-        return {"answer": ctx.ask("a", prompt("go")), "kept": kept}
+        return {"answer": ctx.ask("a", prompt("go")), "kept": kept, "path": path}
 
     def fragile(self) -> str:
         Caught.tries.append(1)
@@ -285,27 +287,69 @@ class Caught(Workflow):
         return "second time"
 
 
-def test_a_caught_step_failure_is_told_and_replays_cleanly(workflow_harness: Any) -> None:
+def test_a_caught_step_failure_is_recorded_and_raised_again_on_replay(
+    workflow_harness: Any,
+) -> None:
+    """The failure is the step's outcome: on replay the same exception (class and
+    message) is raised from the record, so the phase takes the same path and the step
+    does not run again, though it would work now."""
     Caught.tries = []
     harness = workflow_harness(Caught)
     (request,) = harness.run({}).pending
     harness.respond(request.request_id, "answer")
     outcome = harness.resume()
-    # On replay the unrecorded step ran again (and worked); the recorded one did not.
     assert outcome.exit_code == 0, outcome.message
-    assert outcome.outputs["go"] == {"answer": "answer", "kept": "kept"}
+    assert outcome.outputs["go"] == {
+        "answer": "answer",
+        "kept": "kept",
+        "path": "caught: first time",
+    }
+    assert Caught.tries == [1]
     events = check_run_evidence(run_dir_of(harness.workdir))
     tools = [
         (e["data"]["tool"], e["data"].get("status"))
         for e in events
         if e["event"].startswith("tool.")
     ]
-    assert tools == [
-        ("fragile", None), ("fragile", "error"), ("sturdy", None), ("sturdy", "ok"),
-        ("fragile", None), ("fragile", "ok"),
-    ]  # fmt: skip
+    assert tools == [("fragile", None), ("fragile", "error"), ("sturdy", None), ("sturdy", "ok")]
     failed = next(e["data"] for e in events if e["data"].get("status") == "error")
     assert failed["error"] == "RuntimeError: first time"
+
+
+class Picky(Exception):
+    """An exception that cannot be made from one string."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+
+
+class Unrebuildable(Workflow):
+    name = "unrebuildable"
+    agents = ("a",)
+
+    @phase(1)
+    def go(self, ctx: Any) -> dict[str, Any]:
+        try:
+            ctx.step("picky", self.picky)
+        except Exception as exc:
+            caught = f"{type(exc).__name__}: {exc}"
+        return {"caught": caught, "answer": ctx.ask("a", prompt("go"))}
+
+    def picky(self) -> None:
+        raise Picky(7, "no")
+
+
+def test_a_failure_that_cannot_be_rebuilt_is_a_step_failed_error_on_replay(
+    workflow_harness: Any,
+) -> None:
+    harness = workflow_harness(Unrebuildable)
+    (request,) = harness.run({}).pending
+    harness.respond(request.request_id, "fine")
+    outcome = harness.resume()
+    assert outcome.exit_code == 0, outcome.message
+    caught = outcome.outputs["go"]["caught"]
+    assert caught.startswith("StepFailedError: step 'picky' failed when it ran: ")
+    assert caught.endswith("Picky: 7: no")
 
 
 class Author(Workflow):
@@ -404,3 +448,160 @@ def test_a_confidence_out_of_range_is_not_claimed(workflow_harness: Any) -> None
     events = check_run_evidence(run_dir)
     end = next(e["data"] for e in events if e["event"] == "agent.end")
     assert (end["status"], end["confidence"], end["confidence_reported"]) == ("pass", 0.0, False)
+
+
+# -- found in review: each was a real failure before its fix ----------------------------
+
+
+def test_a_late_answer_is_told_once_and_rewrites_its_results(workflow_harness: Any) -> None:
+    """A request that timed out (and was retried) is answered after all: its retry is
+    withdrawn, and the late answer is one ``agent.late_answer``, not a second end."""
+    harness = workflow_harness(Retried)
+    (first,) = harness.run({}).pending
+    harness.respond(first.request_id, "", status="timeout", error_type="TIMEOUT")
+    (retry,) = harness.resume().pending
+    harness.respond(first.request_id, "late but good")
+    outcome = harness.resume()
+    assert outcome.exit_code == 0 and outcome.outputs["only"] == "late but good"
+    run_dir = run_dir_of(harness.workdir)
+    events = check_run_evidence(run_dir)
+    agent = [
+        (e["event"], e["data"]["request_id"], e["data"].get("status"))
+        for e in events
+        if e["event"].startswith("agent.")
+    ]
+    assert agent == [
+        ("agent.start", first.request_id, None),
+        ("agent.end", first.request_id, "error"),
+        ("agent.start", retry.request_id, None),
+        ("agent.end", retry.request_id, "abstain"),
+        ("agent.late_answer", first.request_id, "pass"),
+    ]
+    late = events[[e["event"] for e in events].index("agent.late_answer")]["data"]
+    results = json.loads((run_dir / late["output_dir"] / "results.json").read_text())
+    assert results["status"] == "pass"
+    assert (run_dir / late["output_dir"] / "response.txt").read_text() == "late but good"
+
+
+def test_an_answer_with_a_lone_surrogate_does_not_jam_the_run(workflow_harness: Any) -> None:
+    """JSON may hold "\\ud800"; the evidence writes it as an escape instead of failing
+    (a failure there would repeat at every resume and cancel)."""
+    harness = workflow_harness(Retried)
+    (request,) = harness.run({}).pending
+    harness.respond(request.request_id, "caf\ud800e")
+    outcome = harness.resume()
+    assert outcome.exit_code == 0, outcome.message
+    run_dir = run_dir_of(harness.workdir)
+    events = check_run_evidence(run_dir)
+    end = next(e["data"] for e in events if e["event"] == "agent.end")
+    assert (run_dir / end["output_dir"] / "response.txt").read_bytes() == b"caf\\ud800e"
+
+
+def test_a_run_started_before_evidence_existed_resumes_without_any(workflow_harness: Any) -> None:
+    """A state written by a version without evidence (no outbox, no output directories)
+    resumes to the end and writes no half story."""
+    harness = workflow_harness(Review)
+    harness.run({})
+    state_path = harness.workdir / ".review-state.json"
+    state = json.loads(state_path.read_text())
+    record = state["phase_data"]["x_orchestrator"]
+    for key in ("evidence", "events", "next_seq", "marks", "phase_started_at"):
+        record.pop(key, None)
+    for item in state["agent_requests"]:
+        item.pop("x_output_dir", None)
+    state_path.write_text(json.dumps(state))
+    run_dir = run_dir_of(harness.workdir)
+    for path in sorted(run_dir.rglob("*"), reverse=True):  # as the old version left it
+        path.rmdir() if path.is_dir() else path.unlink()
+    outcome = harness.resume()
+    while outcome.status == "paused":
+        for pending in outcome.pending:
+            harness.respond(pending.request_id, "ok")
+        outcome = harness.resume()
+    assert outcome.exit_code == 0, outcome.message
+    assert sorted(p.name for p in run_dir.iterdir()) == ["state.json"]
+
+
+CANCELLABLE = """
+from pathlib import Path
+from orchestrator import Workflow, phase
+
+PAD = "Please answer with care; this sentence pads the prompt past the minimum length " * 2
+
+
+class Cancellable(Workflow):
+    name = "cancellable"
+    agents = ("a",)
+
+    @phase(1)
+    def ask(self, ctx):
+        return ctx.ask("a", PAD)
+
+    @phase(2)
+    def act(self, ctx):
+        return ctx.step("side_effect", lambda: Path(ctx.workdir, "SIDE").write_text("ran"))
+"""
+
+
+def test_a_cancel_cut_short_is_finished_never_run_on(tmp_path: Path) -> None:
+    """Killed after the cancel is saved and before its cleanup: a resume (even with an
+    answer waiting) finishes the cancel, the workflow does not run on, and the story ends
+    once, cancelled."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "wf.py").write_text(CANCELLABLE)
+
+    def orchestrate(workdir: Path, *args: str, crash: str | None = None) -> Any:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
+        if crash is not None:
+            env.update(ORCHESTRATOR_CRASH_AT=crash, ORCHESTRATOR_CRASH_LOG=str(workdir / "c.log"))
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args, "--workdir", str(workdir)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+
+    def paused(name: str) -> Path:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        assert orchestrate(workdir, "run", f"{tmp_path / 'wf.py'}:Cancellable").returncode == 42
+        return workdir
+
+    counted = paused("counted")
+    assert orchestrate(counted, "cancel", crash="count").returncode == 0
+    labels = [line.split(" ", 1)[1] for line in (counted / "c.log").read_text().splitlines()]
+    # The first point after the cancelled state is in place: the history's write.
+    point = labels.index("before-write state.json") + 1
+    for then in ("resume", "cancel"):
+        workdir = paused(then)
+        killed = orchestrate(workdir, "cancel", crash=str(point))
+        assert killed.returncode == -signal.SIGKILL
+        assert orchestrate(workdir, "respond", "--text", "an answer").returncode == 0
+        finished = orchestrate(workdir, then)
+        assert finished.returncode == (1 if then == "resume" else 0), finished.stderr
+        assert not (workdir / "SIDE").exists()  # phase 2 never ran
+        assert not (workdir / ".cancellable-state.json").exists()
+        events = check_run_evidence(run_dir_of(workdir))
+        ends = [e["data"]["status"] for e in events if e["event"] == "run.end"]
+        assert ends == ["cancelled"]
+        assert [e["event"] for e in events].count("agent.end") == 1
+
+
+def test_a_killed_writers_temporary_is_swept_when_its_directory_is_written_again(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.adapters.file_bridge import FileBridge
+
+    from orchestrator._ports import EvidenceInput
+
+    bridge = FileBridge(tmp_path, "wf")
+    bridge.write_evidence(EvidenceInput(run_id="r", files=[("agents/0001-a/prompt.md", b"p")]))
+    directory = tmp_path / ".orchestrator" / "runs" / "r" / "agents" / "0001-a"
+    dead = directory / ".results.json.4194303.tmp"  # a pid no process has
+    dead.write_bytes(b"half")
+    FileBridge(tmp_path, "wf").write_evidence(
+        EvidenceInput(run_id="r", files=[("agents/0001-a/results.json", b"{}")])
+    )
+    assert sorted(p.name for p in directory.iterdir()) == ["prompt.md", "results.json"]

@@ -38,6 +38,7 @@ PUBLIC = [
     "ResponseMetadata",
     "ResponseRejectedError",
     "RunFailedError",
+    "StepFailedError",
     "Task",
     "TaskStatus",
     "TaskType",
