@@ -641,6 +641,7 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "skill.end": _facts_skill,
     "agent.start": _facts_agent,
     "agent.end": _facts_agent,
+    "agent.late_answer": _facts_agent,
     "tool.call": _facts_tool,
     "tool.result": _facts_tool,
     "artifact.written": _facts_artifact,
