@@ -131,7 +131,7 @@ class JournalEntry:
     request_ids: list[str] = attrs.field(factory=list)
     result: Any = None
     # A step that raised: {"type": "module:qualname", "message": ...}, raised again on replay.
-    error: dict[str, str] | None = None
+    error: dict[str, Any] | None = None
 
 
 @attrs.define(kw_only=True)

@@ -605,3 +605,31 @@ def test_a_killed_writers_temporary_is_swept_when_its_directory_is_written_again
         EvidenceInput(run_id="r", files=[("agents/0001-a/results.json", b"{}")])
     )
     assert sorted(p.name for p in directory.iterdir()) == ["prompt.md", "results.json"]
+
+
+def test_resume_with_evidence_does_not_import_cattrs(tmp_path: Path) -> None:
+    """Start-up cost: the engine's record (with its outbox and journal) goes through the
+    fast path, so a resume that records an answer, writes evidence and pauses again never
+    imports cattrs (a type the fast path does not know would pull it in)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "wf.py").write_text(
+        CANCELLABLE.replace("return ctx.step(", "ctx.ask('a', PAD + 'again'); return ctx.step(")
+    )
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    run = [sys.executable, "-m", "orchestrator", "run", f"{tmp_path / 'wf.py'}:Cancellable"]
+    assert subprocess.run([*run, "--workdir", str(workdir)], capture_output=True).returncode == 42
+    respond = [sys.executable, "-m", "orchestrator", "respond", "--workdir", str(workdir)]
+    assert subprocess.run([*respond, "--text", "yes"], capture_output=True).returncode == 0
+    code = (
+        "import sys; from orchestrator.cli import main; "
+        f"rc = main(['resume', '--workdir', {str(workdir)!r}]); "
+        "print(rc, 'cattrs' in sys.modules)"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.stdout.split()[-2:] == ["42", "False"], shown.stderr
+    assert [e["event"] for e in check_run_evidence(run_dir_of(workdir), finished=False)][-4:] == [
+        "skill.end", "skill.start", "agent.start", "run.pause",
+    ]  # fmt: skip
