@@ -37,7 +37,7 @@ STORY = [
     "skill.start settings_generation", "tool.call write_settings", "tool.result write_settings",
     "skill.end settings_generation",
     "skill.start template_files", "tool.call copy_templates", "tool.result copy_templates",
-    "skill.end template_files",
+    *["template.file_written"] * 6, "skill.end template_files",
     "skill.start agent_recommendation", "skill.end agent_recommendation",
     "skill.start agent_creation", *["agent.start agent-content-enhancer"] * 4, "run.pause",
     *["agent.end agent-content-enhancer"] * 4, "skill.end agent_creation",
@@ -46,7 +46,8 @@ STORY = [
     "tool.call write_agents", "tool.result write_agents", "skill.end agent_enhancement",
     "skill.start claude_md_generation", "tool.call write_claude_md",
     "tool.result write_claude_md", "skill.end claude_md_generation",
-    "skill.start template_validation", "skill.end template_validation",
+    "skill.start template_validation", "artifact.written template_validation",
+    "skill.end template_validation",
     "run.end",
 ]  # fmt: skip
 
@@ -71,9 +72,8 @@ def told(events: list[dict]) -> list[str]:
     for event in events:
         data = event["data"]
         about = data.get("agent") or data.get("tool") or data.get("skill")
-        out.append(
-            event["event"] if event["event"].startswith("run.") else f"{event['event']} {about}"
-        )
+        plain = event["event"].startswith("run.") or about is None
+        out.append(event["event"] if plain else f"{event['event']} {about}")
     return out
 
 
@@ -104,6 +104,11 @@ def test_the_example_tells_its_whole_story_in_valid_evidence(
     assert {e["confidence"] for e in ends} == {0.92}
     phases = [e["data"] for e in events if e["event"] == "skill.end"]
     assert [p["phase"] for p in phases] == list(range(1, 10))
+    # The author's own events and artifact.
+    written = [e["data"]["path"] for e in events if e["event"] == "template.file_written"]
+    assert len(written) == 6 and all(p.startswith("templates/") for p in written)
+    artifact = next(e["data"] for e in events if e["event"] == "artifact.written")
+    assert artifact["path"] == "validation.md" and artifact["media_type"] == "text/markdown"
 
 
 def test_kills_while_writing_evidence_leave_the_same_story(

@@ -210,6 +210,8 @@ class TemplateCreate(Workflow):
             return [Path(w).relative_to(ctx.output_path).as_posix() for w in written]
 
         written = ctx.step("copy_templates", copy_templates)
+        for path in written:  # events of our own, in the run's events.ndjson (once each)
+            ctx.event("template.file_written", {"path": path})
         return PhaseResult(
             output={"templates": written}, summary=f"Wrote {len(written)} template files"
         )
@@ -299,6 +301,9 @@ class TemplateCreate(Workflow):
         missing = [p for p in expected if not (ctx.output_path / p).is_file()]
         if missing:
             raise RuntimeError(f"template incomplete, missing: {', '.join(missing)}")
+        # An artifact of the phase: kept in its output directory, listed in its results.json.
+        report = "# Template validation\n\n" + "".join(f"- [x] {p}\n" for p in sorted(expected))
+        ctx.artifact("validation-report", "validation.md", report)
         return PhaseResult(
             output={"files": sorted(expected)}, summary=f"Validated {len(expected)} files"
         )
