@@ -451,7 +451,7 @@ class Engine:
         record.x_response_sha256 = digest
         record.status = self._settled_status(record, response)
         if late:
-            self._emit_late_answer(record)
+            self._emit_agent_end(record, late=True)
             return None
         if record.status is not HistoryStatus.RETRIED:
             self._emit_agent_end(record)
@@ -1015,7 +1015,10 @@ class Engine:
             )
         return files
 
-    def _emit_agent_end(self, record: AgentRequestRecord) -> None:
+    def _emit_agent_end(self, record: AgentRequestRecord, *, late: bool = False) -> None:
+        """Tell how a request ended; ``late``: a request that ended already (timed out,
+        retried) was answered after all, told once as ``agent.late_answer``, and its
+        output directory is written again with the answer."""
         status, summary = agent_outcome(record)
         response = record.x_response
         confidence = _usable_confidence(response)
@@ -1024,7 +1027,7 @@ class Engine:
         if response is not None and response.duration_seconds is not None:
             took = round(response.duration_seconds * 1000)
         self._emit(
-            EVENT_AGENT_END,
+            EVENT_AGENT_LATE_ANSWER if late else EVENT_AGENT_END,
             {
                 "step": (record.x_output_dir or "").rsplit("/", 1)[-1],
                 "agent": record.agent_name,
@@ -1034,25 +1037,6 @@ class Engine:
                 "confidence": 0.0 if confidence is None else confidence,
                 "confidence_reported": confidence is not None,
                 "duration_ms": took,
-                **answer_facts(record),
-                "summary": summary,
-                "output_dir": record.x_output_dir,
-            },
-            request_id=record.request_id,
-        )
-
-    def _emit_late_answer(self, record: AgentRequestRecord) -> None:
-        """A request that ended (timed out, retried) was answered after all: told once,
-        as its own event; its output directory is written again with the answer."""
-        status, summary = agent_outcome(record)
-        self._emit(
-            EVENT_AGENT_LATE_ANSWER,
-            {
-                "step": (record.x_output_dir or "").rsplit("/", 1)[-1],
-                "agent": record.agent_name,
-                "request_id": record.request_id,
-                "skill": record.request().phase_name,
-                "status": status,
                 **answer_facts(record),
                 "summary": summary,
                 "output_dir": record.x_output_dir,

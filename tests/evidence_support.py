@@ -22,6 +22,8 @@ workflow (times, ids, durations): what two runs' logs must share.
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +176,21 @@ def without_retries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if e["event"] != "run.pause"
         and not (e["event"].startswith("agent.") and e["data"]["request_id"] in retried)
     ]
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "template_create"
+EXAMPLE_HANDLER = shlex.join([sys.executable, str(EXAMPLE / "fake_agent.py")])
+
+
+def example_args(workdir: Path, *, template_name: str = "demo") -> list[str]:
+    """The arguments of ``orchestrate run``/``drive`` for the template-create example in
+    ``workdir`` (add ``--handler EXAMPLE_HANDLER`` to drive it)."""
+    return [
+        f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
+        "--workdir", str(workdir), "--output", str(workdir / "template"),
+        "--input", f"project_path={EXAMPLE / 'sample_project'}",
+        "--input", f"template_name={template_name}",
+    ]  # fmt: skip
 
 
 def run_dir_of(workdir: Path) -> Path:

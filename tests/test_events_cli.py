@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from evidence_support import EXAMPLE_HANDLER, example_args
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "template_create"
 RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
 # How long a child may take before the test gives up on it: a safety net, never a measure.
 PATIENCE = 120.0
@@ -33,23 +32,8 @@ def orchestrate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
     )
 
 
-def example_args(workdir: Path) -> list[str]:
-    return [
-        f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
-        "--workdir",
-        str(workdir),
-        "--output",
-        str(workdir / "template"),
-        "--input",
-        f"project_path={EXAMPLE / 'sample_project'}",
-        "--input",
-        "template_name=demo",
-    ]
-
-
 def drive(workdir: Path) -> subprocess.CompletedProcess[bytes]:
-    handler = f"{sys.executable} {EXAMPLE / 'fake_agent.py'}"
-    return orchestrate("drive", *example_args(workdir), "--handler", handler)
+    return orchestrate("drive", *example_args(workdir), "--handler", EXAMPLE_HANDLER)
 
 
 def only_log(workdir: Path) -> Path:

@@ -11,18 +11,15 @@ the run; this file states the story itself and kills at a spread of the evidence
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from evidence_support import check_run_evidence, run_dir_of, story
+from evidence_support import EXAMPLE_HANDLER as HANDLER
+from evidence_support import check_run_evidence, example_args, run_dir_of, story
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "template_create"
-HANDLER = f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE / 'fake_agent.py'))}"
 CRASH_KEYS = ("ORCHESTRATOR_CRASH_AT", "ORCHESTRATOR_CRASH_LOG")
 
 # The example's story, phase by phase (agent answers come in the order the host wrote
@@ -57,12 +54,8 @@ def drive(workdir: Path, *, crash_at: int | str | None = None, log: Path | None 
     env = {k: v for k, v in os.environ.items() if k not in CRASH_KEYS}
     if crash_at is not None:
         env.update(ORCHESTRATOR_CRASH_AT=str(crash_at), ORCHESTRATOR_CRASH_LOG=str(log))
-    command = [
-        sys.executable, "-m", "orchestrator", "drive", f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
-        "--workdir", str(workdir), "--output", str(workdir / "template"),
-        "--input", f"project_path={EXAMPLE / 'sample_project'}",
-        "--input", "template_name=task-tracker", "--handler", HANDLER,
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "orchestrator", "drive"]
+    command += [*example_args(workdir, template_name="task-tracker"), "--handler", HANDLER]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     return proc.returncode
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_support import EXAMPLE_HANDLER, example_args
 
 from orchestrator._errors import ContractError
 from orchestrator._otel import (
@@ -29,8 +30,6 @@ from orchestrator._otel import (
     unix_nanos,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "template_create"
 RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
 PATIENCE = 120.0
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY")
@@ -57,20 +56,7 @@ def without_proxies() -> dict[str, str]:
 def driven(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A work directory where the template-create example ran to its end."""
     workdir = tmp_path_factory.mktemp("driven")
-    done = orchestrate(
-        "drive",
-        f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
-        "--workdir",
-        str(workdir),
-        "--output",
-        str(workdir / "template"),
-        "--input",
-        f"project_path={EXAMPLE / 'sample_project'}",
-        "--input",
-        "template_name=demo",
-        "--handler",
-        f"{sys.executable} {EXAMPLE / 'fake_agent.py'}",
-    )
+    done = orchestrate("drive", *example_args(workdir), "--handler", EXAMPLE_HANDLER)
     assert done.returncode == 0, done.stderr.decode()
     return workdir
 
