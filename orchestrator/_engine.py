@@ -1006,7 +1006,7 @@ class Engine:
         records = self._records_by_id()
         for request_id in ended:
             item = records.get(request_id)
-            if item is None or item.x_request is None:
+            if item is None or item.x_request is None or item.x_output_dir is None:
                 continue
             files += agent_files(
                 item,

@@ -133,7 +133,8 @@ def agent_files(
     waits, its prompt is in the request file.)"""
     request = record.request()
     response = record.x_response
-    directory = record.x_output_dir or agent_dir(0, record.agent_name)
+    directory = record.x_output_dir
+    assert directory is not None, "only requests of runs with evidence have files"
     files: list[tuple[str, bytes]] = [(f"{directory}/{PROMPT_FILE}", _utf8(request.prompt))]
     artifacts = [{"name": "prompt", "path": PROMPT_FILE, "media_type": "text/markdown"}]
     if response is not None and response.response is not None:
