@@ -61,11 +61,9 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
+from .._runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-HISTORY_DIR = ".orchestrator"
-ARCHIVE_FILE = "requests.ndjson"
-EVENTS_FILE = "events.ndjson"
 
 
 class FileBridgeInvoker:
@@ -193,7 +191,7 @@ class FileBridge:
     def evidence_mark(self, run_id: str) -> int:
         from .._ndjson import last_line
 
-        line = last_line(self.private_dir / "runs" / run_id / EVENTS_FILE)
+        line = last_line(runs_dir(self.workdir) / run_id / EVENTS_FILE)
         return _sequence_of(line)
 
     def write_evidence(self, request: EvidenceInput) -> None:
@@ -244,7 +242,7 @@ class FileBridge:
         return str(history)
 
     def _run_dir(self, run_id: str) -> Path:
-        run_dir = self.private_dir / "runs" / run_id
+        run_dir = runs_dir(self.workdir) / run_id
         if not run_dir.is_dir():
             run_dir.mkdir(parents=True, exist_ok=True)
             fsync_directory(run_dir.parent)  # the new run's entry must last too

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._bridge import ErrorType
 from .._errors import AgentInvocationError, ContractError
+from .._http import endpoint_of, header_value_ok, opener_without_redirects
 from .._json import loads_strict
 from .._ports import AgentAnswer
 from .._secrets import redact
@@ -78,7 +79,7 @@ class HttpInvoker:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
-                f"base_url must be an http:// or https:// address, not {_endpoint_of(base_url)!r}"
+                f"base_url must be an http:// or https:// address, not {endpoint_of(base_url)!r}"
             )
         if parts.username is not None or parts.password is not None:
             raise ValueError(
@@ -94,7 +95,7 @@ class HttpInvoker:
         path = parts.path.rstrip("/") + "/chat/completions"
         self.url = urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
         #: the base URL without query or fragment: safe to show and to record
-        self.endpoint = _endpoint_of(base_url)
+        self.endpoint = endpoint_of(base_url)
         self.model = model
         self.api_key_env = api_key_env
         self.models = dict(models or {})
@@ -146,7 +147,7 @@ class HttpInvoker:
             )
         # A header value with spaces, control or non-ASCII characters makes http.client
         # raise an error that quotes the whole value: refuse it here, without quoting it.
-        if not (key.isascii() and key.isprintable()) or " " in key:
+        if not header_value_ok(key) or " " in key:
             raise AgentInvocationError(
                 f"{where}: the value of {self.api_key_env} is not a valid API key (it holds "
                 f"spaces, control or non-ASCII characters); set {self.api_key_env} again",
@@ -250,10 +251,9 @@ class HttpInvoker:
             raise _Retryable(f"connection failed: {_describe(failure)}") from None
 
     def _open(self, request: urllib.request.Request, timeout: float) -> Any:
-        import urllib.request
 
         if self._opener is None:
-            self._opener = urllib.request.build_opener(_redirect_refusal())
+            self._opener = opener_without_redirects()
         return self._opener.open(request, timeout=timeout)
 
     def _refuse_status(
@@ -312,38 +312,12 @@ class HttpInvoker:
         )
 
 
-def _redirect_refusal() -> type:
-    import urllib.request
-
-    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
-        """A POST redirected would lose its body (or carry it somewhere unchecked)."""
-
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    return RefuseRedirects
-
-
 def _parse_error(where: str, what: str) -> NoReturn:
     raise AgentInvocationError(f"{where}: {what}", error_type=ErrorType.PARSE_ERROR.value)
 
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _endpoint_of(url: str) -> str:
-    """``url`` without credentials, query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{host}:{port}" if port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def _describe(failure: BaseException) -> str:

@@ -78,6 +78,7 @@ from ._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
+from ._runs import ENGINE_KEY
 from ._step_names import (
     EVENT_AGENT_END,
     EVENT_AGENT_START,
@@ -100,7 +101,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-ENGINE_KEY = "x_orchestrator"
 RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
 FALLBACK_ERRORS = (
     frozenset({ErrorType.PARSE_ERROR, ErrorType.VALIDATION_ERROR, ErrorType.UNKNOWN}) | RETRYABLE

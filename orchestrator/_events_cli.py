@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ._errors import ContractError, OrchestratorError, UsageError
+from ._runs import EVENTS_FILE, is_run_id, latest_finished, live_state_files, run_id_in, runs_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,14 +46,12 @@ __all__ = [
     "type_filter",
 ]
 
-EVENTS_FILE = "events.ndjson"
-RUNS_DIR = ".orchestrator/runs"
+RUNS_DIR = ".orchestrator/runs"  # what messages call runs_dir(workdir)
 DEFAULT_POLL_SECONDS = 0.25
 DEFAULT_OTLP_TIMEOUT = 10.0
 EXIT_OK, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 130, 141
 _NAME = r"[a-z0-9_]+(?:\.[a-z0-9_]+)*"
 _TYPE_FILTER = re.compile(rf"({_NAME})(\.\*)?")
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TIME_ANY = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
@@ -180,7 +179,7 @@ def _check_options(args: argparse.Namespace, exporting: bool) -> None:
         raise UsageError(
             "--otlp and --otlp-endpoint export every event as spans; drop --json and --type"
         )
-    if args.run is not None and _RUN_ID.fullmatch(args.run) is None:
+    if args.run is not None and not is_run_id(args.run):
         raise UsageError(
             f"--run {args.run!r} is not a run id; 'orchestrate history' or the names under "
             f"{RUNS_DIR} show them"
@@ -234,7 +233,7 @@ def find_run(workdir: Path, run_id: str | None = None) -> RunLog:
     """The run ``orchestrate history`` would show: ``run_id``'s, else the live instance's,
     else the latest finished one (by its ``state.json``'s time); else
     :class:`RunNotFoundError` saying where it looked and what to do."""
-    runs = workdir / RUNS_DIR
+    runs = runs_dir(workdir)
     if run_id is not None:
         directory = runs / run_id
         if directory.is_dir():
@@ -245,19 +244,13 @@ def find_run(workdir: Path, run_id: str | None = None) -> RunLog:
             workdir=str(workdir),
             run_id=run_id,
         )
-    for state in sorted(p for p in workdir.glob(".*-state.json") if p.is_file()):
+    for state in live_state_files(workdir):
         own = _run_of_state(state)
         if own is not None:
             return RunLog(own, runs / own, str(state))
-    finished = []
-    for state in runs.glob("*/state.json"):
-        try:
-            finished.append((state.stat().st_mtime, str(state), state))
-        except FileNotFoundError:
-            continue
-    if finished:
-        state = max(finished)[2]
-        return RunLog(state.parent.name, state.parent, str(state))
+    latest = latest_finished(workdir)
+    if latest is not None:
+        return RunLog(latest.parent.name, latest.parent, str(latest))
     raise RunNotFoundError(
         f"{workdir}: no run here (no live instance, no .<workflow>-state.json, and no "
         f"finished run under {runs}); start one with 'orchestrate run' or 'orchestrate "
@@ -275,18 +268,7 @@ def _run_of_state(state: Path) -> str | None:
         data = read_json_file(state, max_bytes=STATE_MAX_BYTES)
     except FileNotFoundError:
         return None
-    engine = data.get("phase_data", {}).get("x_orchestrator") if isinstance(data, dict) else None
-    run_id = engine.get("run_id") if isinstance(engine, dict) else None
-    if not isinstance(run_id, str):
-        return None
-    if _RUN_ID.fullmatch(run_id) is None:
-        raise ContractError(
-            f"run id {run_id!r} is not a plain name; the state file was not written by orchestrate",
-            source=str(state),
-            json_path="$.phase_data.x_orchestrator.run_id",
-            rule="pattern",
-        )
-    return run_id
+    return run_id_in(data, source=str(state))
 
 
 def _known_runs(runs: Path) -> str:
@@ -390,16 +372,13 @@ def follow(
     *,
     show: Callable[[LoggedEvent], None],
     poll: float,
-    sleep: Callable[[float], None] | None = None,
-    say: Callable[[str], None] | None = None,
 ) -> RunLog:
     """Show the run's events as they are appended, until ``run.end`` has been shown;
     return the run. Waits, polling every ``poll`` seconds, for the run to start and for its
-    log to appear; ``say`` tells once what it waits for (default: standard error)."""
+    log to appear, saying once on standard error what it waits for."""
     import time
 
-    pause = sleep or time.sleep
-    tell = say or _tell
+    pause, tell = time.sleep, _tell
     run = _wait_for_run(workdir, run_id, poll=poll, sleep=pause, say=tell)
     tail = EventTail(run.events_path)
     told = False
@@ -486,11 +465,22 @@ def describe_event(record: dict[str, Any], *, seq: int) -> str:
     return line.rstrip()
 
 
+def _real_time(ts: str) -> bool:
+    """Whether ``ts`` names a real moment (no month 13, no 25 o'clock)."""
+    from ._clock import parse_time
+
+    try:
+        parse_time(ts)
+    except ValueError:
+        return False
+    return True
+
+
 def _time_of_day(ts: object) -> str:
     """``HH:MM:SS.mmm`` in UTC."""
     if isinstance(ts, str):
         match = _TIME.fullmatch(ts)
-        if match is not None:  # already UTC, the engine's form
+        if match is not None and _real_time(ts):  # already UTC, the engine's form
             return match.group(1) + (match.group(2) or ".")[:4].ljust(4, "0")
         from ._otel import unix_nanos
 
@@ -630,7 +620,7 @@ def _other_facts(data: dict[str, Any]) -> str:
         if shown is None:
             shown = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         pairs.append(f"{key}={shown}")
-    return _short(_clean(" ".join(pairs)))
+    return _short(" ".join(pairs))
 
 
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -653,7 +643,7 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
 def _joined(parts: Sequence[str | None], *, tail: object = None) -> str:
     text = "  ".join(p for p in parts if p)
     if isinstance(tail, str) and tail.strip():
-        text += f": {_short(_clean(tail))}" if text else _short(_clean(tail))
+        text += f": {_short(tail)}" if text else _short(tail)
     return text
 
 
@@ -664,17 +654,29 @@ def _phase(data: dict[str, Any]) -> str | None:
     return " ".join(_word(p) for p in ("phase", number, skill) if p is not None)
 
 
-def _confidence(data: dict[str, Any]) -> str | None:
-    value = data.get("confidence")
+def _number(value: object) -> float | None:
+    """``value`` as a finite float, if it is a JSON number that fits in one."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def _confidence(data: dict[str, Any]) -> str | None:
+    value = _number(data.get("confidence"))
+    if value is None:
         return None
     if data.get("confidence_reported") is False:
         return None
     return f"confidence {value:g}"
 
 
-def _duration(value: object) -> str | None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+def _duration(raw: object) -> str | None:
+    value = _number(raw)
+    if value is None:
         return None
     if value < 1000:
         return f"{value:g} ms"
@@ -697,15 +699,18 @@ def _word(value: object) -> str:
     return _clean(value if isinstance(value, str) else str(value))
 
 
+def _short(text: str) -> str:
+    """``text`` on one line, cut to the summary's length, control characters escaped."""
+    from ._text import printable, shorten
+
+    return printable(shorten(text, _SUMMARY_LIMIT))
+
+
 def _clean(text: str) -> str:
     """``text`` on one line, control characters shown as escapes."""
     from ._text import printable  # agent answers end up in summaries
 
     return printable(" ".join(text.split()))
-
-
-def _short(text: str, limit: int = _SUMMARY_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # -- exporting -----------------------------------------------------------------------------

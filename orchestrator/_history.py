@@ -15,36 +15,32 @@ from typing import Any
 
 from ._bridge import CheckpointState, HistoryStatus
 from ._errors import NoInstanceError
-
-HISTORY_DIR = ".orchestrator"
-ARCHIVE_FILE = "requests.ndjson"
+from ._runs import ARCHIVE_FILE, ENGINE_KEY, latest_finished, live_state_files, run_id_in, runs_dir
+from ._text import shorten
 
 
 def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState, str]:
     """The state of the live instance in ``workdir`` (or of run ``run_id``, or of the
     latest finished run), with every archived request whole again; and where it is."""
     from ._bridge_codec import parse_state, restore_archived
-    from ._engine import ENGINE_KEY
     from ._json import STATE_MAX_BYTES, read_json_file
 
+    runs = runs_dir(workdir)
+    live = live_state_files(workdir)
     candidates: list[Path] = []
-    live = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
     if run_id is None:
-        candidates += live
-    runs = workdir / HISTORY_DIR / "runs"
-    if run_id is not None:
-        candidates.append(runs / run_id / "state.json")
-        candidates += live  # a live run asked for by its id (checked below)
+        latest = latest_finished(workdir)
+        candidates += live + ([latest] if latest is not None else [])
     else:
-        finished = sorted(runs.glob("*/state.json"), key=lambda p: p.stat().st_mtime)
-        candidates += finished[-1:]
+        candidates += [runs / run_id / "state.json", *live]  # a live run by its id too
     for path in candidates:
         if not path.exists():
             continue
-        state = parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))
-        own_run = (state.phase_data.get(ENGINE_KEY) or {}).get("run_id")
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        own_run = run_id_in(data, source=str(path))
         if run_id is not None and own_run != run_id:
             continue
+        state = parse_state(data, source=str(path))
         archive = runs / str(own_run) / ARCHIVE_FILE
         if any(r.x_archived for r in state.agent_requests) and archive.exists():
             state = restore_archived(state, archive.read_bytes(), source=str(archive))
@@ -55,8 +51,6 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
 
 def timeline(state: CheckpointState) -> list[str]:
     """The lines of the timeline (see the module's docstring)."""
-    from ._engine import ENGINE_KEY
-
     record: dict[str, Any] = state.phase_data.get(ENGINE_KEY) or {}
     start = _moment(record.get("started_at")) or _first_moment(state)
     events: list[tuple[datetime, int, int, str]] = []  # when, phase, ask 0 / done 1, text
@@ -120,7 +114,7 @@ def _answer(item: Any) -> str:
         f" after {response.duration_seconds:.2f} s" if response.duration_seconds is not None else ""
     )
     if response.error_type is not None:
-        what = f"{response.error_type.value}{took}: {_short(response.error_message or '')}"
+        what = f"{response.error_type.value}{took}: {shorten(response.error_message or '', 90)}"
     else:
         words = len((response.response or "").split())
         what = f"answered{took} ({words} words)"
@@ -158,8 +152,3 @@ def _seconds(start: datetime | None, end: datetime | None) -> str:
     if start is None or end is None:
         return ""
     return f" in {max(0.0, (end - start).total_seconds()):.2f} s"
-
-
-def _short(text: str, limit: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -506,11 +506,22 @@ def traces_url(endpoint: str) -> str:
     (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does); one with a path is used as it is."""
     from urllib.parse import urlsplit, urlunsplit
 
+    from ._http import endpoint_of
+
     parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ValueError(
-            f"{endpoint!r} is not an http:// or https:// URL; write one like "
-            "http://localhost:4318/v1/traces"
+            f"{endpoint_of(endpoint)!r} is not an http:// or https:// URL with a valid "
+            "port; write one like http://localhost:4318/v1/traces"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            f"{endpoint_of(endpoint)!r} carries credentials in the URL; give them as a "
+            "header in OTEL_EXPORTER_OTLP_HEADERS instead (never printed)"
         )
     if parts.path in ("", "/"):
         parts = parts._replace(path=TRACES_PATH)
@@ -550,20 +561,31 @@ def post_otlp(
     :class:`OtlpExportError` naming the URL and what went wrong; header values, which may
     hold credentials, are never put in a message.
     """
+    import http.client
     import urllib.error
     import urllib.request
+
+    from ._http import header_value_ok, opener_without_redirects
 
     url = traces_url(endpoint)
     request = urllib.request.Request(url, data=body, method="POST")
     for name, value in (headers or {}).items():
+        if not (header_value_ok(name) and header_value_ok(value)) or not name.strip():
+            raise OtlpExportError(
+                f"header {name!r}: its name or value holds a control or non-ASCII character; "
+                "fix it in OTEL_EXPORTER_OTLP_HEADERS (values are percent-encoded there)",
+                url=url,
+            )
         request.add_unredirected_header(name, value)
     request.add_header("Content-Type", "application/json")
-    opener = urllib.request.build_opener(_refuse_redirects())
+    opener = opener_without_redirects()
     try:
         with opener.open(request, timeout=timeout) as response:
             answer = response.read(1024 * 1024)
     except urllib.error.HTTPError as failure:
-        detail = _short_text(failure.read(2048))
+        from ._text import shorten
+
+        detail = shorten(failure.read(2048).decode("utf-8", "replace"), 200)
         raise OtlpExportError(
             f"{url} answered {failure.code} {failure.reason}"
             + (f": {detail}" if detail else "")
@@ -571,6 +593,12 @@ def post_otlp(
             "http://HOST:4318/v1/traces) and that it accepts JSON",
             url=url,
             status=failure.code,
+        ) from None
+    except http.client.HTTPException as failure:  # not HTTP, or cut mid-answer
+        raise OtlpExportError(
+            f"{url}: the answer is not HTTP ({type(failure).__name__}); is an OTLP/HTTP "
+            "collector listening there (not a gRPC one)?",
+            url=url,
         ) from None
     except OSError as failure:  # URLError, a refused connection, a timeout
         reason = getattr(failure, "reason", failure)
@@ -591,23 +619,6 @@ def _rejected_spans(answer: bytes) -> int:
         return int(rejected)
     except (ValueError, TypeError, AttributeError):
         return 0  # a receiver that took the spans may answer anything
-
-
-def _short_text(data: bytes, limit: int = 200) -> str:
-    text = " ".join(data.decode("utf-8", "replace").split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _refuse_redirects() -> Any:
-    import urllib.request
-
-    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
-        """A POST redirected would lose its body, or carry it somewhere unchecked."""
-
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    return RefuseRedirects
 
 
 # -- the OpenTelemetry SDK (the ``otel`` extra) --------------------------------------------

@@ -17,3 +17,10 @@ def printable(text: str, *, lines: bool = False) -> str:
     newlines and tabs are kept."""
     pattern = _UNPRINTABLE_IN_LINES if lines else _UNPRINTABLE
     return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line (whitespace runs made one space), cut to ``limit`` characters
+    with ``...`` at the end when it is longer."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
