@@ -24,33 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._bridge import (
-    REQUEST_FILE,
-    REQUESTS_DIR,
-    RESPONSE_FILE,
-    RESPONSES_DIR,
-    CheckpointState,
-    state_file_name,
-)
-from .._bridge_codec import (
-    dump_document,
-    encode_record_line,
-    parse_response,
-    parse_state,
-    restore_archived,
-)
-from .._durable import (
-    InstanceLock,
-    append_durably,
-    atomic_write,
-    atomic_write_many,
-    fsync_directory,
-    remove_file,
-    sha256_hex,
-    sweep_temporaries,
-)
 from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
-from .._json import STATE_MAX_BYTES, loads_strict, read_regular_file
 from .._ports import (
     ArchiveInput,
     ConsumeInput,
@@ -61,7 +35,33 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
-from .._runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
+from ..formats.bridge import (
+    REQUEST_FILE,
+    REQUESTS_DIR,
+    RESPONSE_FILE,
+    RESPONSES_DIR,
+    CheckpointState,
+    state_file_name,
+)
+from ..formats.bridge_codec import (
+    dump_document,
+    encode_record_line,
+    parse_response,
+    parse_state,
+    restore_archived,
+)
+from ..formats.strict_json import STATE_MAX_BYTES, loads_strict, read_regular_file
+from ..storage.durable import (
+    InstanceLock,
+    append_durably,
+    atomic_write,
+    atomic_write_many,
+    fsync_directory,
+    remove_file,
+    sha256_hex,
+    sweep_temporaries,
+)
+from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
@@ -189,7 +189,7 @@ class FileBridge:
         append_durably(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
 
     def evidence_mark(self, run_id: str) -> int:
-        from .._ndjson import last_line
+        from ..storage.ndjson import last_line
 
         line = last_line(runs_dir(self.workdir) / run_id / EVENTS_FILE)
         return _sequence_of(line)
@@ -212,7 +212,7 @@ class FileBridge:
         for directory in created:
             fsync_directory(directory)
         if request.lines:
-            from .._ndjson import append_joined_lines
+            from ..storage.ndjson import append_joined_lines
 
             append_joined_lines(run_dir / EVENTS_FILE, request.lines)
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
-from .._bridge import ErrorType
 from .._errors import AgentInvocationError, ContractError
 from .._http import endpoint_of, header_value_ok, opener_without_redirects
-from .._json import loads_strict
 from .._ports import AgentAnswer
-from .._secrets import redact
+from ..formats.bridge import ErrorType
+from ..formats.secrets import redact
+from ..formats.strict_json import loads_strict
 
 if TYPE_CHECKING:
     import urllib.error

@@ -13,17 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._bridge import AgentRequest, AgentResponse, CheckpointState
-from .._bridge_codec import (
-    dump_document,
-    encode_record_line,
-    parse_response,
-    parse_state,
-    restore_archived,
-)
-from .._durable import sha256_hex
 from .._errors import ContractError, InstanceBusyError, NoInstanceError, ResponseRejectedError
-from .._json import dumps_canonical, loads_strict
 from .._ports import (
     ArchiveInput,
     ConsumeInput,
@@ -33,6 +23,16 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
+from ..formats.bridge import AgentRequest, AgentResponse, CheckpointState
+from ..formats.bridge_codec import (
+    dump_document,
+    encode_record_line,
+    parse_response,
+    parse_state,
+    restore_archived,
+)
+from ..formats.strict_json import dumps_canonical, loads_strict
+from ..storage.durable import sha256_hex
 
 
 class MemoryBridge:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._errors import AgentInvocationError, UntrustedJSONError, UsageError
-from .._json import loads_strict
 from .._ports import AgentAnswer
+from ..formats.strict_json import loads_strict
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "SubprocessInvoker", "run_command"]
 

@@ -53,8 +53,7 @@ import attrs
 from _machine import fs_type, load_average
 
 from orchestrator import Board, BoardError, ErrorCode, Task, TaskStatus, TaskType
-from orchestrator._board_contracts import LedgerDelta
-from orchestrator._ledger import (
+from orchestrator.board.ledger import (
     LEDGER_FILE,
     SNAPSHOT_EVERY,
     SNAPSHOT_FILE,
@@ -63,6 +62,7 @@ from orchestrator._ledger import (
     TaskRow,
     encode_delta,
 )
+from orchestrator.formats.board import LedgerDelta
 
 RUN_ID = "b0a4d000-0000-4000-8000-00000000b0a4"
 ROUNDS = 5  # append rounds: throughput is one sample per round

@@ -580,7 +580,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     ours = sorted(m for m in importtimes["cached"][2] if m.startswith("orchestrator."))
     bare = floor_processes([sys.executable, "-c", "pass"], spawns, root, cached)
     cli_import = floor_processes(
-        [sys.executable, "-c", "import orchestrator.cli"], spawns, root, cached
+        [sys.executable, "-c", "import orchestrator.cli.main"], spawns, root, cached
     )
     resume_imports = {
         label: floor_processes(
@@ -629,7 +629,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     print(row("3a floor: write+fsync+rename+dir fsync of the state bytes", write_floor))
     print(row("3a' floor: one pause's durable I/O (3a + request + unlink)", pause_floor))
     print(row("3b floor: python -c pass", bare))
-    print(row("3c floor: python -c 'import orchestrator.cli' (cached)", cli_import))
+    print(row("3c floor: python -c 'import orchestrator.cli.main' (cached)", cli_import))
     for label, samples in resume_imports.items():
         print(row(f"3c' floor: python -c 'import <what resume imports>' ({label})", samples))
     print()

@@ -20,40 +20,40 @@ _EXPORTS = {
     "AgentFailedError": "_errors",
     "AgentInvocationError": "_errors",
     "AgentInvoker": "_ports",
-    "AgentRequest": "_bridge",
-    "AgentResponse": "_bridge",
-    "Ask": "_workflow",
-    "Board": "_board",
+    "AgentRequest": "formats.bridge",
+    "AgentResponse": "formats.bridge",
+    "Ask": "engine.workflow",
+    "Board": "board.board",
     "BoardError": "_errors",
-    "CheckpointState": "_bridge",
+    "CheckpointState": "formats.bridge",
     "Clock": "_ports",
     "ContractError": "_errors",
-    "DispatchReport": "_dispatch",
-    "Engine": "_engine",
-    "ErrorCode": "_board_contracts",
-    "ErrorType": "_bridge",
+    "DispatchReport": "board.dispatch",
+    "Engine": "engine.engine",
+    "ErrorCode": "formats.board",
+    "ErrorType": "formats.bridge",
     "HostRequired": "_ports",
     "InstanceBusyError": "_errors",
     "NonDeterminismError": "_errors",
     "OrchestratorError": "_errors",
-    "Outcome": "_engine",
-    "PhaseContext": "_engine",
-    "PhaseResult": "_workflow",
-    "Priority": "_board_contracts",
-    "RequestStatus": "_bridge",
-    "ResponseMetadata": "_bridge",
+    "Outcome": "engine.engine",
+    "PhaseContext": "engine.engine",
+    "PhaseResult": "engine.workflow",
+    "Priority": "formats.board",
+    "RequestStatus": "formats.bridge",
+    "ResponseMetadata": "formats.bridge",
     "ResponseRejectedError": "_errors",
     "RunFailedError": "_errors",
     "StepFailedError": "_errors",
-    "Task": "_board_contracts",
-    "TaskStatus": "_board_contracts",
-    "TaskType": "_board_contracts",
+    "Task": "formats.board",
+    "TaskStatus": "formats.board",
+    "TaskType": "formats.board",
     "UnknownVersionError": "_errors",
-    "Workflow": "_workflow",
+    "Workflow": "engine.workflow",
     "WorkflowDefinitionError": "_errors",
-    "bridge_schemas": "_schemas",
-    "phase": "_workflow",
-    "workflow_schemas": "_schemas",
+    "bridge_schemas": "formats.workflow_schemas",
+    "phase": "engine.workflow",
+    "workflow_schemas": "formats.workflow_schemas",
 }
 
 __all__ = [
@@ -98,18 +98,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ._board import Board
-    from ._board_contracts import ErrorCode, Priority, Task, TaskStatus, TaskType
-    from ._bridge import (
-        AgentRequest,
-        AgentResponse,
-        CheckpointState,
-        ErrorType,
-        RequestStatus,
-        ResponseMetadata,
-    )
-    from ._dispatch import DispatchReport
-    from ._engine import Engine, Outcome, PhaseContext
     from ._errors import (
         AgentFailedError,
         AgentInvocationError,
@@ -125,8 +113,20 @@ if TYPE_CHECKING:
         WorkflowDefinitionError,
     )
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
-    from ._schemas import bridge_schemas, workflow_schemas
-    from ._workflow import Ask, PhaseResult, Workflow, phase
+    from .board.board import Board
+    from .board.dispatch import DispatchReport
+    from .engine.engine import Engine, Outcome, PhaseContext
+    from .engine.workflow import Ask, PhaseResult, Workflow, phase
+    from .formats.board import ErrorCode, Priority, Task, TaskStatus, TaskType
+    from .formats.bridge import (
+        AgentRequest,
+        AgentResponse,
+        CheckpointState,
+        ErrorType,
+        RequestStatus,
+        ResponseMetadata,
+    )
+    from .formats.workflow_schemas import bridge_schemas, workflow_schemas
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,5 @@
 """``python -m orchestrator`` is ``orchestrate``."""
 
-from orchestrator.cli import entry
+from orchestrator.cli.main import entry
 
 entry()

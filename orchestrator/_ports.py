@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
+from .formats.bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
 
 
 class HostRequired(BaseException):

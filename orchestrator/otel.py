@@ -4,10 +4,10 @@
 the standard library alone; ``otlp_request``/``otlp_json_bytes`` give them as OTLP/JSON;
 ``post_otlp`` sends them to an OTLP/HTTP traces endpoint; ``replay_spans`` hands them to
 an OpenTelemetry SDK exporter (``pip install 'checkpoint-orchestrator[otel]'``). See
-``orchestrator._otel`` for how events map to spans.
+``orchestrator.evidence.otel`` for how events map to spans.
 """
 
-from ._otel import (
+from .evidence.otel import (
     OtlpExportError,
     RunTrace,
     Span,

@@ -15,10 +15,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ._clock import format_time
-from ._engine import Engine, Outcome
 from ._errors import AgentInvocationError
-from ._workflow import Workflow
+from .engine.engine import Engine, Outcome
+from .engine.workflow import Workflow
+from .formats.times import format_time
 
 __all__ = ["AgentInvocationError", "FakeClock", "MockAgentInvoker", "WorkflowHarness"]
 
@@ -175,7 +175,7 @@ class WorkflowHarness:
         self, inputs: dict[str, Any] | None, answer: Callable[[dict[str, Any]], str]
     ) -> Outcome:
         """In-process host loop: answer every pause with ``answer(request)`` until the end."""
-        from ._convert import unstructure
+        from .formats.convert import unstructure
 
         outcome = self.run(inputs)
         while outcome.status == "paused":

@@ -41,10 +41,10 @@ from typing import Any
 
 import attrs
 
-from orchestrator._board import Board
-from orchestrator._board_contracts import TaskStatus, WorklogEntry
 from orchestrator._errors import BoardError
-from orchestrator._scope import resources_conflict
+from orchestrator.board.board import Board
+from orchestrator.formats.board import TaskStatus, WorklogEntry
+from orchestrator.formats.scope import resources_conflict
 
 RUN_ID = "5f0c6a52-8d3e-4b7a-9c1e-2a4b6c8d0e1f"
 # One task per scope; T-8 locks exactly what T-2 locks, T-9 two resources at once. "src"

@@ -29,7 +29,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator._steps import parse_event, parse_results, steps_schema
+from orchestrator.formats.steps import parse_event, parse_results, steps_schema
 
 EVENT_VALIDATOR = jsonschema.Draft7Validator(
     steps_schema("event"), format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER

@@ -21,7 +21,7 @@ import os
 import resource
 from pathlib import Path
 
-from orchestrator._ndjson import append_lines
+from orchestrator.storage.ndjson import append_lines
 
 _FILLER = "abcdefghijklmnopqrstuvwxyz0123456789 "
 

@@ -34,7 +34,7 @@ HANDLER = (
 
 
 def load_workflow() -> Any:
-    from orchestrator._loader import load_workflow as load
+    from orchestrator.engine.loader import load_workflow as load
 
     return load(REFERENCE)
 

@@ -18,14 +18,16 @@ import attrs
 import pytest
 from jsonschema import Draft7Validator, FormatChecker
 
-from orchestrator._board import (
+from orchestrator._errors import BoardError
+from orchestrator.board.board import (
     HANDOFF_MAX_BYTES,
     Board,
     adopt_handoff,
     cap_handoff,
     handoff_markdown,
 )
-from orchestrator._board_contracts import (
+from orchestrator.board.ledger import LEDGER_FILE
+from orchestrator.formats.board import (
     ErrorCode,
     LedgerDelta,
     Priority,
@@ -40,8 +42,6 @@ from orchestrator._board_contracts import (
     parse_verdict,
     parse_worklog_entry,
 )
-from orchestrator._errors import BoardError
-from orchestrator._ledger import LEDGER_FILE
 from orchestrator.testing import FakeClock
 
 RUN = "3f56dc4d-35cf-4f97-925c-0b04a6fe8bf4"
@@ -580,7 +580,7 @@ def test_the_watchdog_cannot_settle_an_attempt_while_its_result_is_judged(
     starts in between waits, then finds the task done (nothing to time out)."""
     import threading
 
-    import orchestrator._board as board_module
+    import orchestrator.board.board as board_module
 
     board.create_tasks([make_task("T-1", timeout=120)])
     board.assign(["T-1"], owner="agent-a")

@@ -32,8 +32,8 @@ import pytest
 from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator import Board, Task
-from orchestrator._board_contracts import board_schema
-from orchestrator._convert import structure
+from orchestrator.formats.board import board_schema
+from orchestrator.formats.convert import structure
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -34,11 +34,11 @@ import attrs
 import pytest
 from board_race_process import RUN_ID, SCOPES, TASK_IDS, worklog_entry
 
-from orchestrator._board import Board
-from orchestrator._board_contracts import Task, TaskStatus, TaskType
-from orchestrator._convert import unstructure
-from orchestrator._ndjson import iter_records
-from orchestrator._scope import resources_conflict
+from orchestrator.board.board import Board
+from orchestrator.formats.board import Task, TaskStatus, TaskType
+from orchestrator.formats.convert import unstructure
+from orchestrator.formats.scope import resources_conflict
+from orchestrator.storage.ndjson import iter_records
 
 WORKER = Path(__file__).with_name("board_race_process.py")
 WORKERS = 8

@@ -32,8 +32,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
 
-from orchestrator import _board_contracts as board
-from orchestrator._board_contracts import (
+from orchestrator._errors import ContractError, UnknownVersionError, UntrustedJSONError
+from orchestrator.formats import board
+from orchestrator.formats.board import (
     BOARD_SCHEMA_KINDS,
     AcceptanceCheck,
     CheckStatus,
@@ -52,9 +53,8 @@ from orchestrator._board_contracts import (
     parse_packet,
     validate_subagent_result,
 )
-from orchestrator._convert import structure, unstructure
-from orchestrator._errors import ContractError, UnknownVersionError, UntrustedJSONError
-from orchestrator._json import loads_strict, read_json_file
+from orchestrator.formats.convert import structure, unstructure
+from orchestrator.formats.strict_json import loads_strict, read_json_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED003 = FIXTURES / "seed003"
@@ -790,7 +790,7 @@ def test_importing_and_reading_good_documents_does_not_import_cattrs() -> None:
     # cattrs is slow to import; the fast path reads every good document without it.
     code = (
         "import json, sys\n"
-        "from orchestrator._board_contracts import parse_board_document\n"
+        "from orchestrator.formats.board import parse_board_document\n"
         "loaded = 'cattrs' in sys.modules\n"
         "for kind, document in json.loads(sys.stdin.read()).items():\n"
         "    parse_board_document(kind, document, source=kind, strict=True)\n"
@@ -867,7 +867,7 @@ def test_every_model_is_covered() -> None:
 @pytest.mark.parametrize("cls", MODELS, ids=lambda cls: cls.__name__)
 @given(data=st.data())
 def test_every_model_round_trips(cls: type[Any], data: st.DataObject) -> None:
-    from orchestrator._converter import converter
+    from orchestrator.formats.converter import converter
 
     obj = data.draw(strategy_for(cls))
     assert structure(unstructure(obj), cls, source="x") == obj  # the fast path

@@ -13,7 +13,7 @@ example's offline ``fake_agent.py`` as the handler):
   phase outputs hold no run ids, timestamps or absolute paths, so they are compared
   whole.
 * ``ORCHESTRATOR_CRASH_AT=count`` lists the crash points of a run (see
-  ``orchestrator._durable.crash_point``). Layer 1 kills the first process at every one of
+  ``orchestrator.storage.durable.crash_point``). Layer 1 kills the first process at every one of
   them and resumes; layer 2 kills the first process at point N and the resuming process
   at a point M of its own (learned from layer 1's resume, run in count mode), then
   resumes to the end. Every killed process must die by SIGKILL (return code -9) at the

@@ -45,14 +45,15 @@ from orchestrator import (
     phase,
     workflow_schemas,
 )
-from orchestrator._board_cli import time_out_stale_tasks
-from orchestrator._convert import structure, unstructure
+from orchestrator.cli.board import time_out_stale_tasks
+from orchestrator.formats.convert import structure, unstructure
 from orchestrator.testing import FakeClock, MockAgentInvoker, SequentialIds, WorkflowHarness
 
 PACKET_SCHEMA = json.loads(
     (
         Path(__file__).parent.parent
         / "orchestrator"
+        / "formats"
         / "schemas"
         / "board"
         / "assignment-packet.schema.json"

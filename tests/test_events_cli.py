@@ -404,11 +404,11 @@ def test_listing_imports_nothing_heavy(tmp_path: Path) -> None:
     handmade_run(tmp_path, small_log())
     probe = (
         "import io, sys\n"
-        "from orchestrator.cli import main\n"
+        "from orchestrator.cli.main import main\n"
         "sys.stdout = io.TextIOWrapper(io.BytesIO())\n"
         "assert main(['events', '--workdir', sys.argv[1], '--run', sys.argv[2]]) == 0\n"
-        "heavy = {'urllib.request', 'opentelemetry', 'orchestrator._otel',"
-        " 'orchestrator._engine', 'attrs', 'cattrs'}\n"
+        "heavy = {'urllib.request', 'opentelemetry', 'orchestrator.evidence.otel',"
+        " 'orchestrator.engine.engine', 'attrs', 'cattrs'}\n"
         "print(sorted(heavy & set(sys.modules)), file=sys.stderr)\n"
     )
     loaded = subprocess.run(

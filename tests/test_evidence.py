@@ -624,7 +624,7 @@ def test_resume_with_evidence_does_not_import_cattrs(tmp_path: Path) -> None:
     respond = [sys.executable, "-m", "orchestrator", "respond", "--workdir", str(workdir)]
     assert subprocess.run([*respond, "--text", "yes"], capture_output=True).returncode == 0
     code = (
-        "import sys; from orchestrator.cli import main; "
+        "import sys; from orchestrator.cli.main import main; "
         f"rc = main(['resume', '--workdir', {str(workdir)!r}]); "
         "print(rc, 'cattrs' in sys.modules)"
     )

@@ -1,6 +1,6 @@
 """The fast path and the cattrs converter agree on every document.
 
-``orchestrator._fastpath`` structures the wire formats without cattrs, for start-up
+``orchestrator.formats.fastpath`` structures the wire formats without cattrs, for start-up
 speed; it may only ever step aside (``Unsupported``), never decide differently. Each
 property takes a valid document, mutates it at a random place (drop a key, replace a
 value with any JSON value, add a key), and requires: whenever the fast path answers, the
@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator import _fastpath
-from orchestrator._bridge import AgentRequest, AgentResponse, CheckpointState
-from orchestrator._bridge_codec import dump_document
-from orchestrator._converter import converter
-from orchestrator._engine import EngineRecord
-from orchestrator._json import dumps_canonical
+from orchestrator.engine.engine import EngineRecord
+from orchestrator.formats import fastpath as _fastpath
+from orchestrator.formats.bridge import AgentRequest, AgentResponse, CheckpointState
+from orchestrator.formats.bridge_codec import dump_document
+from orchestrator.formats.converter import converter
+from orchestrator.formats.strict_json import dumps_canonical
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seed004"
 

@@ -1,4 +1,4 @@
-"""The file ledger (``orchestrator._ledger.Ledger``): appends, torn lines, crashes,
+"""The file ledger (``orchestrator.board.ledger.Ledger``): appends, torn lines, crashes,
 snapshots, a long ledger, D5 between writers, and edited files."""
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import attrs
 import pytest
 from jsonschema import Draft7Validator, FormatChecker
 
-from orchestrator._board_contracts import (
+from orchestrator._errors import BoardError
+from orchestrator.board.ledger import LEDGER_FILE, SNAPSHOT_FILE, Ledger, LedgerState, encode_delta
+from orchestrator.formats.board import (
     LedgerDelta,
     Task,
     TaskStatus,
@@ -23,8 +25,6 @@ from orchestrator._board_contracts import (
     board_schema,
     parse_ledger_delta,
 )
-from orchestrator._errors import BoardError
-from orchestrator._ledger import LEDGER_FILE, SNAPSHOT_FILE, Ledger, LedgerState, encode_delta
 
 AT = "2025-11-18T10:30:00.000Z"
 WRITER = Path(__file__).parent / "fixtures" / "board" / "ledger_writer.py"

@@ -33,16 +33,16 @@ from hypothesis.stateful import (
     rule,
 )
 
-from orchestrator._board_contracts import (
+from orchestrator._errors import BoardError
+from orchestrator.board.ledger import Ledger, LedgerState
+from orchestrator.formats.board import (
     LedgerDelta,
     Task,
     TaskStatus,
     TaskType,
     parse_ledger_delta,
 )
-from orchestrator._errors import BoardError
-from orchestrator._ledger import Ledger, LedgerState
-from orchestrator._scope import normalize_resource, resources_conflict
+from orchestrator.formats.scope import normalize_resource, resources_conflict
 
 AT = "2025-11-18T10:30:00.000Z"
 NEVER_CREATED = "T-99"
@@ -87,7 +87,7 @@ def _content(delta: LedgerDelta) -> LedgerDelta:
 
 
 class Model:
-    """The ledger as the rules describe it, kept independently of ``orchestrator._ledger``."""
+    """The ledger as the rules describe it, kept independently of ``orchestrator.board.ledger``."""
 
     def __init__(self) -> None:
         self.rows: dict[str, ModelRow] = {}

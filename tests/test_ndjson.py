@@ -22,9 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ndjson_writer_process import worklog_line
 
-from orchestrator import _ndjson
 from orchestrator._errors import ContractError, UntrustedJSONError, UsageError
-from orchestrator._ndjson import (
+from orchestrator.storage import ndjson as _ndjson
+from orchestrator.storage.ndjson import (
     append_joined_lines,
     append_lines,
     iter_lines,

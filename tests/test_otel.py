@@ -17,7 +17,7 @@ import pytest
 from evidence_support import EXAMPLE_HANDLER, example_args
 
 from orchestrator._errors import ContractError
-from orchestrator._otel import (
+from orchestrator.evidence.otel import (
     OtlpExportError,
     RunTrace,
     Span,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator._board_contracts import LedgerDelta, TaskStatus, validate_ledger_delta
-from orchestrator._convert import check_date_time, check_uuid, check_version
 from orchestrator._errors import ContractError
+from orchestrator.formats.board import LedgerDelta, TaskStatus, validate_ledger_delta
+from orchestrator.formats.convert import check_date_time, check_uuid, check_version
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_a_task_id_with_a_final_newline_or_odd_digits_is_refused(task_id: str) -
 def test_the_shipped_board_schemas_refuse_a_final_newline_too() -> None:
     import jsonschema
 
-    from orchestrator._board_contracts import board_schema
+    from orchestrator.formats.board import board_schema
 
     schema = board_schema("ledger-delta")
     good = {"task_id": "T-1", "status": "todo", "owner": "", "reason": "r", "delta_id": "d-1"}

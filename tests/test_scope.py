@@ -1,4 +1,5 @@
-"""Locks and pins (``orchestrator._scope``): decision tables, every input order, properties."""
+"""Locks and pins (``orchestrator.formats.scope``): decision tables, every input order,
+properties."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator._errors import OrchestratorError
-from orchestrator._scope import (
+from orchestrator.formats.scope import (
     ScopeError,
     check_lock_table,
     check_pins,

@@ -1,4 +1,4 @@
-"""Secrets (``orchestrator._secrets``): every kind found and redacted, negatives left alone.
+"""Secrets (``orchestrator.formats.secrets``): every kind found and redacted, negatives left alone.
 
 The secrets below are built at run time from a seeded generator, so this file holds no
 string a secret scanner would flag, and every run uses the same values.
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator._secrets import (
+from orchestrator.formats.secrets import (
     ENTROPY_THRESHOLD,
     HEX_ENTROPY_THRESHOLD,
     Finding,

@@ -36,7 +36,7 @@ from test_seed_schemas_support import (
 )
 
 from orchestrator import PhaseResult, UnknownVersionError, Workflow, phase, workflow_schemas
-from orchestrator._bridge_codec import parse_request, parse_state
+from orchestrator.formats.bridge_codec import parse_request, parse_state
 from orchestrator.testing import WorkflowHarness
 
 # Draft7Validator.FORMAT_CHECKER knows no "uuid" (the format arrived in draft 2019-09), so

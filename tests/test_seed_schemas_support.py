@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from orchestrator._bridge_codec import (
+from orchestrator.formats.bridge_codec import (
     parse_request,
     parse_response,
     parse_state,

@@ -32,10 +32,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
 
-from orchestrator import _steps as steps
 from orchestrator._errors import ContractError, UnknownVersionError, UntrustedJSONError
-from orchestrator._json import loads_strict
-from orchestrator._steps import (
+from orchestrator.formats import steps
+from orchestrator.formats.steps import (
     EVENT_TYPES,
     STEPS_SCHEMA_KINDS,
     Artifact,
@@ -52,6 +51,7 @@ from orchestrator._steps import (
     validate_event,
     validate_results,
 )
+from orchestrator.formats.strict_json import loads_strict
 
 SEED000 = Path(__file__).parent / "fixtures" / "seed000"
 FORMATS = FormatChecker()
@@ -481,7 +481,7 @@ def test_constants_are_the_seeds_and_the_schemas() -> None:
 def test_importing_and_reading_does_not_import_cattrs() -> None:
     code = (
         "import sys\n"
-        "from orchestrator._steps import read_events, parse_results, dump_results\n"
+        "from orchestrator.formats.steps import read_events, parse_results, dump_results\n"
         "import json\n"
         "loaded = 'cattrs' in sys.modules\n"
         f"r = parse_results(json.load(open({str(SEED000 / 'results-example.json')!r})),"
@@ -563,7 +563,7 @@ def test_events_round_trip(event: Event) -> None:
 @settings(max_examples=50)
 @given(paths=st.lists(PATHS, min_size=1, max_size=5))
 def test_artifact_paths_are_normalised_forms(paths: list[str]) -> None:
-    from orchestrator._scope import normalize_resource
+    from orchestrator.formats.scope import normalize_resource
 
     for path in paths:
         assert normalize_resource(path) == path
@@ -638,7 +638,7 @@ def test_log_refuses_an_invalid_event_and_writes_nothing(tmp_path: Path) -> None
 
 WRITER = """
 import sys
-from orchestrator._steps import Event, EventLog
+from orchestrator.formats.steps import Event, EventLog
 path, writer, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 sys.stdin.read()  # wait until every writer has started
 log = EventLog(path)

@@ -1,4 +1,4 @@
-"""Tests for ``orchestrator._json``, the strict reader for untrusted JSON.
+"""Tests for ``orchestrator.formats.strict_json``, the strict reader for untrusted JSON.
 
 Cost, measured on CPython 3.11 (best of 60 runs on a busy 2-core box; ``/tmp`` scripts,
 not part of the suite):
@@ -31,9 +31,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator import _json as strict_json
 from orchestrator._errors import ContractError, UntrustedJSONError
-from orchestrator._json import (
+from orchestrator.formats import strict_json
+from orchestrator.formats.strict_json import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_DEPTH,
     dumps_canonical,

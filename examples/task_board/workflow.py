@@ -142,8 +142,8 @@ class TaskBoardDemo(Workflow):
     def summarize(self, ctx: Any) -> dict[str, Any]:
         """Write the board's handoff (JSON and Markdown) and count the outcome."""
         from orchestrator import Board
-        from orchestrator._board import handoff_markdown
-        from orchestrator._board_contracts import dump_board_document
+        from orchestrator.board.board import handoff_markdown
+        from orchestrator.formats.board import dump_board_document
 
         report = ctx.output("work")
         board = Board(Path(report["board"]))

@@ -1,0 +1,598 @@
+"""The task board's ledger: seed 003 ledger deltas, appended to a file and folded into rows.
+
+The rules are D1-D5 of seed 003 as ``docs/board.md`` defines them: deltas apply in file
+order; a ``delta_id`` seen before is a duplicate (or, with other content, a forgery);
+the last applied delta wins per task; only a delta carrying ``x_create`` makes a row;
+``x_base_version`` is the row version the writer saw, and a stale one is a
+``CONCURRENCY_CONFLICT``. The lock table is derived: a task in ``in_progress`` holds its
+``lock_scope``.
+
+:class:`LedgerState` is the pure fold (no I/O; the property tests drive it directly).
+:class:`Ledger` keeps it on disk: ``ledger.ndjson`` appended under the board's writer
+lock, and ``ledger.snapshot.json`` so that loading a long ledger folds only its tail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._errors import BoardError, ContractError
+from ..formats.board import ErrorCode, LedgerDelta, Task, TaskStatus
+from ..formats.convert import structure, unstructure
+from ..formats.strict_json import loads_strict
+from ..storage.durable import append_durably, atomic_write, crash_point, sha256_hex
+
+LEDGER_FILE = "ledger.ndjson"
+SNAPSHOT_FILE = "ledger.snapshot.json"
+LOCK_FILE = "board.lock"
+SNAPSHOT_FORMAT = "orchestrator.ledger-snapshot.v1"
+SNAPSHOT_EVERY = 1000
+
+TERMINAL = frozenset({TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.CANCELED})
+LEGAL_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.TODO: frozenset(
+        {TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED, TaskStatus.FAILED, TaskStatus.CANCELED}
+    ),
+    TaskStatus.IN_PROGRESS: frozenset(
+        {TaskStatus.DONE, TaskStatus.BLOCKED, TaskStatus.FAILED, TaskStatus.CANCELED}
+    ),
+    TaskStatus.BLOCKED: frozenset(
+        {TaskStatus.TODO, TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELED}
+    ),
+}
+_DELTA_ID = re.compile(r"[!-~]{1,200}")  # printable ASCII, no spaces: it is an index key
+_BOOKKEEPING = ("x_seq", "x_at")  # set by the board when it appends; not part of a delta
+
+
+@attrs.define
+class TaskRow:
+    """One task as the ledger has it: its definition and the fold of its deltas."""
+
+    task: Task
+    status: TaskStatus
+    owner: str
+    reason: str
+    version: int  # the x_seq of the last delta applied to this task
+    locks: list[str]  # the lock scope, normalised
+    created: int  # the x_seq of the delta that created it: the board's order of tasks
+    delta_id: str = ""  # the last delta applied to it
+    attempts: int = 0
+    code: ErrorCode | None = None
+    verdict: str | None = None
+    last_heartbeat_at: str | None = None
+    timed_out: bool | None = None
+    retry_after_ms: int | None = None
+    updated_at: str | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+
+def delta_digest(delta: LedgerDelta) -> str:
+    """What makes two deltas "the same" for D2: every field but the board's bookkeeping."""
+    data = {k: v for k, v in unstructure(delta).items() if k not in _BOOKKEEPING}
+    return sha256_hex(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())[:32]
+
+
+class DeltaIndex:
+    """``delta_id`` -> digest of every applied delta; built lazily from a snapshot's text."""
+
+    def __init__(self, packed: str = "") -> None:
+        self._packed = packed
+        self._entries: dict[str, str] | None = None if packed else {}
+
+    def get(self, delta_id: str) -> str | None:
+        return self._table().get(delta_id)
+
+    def add(self, delta_id: str, digest: str) -> None:
+        self._table()[delta_id] = digest
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def pack(self) -> str:
+        return "".join(f"{k} {v}\n" for k, v in self._table().items())
+
+    def _table(self) -> dict[str, str]:
+        if self._entries is None:
+            self._entries = dict(line.split(" ", 1) for line in self._packed.splitlines())
+            self._packed = ""
+        return self._entries
+
+
+class LedgerState:
+    """The fold of a ledger: rows by task id, the head sequence, the delta index."""
+
+    def __init__(
+        self,
+        rows: dict[str, TaskRow] | None = None,
+        *,
+        seq: int = 0,
+        index: DeltaIndex | None = None,
+        live: set[str] | None = None,
+    ) -> None:
+        self.rows: dict[str, TaskRow] = rows if rows is not None else {}
+        self.seq = seq
+        self.index = index if index is not None else DeltaIndex()
+        # Tasks in progress (the lock holders), kept as rows change: a board may hold
+        # thousands of finished tasks and a handful of live ones.
+        self.live: set[str] = (
+            live
+            if live is not None
+            else {t for t, row in self.rows.items() if row.status is TaskStatus.IN_PROGRESS}
+        )
+
+    # -- reading ----------------------------------------------------------------------
+
+    def row(self, task_id: str) -> TaskRow:
+        try:
+            return self.rows[task_id]
+        except KeyError:
+            raise BoardError(
+                f"there is no task {task_id} on this board; create it first",
+                code=ErrorCode.LEDGER_INCONSISTENT.value,
+                task_id=task_id,
+            ) from None
+
+    def version(self, task_id: str) -> int:
+        row = self.rows.get(task_id)
+        return 0 if row is None else row.version
+
+    def active_locks(self) -> list[tuple[str, str]]:
+        """(task_id, resource) of every lock held now, sorted."""
+        return sorted(
+            (task_id, resource) for task_id in self.live for resource in self.rows[task_id].locks
+        )
+
+    # -- applying ---------------------------------------------------------------------
+
+    def apply_batch(self, deltas: Sequence[LedgerDelta], *, at: str) -> list[LedgerDelta]:
+        """Judge ``deltas`` in order and apply them all, or none (a :class:`BoardError`).
+
+        Returns the deltas that are new, numbered (``x_seq``) and stamped (``x_at``);
+        duplicates (D2) are left out.
+        """
+        scratch = self.scratch()
+        applied = []
+        for delta in deltas:
+            if scratch.judge(delta):
+                numbered = attrs.evolve(delta, x_seq=scratch.seq + 1, x_at=at)
+                scratch.apply(numbered)
+                scratch.index.add(numbered.delta_id, delta_digest(numbered))  # the batch's own
+                applied.append(numbered)
+        self.rows, self.seq, self.live = scratch.rows, scratch.seq, scratch.live
+        for delta in applied:
+            self.index.add(delta.delta_id, delta_digest(delta))
+        return applied
+
+    def scratch(self) -> LedgerState:
+        """A copy to try changes on: rows are replaced, never changed in place, so a
+        shallow copy suffices; new index entries stay in the copy."""
+        return LedgerState(
+            dict(self.rows), seq=self.seq, index=_Overlay(self.index), live=set(self.live)
+        )
+
+    def judge(self, delta: LedgerDelta) -> bool:
+        """True if ``delta`` applies, False if it is a duplicate; :class:`BoardError` if refused."""
+        refuse = _Refuser(delta)
+        if _DELTA_ID.fullmatch(delta.delta_id) is None:
+            raise refuse(ErrorCode.SCHEMA_INVALID, "delta_id must be 1..200 printable characters")
+        seen = self.index.get(delta.delta_id)
+        if seen is not None:
+            if seen == delta_digest(delta):
+                return False
+            raise refuse(
+                ErrorCode.LEDGER_INCONSISTENT,
+                f"delta_id {delta.delta_id} was already used for a different delta (forged or "
+                "colliding id); a new change needs a new delta_id",
+            )
+        row = self.rows.get(delta.task_id)
+        if delta.x_create is not None:
+            self._judge_create(delta, row, refuse)
+            return True
+        if row is None:
+            raise refuse(
+                ErrorCode.LEDGER_INCONSISTENT,
+                f"there is no task {delta.task_id} on this board, and the delta is not a create "
+                "(x_create); create the task first",
+            )
+        if delta.x_base_version is not None and delta.x_base_version != row.version:
+            raise refuse(
+                ErrorCode.CONCURRENCY_CONFLICT,
+                f"task {delta.task_id} is at version {row.version}, the writer saw "
+                f"{delta.x_base_version}: another writer changed it; re-read the ledger and "
+                "decide again",
+                details={"seen_version": delta.x_base_version, "current_version": row.version},
+            )
+        self._judge_transition(delta, row, refuse)
+        return True
+
+    def apply(self, delta: LedgerDelta) -> None:
+        """Fold one judged, numbered delta into the rows (D3: the last applied wins)."""
+        assert delta.x_seq is not None
+        self.seq = delta.x_seq
+        if delta.x_create is not None:
+            self.rows[delta.task_id] = TaskRow(
+                task=delta.x_create,
+                status=delta.status,
+                owner=delta.owner,
+                reason=delta.reason,
+                version=delta.x_seq,
+                locks=_normalised_scope(delta.x_create.lock_scope),
+                created=delta.x_seq,
+                delta_id=delta.delta_id,
+                last_heartbeat_at=delta.last_heartbeat_at,
+                updated_at=delta.x_at,
+            )
+            return
+        row = self.rows[delta.task_id]
+        if delta.status is TaskStatus.IN_PROGRESS:
+            self.live.add(delta.task_id)
+        else:
+            self.live.discard(delta.task_id)
+        if delta.status is row.status and row.status in TERMINAL:
+            self.rows[delta.task_id] = attrs.evolve(
+                row, version=delta.x_seq, delta_id=delta.delta_id, updated_at=delta.x_at
+            )
+            return
+        entering = delta.status
+        self.rows[delta.task_id] = attrs.evolve(
+            row,
+            status=entering,
+            owner=delta.owner,
+            reason=delta.reason,
+            version=delta.x_seq,
+            delta_id=delta.delta_id,
+            attempts=(delta.x_attempt or row.attempts + 1)
+            if entering is TaskStatus.IN_PROGRESS
+            else row.attempts,
+            code=delta.x_code,
+            verdict=delta.x_verdict if entering is TaskStatus.DONE else row.verdict,
+            last_heartbeat_at=delta.last_heartbeat_at or row.last_heartbeat_at,
+            timed_out=delta.timed_out if delta.timed_out is not None else row.timed_out,
+            retry_after_ms=delta.retry_after_ms,
+            updated_at=delta.x_at,
+        )
+
+    def _judge_create(self, delta: LedgerDelta, row: TaskRow | None, refuse: _Refuser) -> None:
+        task = delta.x_create
+        assert task is not None
+        if row is not None:
+            raise refuse(
+                ErrorCode.LEDGER_INCONSISTENT,
+                f"task {delta.task_id} already exists (created at ledger line {row.version} or "
+                "before); a task is created once",
+            )
+        if task.task_id != delta.task_id:
+            raise refuse(
+                ErrorCode.SCHEMA_INVALID,
+                f"x_create.task_id is {task.task_id}, the delta's task_id is {delta.task_id}",
+            )
+        if delta.status is not TaskStatus.TODO:
+            raise refuse(ErrorCode.INVALID_TRANSITION, "a task is created in status todo")
+        if delta.x_base_version not in (None, 0):
+            raise refuse(
+                ErrorCode.CONCURRENCY_CONFLICT,
+                f"a create must have seen no row (x_base_version 0), not {delta.x_base_version}",
+            )
+        for dependency in task.dependencies:
+            if dependency == task.task_id or dependency not in self.rows:
+                raise refuse(
+                    ErrorCode.DEPENDENCY_NOT_MET,
+                    f"dependency {dependency} is not a task created before {task.task_id}; "
+                    "create dependencies first (so the graph stays acyclic)",
+                )
+        from ..formats.scope import ScopeError, check_scope_pair
+
+        try:
+            check_scope_pair(task.lock_scope, task.forbidden_scope)
+        except ScopeError as exc:
+            raise refuse(ErrorCode.SCHEMA_INVALID, str(exc)) from None
+
+    def _judge_transition(self, delta: LedgerDelta, row: TaskRow, refuse: _Refuser) -> None:
+        current, entering = row.status, delta.status
+        if entering is current and current in TERMINAL:
+            return  # a terminal state re-asserted (replay): no locks, no owner change
+        if entering not in LEGAL_TRANSITIONS.get(current, frozenset()):
+            raise refuse(
+                ErrorCode.INVALID_TRANSITION,
+                f"task {row.task_id} is {current.value}; it cannot go to {entering.value}",
+                details={"from": current.value, "to": entering.value},
+            )
+        if entering is TaskStatus.IN_PROGRESS:
+            self._judge_start(delta, row, refuse)
+        elif entering is TaskStatus.DONE and not delta.x_verdict:
+            raise refuse(
+                ErrorCode.ACCEPTANCE_FAILED,
+                f"task {row.task_id} can be done only with a PASS verdict (x_verdict); submit "
+                "a result through the gateway",
+            )
+
+    def _judge_start(self, delta: LedgerDelta, row: TaskRow, refuse: _Refuser) -> None:
+        waiting = [
+            dependency
+            for dependency in row.task.dependencies
+            if self.rows[dependency].status is not TaskStatus.DONE
+        ]
+        if waiting:
+            raise refuse(
+                ErrorCode.DEPENDENCY_NOT_MET,
+                f"task {row.task_id} depends on {', '.join(waiting)}, not done yet",
+                details={"waiting_for": waiting},
+            )
+        if not delta.owner.strip():
+            raise refuse(
+                ErrorCode.MISSING_REQUIRED_INPUT,
+                f"task {row.task_id} needs an owner to enter in_progress",
+            )
+        conflicts = lock_conflicts_of(self, row)
+        if conflicts:
+            held_by, held, wanted = conflicts[0]
+            raise refuse(
+                ErrorCode.LOCK_CONFLICT,
+                f"task {row.task_id} wants {wanted}, but task {held_by} holds {held}",
+                details={
+                    "conflicts": [
+                        {"task_id": t, "resource": r, "wanted": w} for t, r, w in conflicts
+                    ]
+                },
+            )
+
+
+def lock_conflicts_of(state: LedgerState, row: TaskRow) -> list[tuple[str, str, str]]:
+    """The held locks that keep ``row`` from entering in_progress: (task, held, wanted)."""
+    from ..formats.scope import normalised_conflict
+
+    return sorted(
+        (task_id, held, wanted)
+        for task_id in state.live
+        if task_id != row.task_id
+        for held in state.rows[task_id].locks
+        for wanted in row.locks
+        if normalised_conflict(held, wanted)
+    )
+
+
+class _Overlay(DeltaIndex):
+    """A batch's view of the index: its own new entries over the ledger's, discarded on refusal."""
+
+    def __init__(self, base: DeltaIndex) -> None:
+        super().__init__()
+        self._base = base
+
+    def get(self, delta_id: str) -> str | None:
+        own = super().get(delta_id)
+        return own if own is not None else self._base.get(delta_id)
+
+
+class _Refuser:
+    def __init__(self, delta: LedgerDelta) -> None:
+        self.delta = delta
+
+    def __call__(
+        self, code: ErrorCode, message: str, *, details: dict[str, Any] | None = None
+    ) -> BoardError:
+        return BoardError(
+            f"delta {self.delta.delta_id} for task {self.delta.task_id}: {message}",
+            code=code.value,
+            task_id=self.delta.task_id,
+            delta_id=self.delta.delta_id,
+            details=details,
+        )
+
+
+def _normalised_scope(scope: Iterable[str]) -> list[str]:
+    from ..formats.scope import normalize_resource
+
+    return sorted({normalize_resource(resource) for resource in scope})
+
+
+# -- on disk ---------------------------------------------------------------------------
+
+
+def encode_delta(delta: LedgerDelta) -> bytes:
+    """One ledger line: compact JSON, ASCII (so always valid UTF-8), newline-terminated."""
+    return (json.dumps(unstructure(delta), separators=(",", ":")) + "\n").encode()
+
+
+class Ledger:
+    """``ledger.ndjson`` in ``directory``: readers fold it, writers append under a lock.
+
+    A reader needs no lock: lines are appended whole and fsynced, and a torn last line
+    (a writer killed mid-append) is ignored until the next writer cuts it. The instance
+    keeps the fold and the byte offset it reached, so reading again folds only new lines.
+    """
+
+    def __init__(self, directory: Path, *, snapshot_every: int = SNAPSHOT_EVERY) -> None:
+        self.directory = directory
+        self.path = directory / LEDGER_FILE
+        self.snapshot_path = directory / SNAPSHOT_FILE
+        self.lock_path = directory / LOCK_FILE
+        self.snapshot_every = snapshot_every
+        self._state = LedgerState()
+        self._offset = 0
+        self._last_line = b""
+        self._locked = False
+
+    def read(self) -> LedgerState:
+        """The ledger as it is on disk now (the returned state is this ledger's own: a
+        caller must not change it)."""
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            size = 0
+        if size < self._offset or (self._offset == 0 and size > 0):
+            self._load_from_scratch(size)
+        elif size > self._offset:
+            self._fold_from(self._offset)
+        return self._state
+
+    @contextmanager
+    def locked(self) -> Iterator[LedgerState]:
+        """Hold the writers' lock and give the ledger as it is under it: read, decide, then
+        :meth:`append`, with no other writer in between."""
+        import fcntl
+
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._locked = True
+            try:
+                yield self.read()
+            finally:
+                self._locked = False
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def append(self, deltas: Sequence[LedgerDelta], *, at: str) -> list[LedgerDelta]:
+        """Judge and append ``deltas`` (all or none); returns the new ones, numbered.
+
+        Must run inside :meth:`locked`. Duplicates (D2) are skipped; a refusal raises
+        :class:`BoardError` and writes nothing.
+        """
+        if not self._locked:
+            raise RuntimeError("Ledger.append needs the writers' lock: use 'with ledger.locked()'")
+        _check_contract(deltas, at)
+        state = self.read()
+        applied = state.apply_batch(deltas, at=at)
+        if not applied:
+            return []
+        data = b"".join(encode_delta(delta) for delta in applied)
+        append_durably(self.path, data)
+        crash_point("after-append ledger")
+        self._offset += len(data)
+        self._last_line = encode_delta(applied[-1])
+        every = self.snapshot_every
+        if state.seq // every > (state.seq - len(applied)) // every:
+            # The append that crosses a multiple writes it, whichever process that is.
+            self.write_snapshot()
+        return applied
+
+    def write_snapshot(self) -> None:
+        """Store the fold up to the current offset (atomically), for fast loading."""
+        state = self._state
+        document = {
+            "format": SNAPSHOT_FORMAT,
+            "seq": state.seq,
+            "offset": self._offset,
+            "last_line_sha256": sha256_hex(self._last_line),
+            "last_line_length": len(self._last_line),
+            "rows": [unstructure(row) for row in state.rows.values()],
+            "delta_index": state.index.pack(),
+        }
+        atomic_write(self.snapshot_path, json.dumps(document, separators=(",", ":")).encode())
+
+    # -- loading ----------------------------------------------------------------------
+
+    def _load_from_scratch(self, size: int) -> None:
+        self._state, self._offset, self._last_line = LedgerState(), 0, b""
+        if size and self._load_snapshot(size):
+            self._fold_from(self._offset)
+        elif size:
+            self._fold_from(0)
+
+    def _load_snapshot(self, size: int) -> bool:
+        """Adopt ``ledger.snapshot.json`` if it matches the ledger file; False otherwise."""
+        try:
+            raw = self.snapshot_path.read_bytes()
+            document = json.loads(raw)
+            offset, length = int(document["offset"]), int(document["last_line_length"])
+            if document.get("format") != SNAPSHOT_FORMAT or not 0 < offset <= size:
+                return False
+            with open(self.path, "rb") as ledger:
+                ledger.seek(offset - length)
+                last_line = ledger.read(length)
+            if sha256_hex(last_line) != document["last_line_sha256"]:
+                return False  # the ledger is not the one the snapshot was taken of
+            rows = {}
+            for data in document["rows"]:
+                row = structure(data, TaskRow, source=str(self.snapshot_path))
+                rows[row.task_id] = row
+        except (OSError, ValueError, KeyError, TypeError, ContractError):
+            return False  # no snapshot, or one we cannot trust: fold the whole ledger
+        seq = int(document["seq"])
+        self._state = LedgerState(rows, seq=seq, index=DeltaIndex(document["delta_index"]))
+        self._offset, self._last_line = offset, last_line
+        return True
+
+    def _fold_from(self, offset: int) -> None:
+        with open(self.path, "rb") as ledger:
+            ledger.seek(offset)
+            data = ledger.read()
+        end = data.rfind(b"\n") + 1  # a torn last line is left for the next writer to cut
+        state = self._state
+        position = offset
+        # Only "\n" ends a line: a bare "\r" is JSON whitespace, not a line break.
+        for line in data[:end].split(b"\n")[:-1]:
+            line += b"\n"
+            position += len(line)
+            if not line.strip():
+                continue
+            where = f"{self.path} line {state.seq + 1}"
+            delta = _parse_line(line, where)
+            if delta.x_seq != state.seq + 1:
+                raise BoardError(
+                    f"{where}: x_seq is {delta.x_seq}, expected {state.seq + 1}; the ledger "
+                    "was edited or two files were joined; restore it from a copy",
+                    code=ErrorCode.LEDGER_INCONSISTENT.value,
+                    task_id=delta.task_id,
+                    delta_id=delta.delta_id,
+                )
+            try:
+                fresh = state.judge(delta)
+            except BoardError as exc:
+                raise BoardError(
+                    f"{where}: {exc.reason}; the ledger holds a delta the board would refuse "
+                    "(edited by hand?); restore it from a copy",
+                    code=ErrorCode.LEDGER_INCONSISTENT.value,
+                    task_id=delta.task_id,
+                    delta_id=delta.delta_id,
+                ) from None
+            if fresh:
+                state.apply(delta)
+                state.index.add(delta.delta_id, delta_digest(delta))
+            self._last_line = line
+        self._offset = position
+
+
+def _check_contract(deltas: Sequence[LedgerDelta], at: str) -> None:
+    """Refuse, before anything is written, a delta the ledger's readers would refuse."""
+    from ..formats.board import validate_ledger_delta
+    from ..formats.convert import check_date_time
+
+    for delta in deltas:
+        where = f"delta {delta.delta_id} for task {delta.task_id}"
+        try:
+            check_date_time(at, source=where, json_path="$.x_at")
+            validate_ledger_delta(delta, source=where)
+        except ContractError as exc:
+            raise BoardError(
+                f"{exc}; nothing was written",
+                code=ErrorCode.SCHEMA_INVALID.value,
+                task_id=delta.task_id,
+                delta_id=delta.delta_id,
+            ) from None
+
+
+def _parse_line(line: bytes, where: str) -> LedgerDelta:
+    # The converter refuses unknown fields without the x_ prefix (strict mode) by itself.
+    from ..formats.board import validate_ledger_delta
+
+    try:
+        delta = structure(loads_strict(line, source=where), LedgerDelta, source=where)
+        validate_ledger_delta(delta, source=where)
+        return delta
+    except ContractError as exc:
+        raise BoardError(
+            f"{exc}; the ledger line cannot be read; restore the ledger from a copy",
+            code=ErrorCode.LEDGER_INCONSISTENT.value,
+        ) from None

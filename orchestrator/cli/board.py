@@ -1,0 +1,637 @@
+"""``orchestrate board ...`` and ``orchestrate check ...``: the task board for hosts and
+subagents in any language.
+
+``board`` commands act on a board directory (``--board``, default ``.board`` in the work
+directory). When a workflow instance in the work directory waits for a task's answer,
+``board submit`` and ``board watchdog`` answer its pending request (the engine judges the
+result on resume); on a board no workflow drives, they record the outcome directly.
+
+``check KIND`` reads one document on standard input and prints one line of compact JSON,
+``{"allow": .., "code": .., "reason": .., "details": ..}``, exiting 0 only when allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import BoardError, ContractError, UsageError
+
+if TYPE_CHECKING:
+    from ..board.board import Board
+
+EXIT_OK, EXIT_REFUSED = 0, 1
+# The validators' short names, and the document kind each one reads.
+CHECK_KINDS = {
+    "packet": "assignment-packet",
+    "result": "subagent-result",
+    "locks": "locks",
+    "ledger": "ledger",
+    "submit": "submit",
+    "verdict": "verdict",
+    "task-input": "task-input",
+    "worklog": "worklog-entry",
+    "handoff": "handoff-bundle",
+    "output": "orchestrator-output",
+    "delta": "ledger-delta",
+}
+
+
+# -- parsers ---------------------------------------------------------------------------
+
+
+def add_board_commands(board: Any, formatter: Any) -> None:
+    """The ``board`` subcommands, on the ``board`` command's parser."""
+    subs = board.add_subparsers(dest="board_command", metavar="SUBCOMMAND", required=True)
+
+    def sub(name: str, handler: Callable[[argparse.Namespace], int], text: str) -> Any:
+        parser = subs.add_parser(name, help=text, description=text, formatter_class=formatter)
+        parser.set_defaults(run_command=handler)
+        parser.add_argument("--workdir", type=Path, default=None, help="default: current directory")
+        parser.add_argument("--board", type=Path, default=None, help="default: WORKDIR/.board")
+        return parser
+
+    init = sub("init", _cmd_init, "Make a board (for tasks no workflow dispatches).")
+    init.add_argument("--run-id", required=True, help="the run's UUID")
+    init.add_argument("--objective", required=True)
+    init.add_argument("--constraint", action="append", default=[], help="repeatable")
+    init.add_argument("--workspace", type=Path, default=None, help="where results' files live")
+
+    create = sub("create", _cmd_create, "Create tasks: a JSON list of seed 003 task objects.")
+    _add_input(create)
+
+    status = sub("status", _cmd_status, "Show every task: status, owner, attempts, locks.")
+    status.add_argument("--json", action="store_true")
+
+    ledger = sub("ledger", _cmd_ledger, "Print the ledger's deltas (NDJSON).")
+    ledger.add_argument("--task", default=None, help="only this task's deltas")
+    ledger.add_argument("--table", action="store_true", help="one readable line per delta")
+
+    locks = sub("locks", _cmd_locks, "Print the lock table (JSON).")
+    locks.add_argument("--history", action="store_true", help="also released locks")
+
+    assign = sub("assign", _cmd_assign, "Start a task: write its packet, take its locks.")
+    assign.add_argument("--task", required=True)
+    assign.add_argument("--owner", required=True)
+
+    beat = sub("heartbeat", _cmd_heartbeat, "Record that a task's subagent is alive.")
+    beat.add_argument("--task", required=True)
+    beat.add_argument("--attempt", type=int, default=None)
+
+    worklog = sub(
+        "worklog",
+        _cmd_worklog,
+        "Append a worklog entry: from flags, or a whole JSON entry with --json-stdin.",
+    )
+    worklog.add_argument("--task", required=True)
+    worklog.add_argument("--attempt", type=int, default=None, help="ignored; for symmetry")
+    worklog.add_argument("--actor", default="subagent")
+    worklog.add_argument("--action", default=None)
+    worklog.add_argument("--decision", default="")
+    worklog.add_argument("--result", default="")
+    worklog.add_argument("--next-step", default="")
+    worklog.add_argument(
+        "--file",
+        dest="touched",
+        action="append",
+        default=[],
+        help="a file touched (repeatable)",
+    )
+    worklog.add_argument("--code", default=None)
+    worklog.add_argument("--evidence", default=None)
+    worklog.add_argument("--json-stdin", action="store_true", help="read the entry as JSON")
+
+    submit = sub("submit", _cmd_submit, "Hand in a task's result (subagent result or submit.json).")
+    submit.add_argument("--task", required=True)
+    submit.add_argument("--attempt", type=int, default=None)
+    _add_input(submit)
+
+    watchdog = sub("watchdog", _cmd_watchdog, "Time out tasks whose heartbeat is stale.")
+    watchdog.add_argument("--now", default=None, help="RFC 3339 time (default: now)")
+
+    set_status = sub("set-status", _cmd_set_status, "Block, fail, cancel or requeue a task.")
+    set_status.add_argument("--task", required=True)
+    set_status.add_argument(
+        "--status", required=True, choices=["todo", "blocked", "failed", "canceled"]
+    )
+    set_status.add_argument("--reason", required=True)
+    set_status.add_argument("--code", default=None)
+    set_status.add_argument("--base-version", type=int, default=None)
+
+    handoff = sub("handoff", _cmd_handoff, "Print the fresh-context handoff bundle.")
+    handoff.add_argument("--markdown", action="store_true", help="the Markdown page instead")
+    handoff.add_argument(
+        "--write", action="store_true", help="also write handoff.json and handoff.md"
+    )
+
+    adopt = sub("adopt", _cmd_adopt, "Make a new board from a handoff bundle and continue it.")
+    _add_input(adopt)
+
+
+def add_check_command(check: Any) -> None:
+    check.add_argument("kind", choices=list(CHECK_KINDS))
+    check.add_argument(
+        "--strict", action="store_true", help="refuse unknown fields without the x_ prefix"
+    )
+    check.add_argument(
+        "--packet",
+        type=Path,
+        default=None,
+        help="result/submit: also judge it against this assignment packet (scope, criteria)",
+    )
+
+
+def _add_input(parser: Any) -> None:
+    parser.add_argument("--file", type=Path, default=None, help="default: standard input")
+
+
+# -- board commands --------------------------------------------------------------------
+
+
+def _board(args: argparse.Namespace) -> Board:
+    from ..board.board import BOARD_DIR, Board
+
+    workdir = (args.workdir or Path.cwd()).resolve()
+    directory = (args.board or workdir / BOARD_DIR).resolve()
+    return Board(directory)
+
+
+def _read_input(args: argparse.Namespace) -> bytes:
+    if getattr(args, "file", None) is not None:
+        try:
+            return bytes(args.file.read_bytes())
+        except OSError as exc:
+            raise UsageError(f"--file {args.file}: {exc.strerror}") from None
+    return sys.stdin.buffer.read()
+
+
+def _json_input(args: argparse.Namespace, source: str) -> Any:
+    from ..formats.strict_json import loads_strict
+
+    name = str(args.file) if getattr(args, "file", None) else source
+    return loads_strict(_read_input(args), source=name)
+
+
+def _error_code(text: str | None) -> Any:
+    """``--code``: one of seed 003's error codes, or a usage error naming them."""
+    if text is None:
+        return None
+    from ..formats.board import ErrorCode
+
+    try:
+        return ErrorCode(text)
+    except ValueError:
+        names = ", ".join(code.value for code in ErrorCode)
+        raise UsageError(f"--code {text!r} is not an error code; use one of {names}") from None
+
+
+def _moment(text: str) -> Any:
+    """``--now``: an RFC 3339 time with its offset (2025-11-18T10:30:00Z)."""
+    from ..formats.convert import check_date_time
+    from ..formats.times import parse_time
+
+    try:
+        check_date_time(text, source="--now", json_path="$")
+    except ContractError:
+        raise UsageError(
+            f"--now {text!r} is not an RFC 3339 time with an offset, like 2025-11-18T10:30:00Z"
+        ) from None
+    return parse_time(text)
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from ..board.board import Board
+
+    board = _board(args)
+    Board.create(
+        board.directory,
+        run_id=args.run_id,
+        objective=args.objective,
+        constraints=args.constraint,
+        workspace=args.workspace.resolve() if args.workspace else None,
+    )
+    print(board.directory)
+    return EXIT_OK
+
+
+def _cmd_create(args: argparse.Namespace) -> int:
+    from ..board.board import validate_task
+    from ..formats.board import Task
+    from ..formats.convert import structure, unstructure
+
+    data = _json_input(args, "<stdin>")
+    items = data.get("tasks") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise UsageError('give a JSON list of seed 003 task objects (or {"tasks": [...]})')
+    tasks = []
+    for index, item in enumerate(items):
+        where = f"<tasks>[{index}]"
+        task = structure(item, Task, source=where)
+        validate_task(task, source=where)
+        tasks.append(task)
+    applied = _board(args).create_tasks(tasks)
+    for delta in applied:
+        print(json.dumps(unstructure(delta), separators=(",", ":")))
+    print(f"orchestrate: {len(applied)} tasks created", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    board = _board(args)
+    state = board.state()
+    rows = sorted(state.rows.values(), key=lambda r: r.created)
+    if args.json:
+        _print(
+            {
+                "run_id": board.run_id,
+                "seq": state.seq,
+                "tasks": [
+                    {
+                        "task_id": r.task_id,
+                        "title": r.task.title,
+                        "status": r.status.value,
+                        "owner": r.owner,
+                        "attempts": r.attempts,
+                        "code": r.code.value if r.code else None,
+                        "reason": r.reason,
+                        "version": r.version,
+                        "locks": r.locks,
+                    }
+                    for r in rows
+                ],
+            }
+        )
+        return EXIT_OK
+    print(f"board {board.directory}  run {board.run_id}  ledger head {state.seq}")
+    for r in rows:
+        code = f" {r.code.value}" if r.code else ""
+        print(
+            f"{r.task_id:<8} {r.status.value:<12} attempt {r.attempts}  "
+            f"{r.owner or '-':<16} {', '.join(r.locks)}{code}  {r.task.title}"
+        )
+    return EXIT_OK
+
+
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    board = _board(args)
+    path = board.ledger.path
+    if not path.exists():
+        return EXIT_OK
+    from ..storage.ndjson import iter_lines
+
+    for _, line in iter_lines(path):
+        delta = json.loads(line)
+        if args.task is not None and delta.get("task_id") != args.task:
+            continue
+        if args.table:
+            code = delta.get("x_code") or ""
+            print(
+                f"{delta.get('x_seq', ''):>4} {delta['task_id']:<6} {delta['status']:<12} "
+                f"{code:<22} {delta['reason'][:80]}"
+            )
+        else:
+            sys.stdout.write(line.decode() + "\n")
+    return EXIT_OK
+
+
+def _cmd_locks(args: argparse.Namespace) -> int:
+    from ..formats.convert import unstructure
+
+    _print([unstructure(lock) for lock in _board(args).lock_table(history=args.history)])
+    return EXIT_OK
+
+
+def _cmd_assign(args: argparse.Namespace) -> int:
+    board = _board(args)
+    board.assign([args.task], owner=args.owner)
+    row = board.state().row(args.task)
+    print(board.packet_path(args.task, row.attempts))
+    return EXIT_OK
+
+
+def _cmd_heartbeat(args: argparse.Namespace) -> int:
+    print(_board(args).heartbeat(args.task, attempt=args.attempt))
+    return EXIT_OK
+
+
+def _cmd_worklog(args: argparse.Namespace) -> int:
+    from ..formats.board import WorklogEntry, parse_worklog_entry
+
+    board = _board(args)
+    if args.json_stdin:
+        data = _json_input(args, "<stdin>")
+        entry = parse_worklog_entry(data, source="<stdin>")
+    else:
+        if args.action is None:
+            raise UsageError("--action is required (or give the whole entry with --json-stdin)")
+        entry = WorklogEntry(
+            timestamp=board.now(),
+            run_id=board.run_id,
+            task_id=args.task,
+            actor=args.actor,
+            action=args.action,
+            files_touched=list(args.touched),
+            decision=args.decision,
+            result=args.result,
+            next_step=args.next_step,
+            code=_error_code(args.code),
+            evidence=args.evidence,
+        )
+    board.append_worklog(entry)
+    return EXIT_OK
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from ..formats.convert import unstructure
+
+    board = _board(args)
+    raw = _read_input(args)
+    row = board.state().row(args.task)
+    attempt = args.attempt or row.attempts
+    workdir = (args.workdir or Path.cwd()).resolve()
+    request = _waiting_requests(board, workdir).get((args.task, attempt))
+    if request is not None:
+        # A workflow waits for this answer: deliver it; the engine judges it on resume.
+        from ..board.gateway import evaluate
+
+        state_path, request_id = request
+        preview = evaluate(
+            raw,
+            task=row.task,
+            run_id=board.run_id,
+            source=str(args.file or "<stdin>"),
+            submitted_at=board.now(),
+            evaluated_at=board.now(),
+            result_link=f"results/{args.task}.{attempt}.json",
+            workspace=board.workspace,
+        )
+        target = _answer(state_path, request_id, text=raw.decode("utf-8", "replace"))
+        _print({"delivered": str(target), "preview": unstructure(preview.verdict)})
+        return EXIT_OK if preview.passed else EXIT_REFUSED
+    judgement = board.submit(args.task, raw, attempt=attempt)
+    _print(unstructure(judgement.verdict))
+    return EXIT_OK if judgement.passed else EXIT_REFUSED
+
+
+def _cmd_watchdog(args: argparse.Namespace) -> int:
+    from ..formats.convert import unstructure
+
+    workdir = (args.workdir or Path.cwd()).resolve()
+    now = _moment(args.now) if args.now else None
+    timed_out = time_out_stale_tasks(_board(args), workdir, now=now)
+    for delta in timed_out:
+        print(json.dumps(unstructure(delta), separators=(",", ":")))
+    print(f"orchestrate: {len(timed_out)} tasks timed out", file=sys.stderr)
+    return EXIT_OK
+
+
+def time_out_stale_tasks(board: Board, workdir: Path, *, now: Any = None) -> list[Any]:
+    """Run the watchdog; a workflow request waiting for a timed-out task is answered
+    TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes."""
+    waiting = _waiting_requests(board, workdir)
+    timed_out = board.watchdog(now=now, spare=_answered_tasks(workdir, waiting))
+    for delta in timed_out:
+        attempt = board.state().row(delta.task_id).attempts
+        request = waiting.get((delta.task_id, attempt))
+        if request is not None:
+            _answer(request[0], request[1], text=delta.reason, status="timeout")
+    return timed_out
+
+
+def _cmd_set_status(args: argparse.Namespace) -> int:
+    from ..formats.board import TaskStatus
+    from ..formats.convert import unstructure
+
+    delta = _board(args).set_status(
+        args.task,
+        TaskStatus(args.status),
+        reason=args.reason,
+        code=_error_code(args.code),
+        base_version=args.base_version,
+    )
+    if delta is not None:
+        print(json.dumps(unstructure(delta), separators=(",", ":")))
+    return EXIT_OK
+
+
+def _cmd_handoff(args: argparse.Namespace) -> int:
+    from ..board.board import handoff_markdown
+    from ..formats.board import dump_board_document
+    from ..storage.durable import atomic_write
+
+    board = _board(args)
+    bundle = board.handoff()
+    document = dump_board_document(bundle)
+    markdown = handoff_markdown(bundle)
+    if args.write:
+        atomic_write(board.directory / "handoff.json", document)
+        atomic_write(board.directory / "handoff.md", markdown.encode())
+    sys.stdout.write(markdown if args.markdown else document.decode())
+    return EXIT_OK
+
+
+def _cmd_adopt(args: argparse.Namespace) -> int:
+    from ..board.board import adopt_handoff
+    from ..formats.board import parse_handoff
+
+    bundle = parse_handoff(_json_input(args, "<stdin>"), source=str(args.file or "<stdin>"))
+    board = adopt_handoff(_board(args).directory, bundle)
+    print(board.directory)
+    return EXIT_OK
+
+
+def _answered_tasks(workdir: Path, waiting: dict[tuple[str, int], tuple[Path, str]]) -> set[str]:
+    """Tasks whose subagent's answer waits in a response file: alive, not to time out."""
+    from ..formats.bridge import RESPONSE_FILE, RESPONSES_DIR
+
+    answered_ids = {p.stem for p in (workdir / RESPONSES_DIR).glob("*.json")}
+    try:
+        single = json.loads((workdir / RESPONSE_FILE).read_bytes())
+        answered_ids.add(str(single.get("request_id")))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return {task_id for (task_id, _), (_, rid) in waiting.items() if rid in answered_ids}
+
+
+def _waiting_requests(board: Board, workdir: Path) -> dict[tuple[str, int], tuple[Path, str]]:
+    """(task, attempt) -> (state file, request id) of every workflow request pending for
+    an assignment of this board."""
+    from ..formats.bridge import HistoryStatus
+    from .instance import load_state_file
+
+    waiting: dict[tuple[str, int], tuple[Path, str]] = {}
+    for state_path in sorted(workdir.glob(".*-state.json")):
+        for record in load_state_file(state_path).agent_requests:
+            if record.status is not HistoryStatus.PENDING or record.x_request is None:
+                continue
+            context = record.x_request.context or {}
+            if context.get("x_board") == str(board.directory) and "x_task_id" in context:
+                key = (str(context["x_task_id"]), int(context.get("x_attempt", 0)))
+                waiting[key] = (state_path, record.request_id)
+    return waiting
+
+
+def _answer(state_path: Path, request_id: str, *, text: str, status: str = "success") -> Path:
+    from .instance import write_response
+
+    return write_response(state_path, request_id=request_id, text=text, status=status)
+
+
+# -- validators ------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Judge one document from standard input; one line of JSON; exit 0 only if allowed."""
+    try:
+        verdict = _check(args)
+    except BoardError as exc:
+        verdict = {"allow": False, "code": exc.code, "reason": exc.reason, "details": exc.details}
+    except OSError as exc:
+        verdict = {
+            "allow": False,
+            "code": "MISSING_REQUIRED_INPUT",
+            "reason": f"{exc.filename}: {exc.strerror}",
+        }
+    except ContractError as exc:
+        from ..formats.board import error_code_for
+
+        verdict = {
+            "allow": False,
+            "code": error_code_for(exc).value,
+            "reason": str(exc),
+            "details": {"json_path": exc.json_path, "rule": exc.rule},
+        }
+    if not verdict.get("details"):
+        verdict.pop("details", None)
+    print(json.dumps(verdict, separators=(",", ":")))
+    return EXIT_OK if verdict["allow"] else EXIT_REFUSED
+
+
+def _check(args: argparse.Namespace) -> dict[str, Any]:
+    from ..formats.strict_json import loads_strict
+
+    raw = sys.stdin.buffer.read()
+    source = "<stdin>"
+    kind = args.kind
+    if kind == "ledger":
+        return _check_ledger(raw, strict=args.strict)
+    data = loads_strict(raw, source=source)
+    if kind == "locks":
+        return _check_locks(data, strict=args.strict)
+    from ..formats.board import parse_board_document
+
+    parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
+    if args.packet is not None and kind in ("result", "submit"):
+        return _check_against_packet(raw, args.packet)
+    return {"allow": True, "code": "OK", "reason": f"a valid {kind} document"}
+
+
+def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
+    from ..board.gateway import evaluate
+    from ..formats.board import parse_packet
+    from ..formats.strict_json import read_json_file
+    from ..formats.times import SystemClock, format_time
+
+    packet = parse_packet(read_json_file(packet_path), source=str(packet_path))
+    now = format_time(SystemClock().now())
+    judgement = evaluate(
+        raw,
+        task=packet.task,
+        run_id=packet.run_id,
+        source="<stdin>",
+        submitted_at=now,
+        evaluated_at=now,
+        result_link="<stdin>",
+        workspace=Path.cwd(),
+    )
+    if judgement.problem is None:
+        return {"allow": True, "code": "OK", "reason": "the result passes the gateway"}
+    from ..formats.convert import unstructure
+
+    return {
+        "allow": False,
+        "code": judgement.problem.code.value,
+        "reason": judgement.problem.message,
+        "details": {"verdict": unstructure(judgement.verdict)},
+    }
+
+
+def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
+    from ..formats.board import parse_active_lock
+    from ..formats.scope import ScopeError, check_lock_table
+
+    items = data
+    if isinstance(data, dict):
+        extra = [k for k in data if k != "active_locks" and not k.startswith("x_")]
+        if strict and extra:
+            raise ContractError(
+                f"unknown field {', '.join(map(repr, extra))}: not in the lock table "
+                "(extension fields need the 'x_' prefix)",
+                source="<stdin>",
+                json_path="$",
+                rule="additionalProperties",
+            )
+        items = data.get("active_locks")
+    if not isinstance(items, list):
+        raise ContractError(
+            "expected a list of locks (or an object with active_locks)",
+            source="<stdin>",
+            rule="type",
+        )
+    locks = [
+        parse_active_lock(item, source=f"<stdin>[{index}]", strict=strict)
+        for index, item in enumerate(items)
+    ]
+    try:
+        conflicts = check_lock_table((lock.task_id, lock.resource, lock.active) for lock in locks)
+    except ScopeError as exc:
+        return {"allow": False, "code": "SCHEMA_INVALID", "reason": str(exc)}
+    if conflicts:
+        return {
+            "allow": False,
+            "code": "LOCK_CONFLICT",
+            "reason": f"active locks of different tasks conflict ({len(conflicts)} pair(s))",
+            "details": {"conflicts": [list(map(str, c)) for c in conflicts]},
+        }
+    return {"allow": True, "code": "OK", "reason": f"{len(locks)} locks, no conflict"}
+
+
+def _check_ledger(raw: bytes, *, strict: bool) -> dict[str, Any]:
+    """Fold the deltas (NDJSON) and reconcile: every rule of D1-D5 and the lock table."""
+    from ..board.ledger import LedgerState
+    from ..formats.board import parse_ledger_delta
+    from ..formats.strict_json import loads_strict
+
+    state = LedgerState()
+    applied = duplicates = 0
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"<stdin> line {number}"
+        delta = parse_ledger_delta(loads_strict(line, source=where), source=where, strict=strict)
+        if delta.x_seq is not None and delta.x_seq != state.seq + 1:
+            raise BoardError(
+                f"{where}: x_seq is {delta.x_seq}, expected {state.seq + 1} (D1: deltas apply "
+                "in order, numbered without gaps)",
+                code="LEDGER_INCONSISTENT",
+                task_id=delta.task_id,
+                delta_id=delta.delta_id,
+            )
+        if state.apply_batch([delta], at=delta.x_at or "") == []:
+            duplicates += 1
+        else:
+            applied += 1
+    return {
+        "allow": True,
+        "code": "OK",
+        "reason": f"{applied} deltas apply cleanly ({duplicates} duplicates ignored); "
+        f"{len(state.rows)} tasks, {len(state.active_locks())} locks held",
+    }

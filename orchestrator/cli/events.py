@@ -1,0 +1,781 @@
+"""``orchestrate events``: a run's ``events.ndjson``, for a person, a pipe or a tracer.
+
+The run is chosen as ``orchestrate history`` chooses it: the live instance of the work
+directory (its ``.<workflow>-state.json`` names the run), else the latest finished run
+under ``.orchestrator/runs/``, or the one ``--run`` names. Each event is printed as one
+readable line (sequence number, UTC time, name, the facts that matter), or with ``--json``
+as the very bytes of its line, for ``jq``. ``--type`` keeps some names (``agent.end``) or
+namespaces (``agent.*``).
+
+``--follow`` prints what is there, then what is appended, until ``run.end``: it waits for
+the run and its log to appear, and reads on from the byte offset where it stopped, so a
+line is printed once, whole, and a line still being written is left for the next look.
+(Where no instance is live, the run it finds is the latest finished one, which has ended:
+to watch a run from its start, begin in a directory without finished runs, or pass
+``--run`` once its id is known.)
+
+``--otlp FILE`` and ``--otlp-endpoint URL`` export the run as OpenTelemetry spans
+(see :mod:`orchestrator.evidence.otel`) instead of listing it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from .._errors import ContractError, OrchestratorError, UsageError
+from ..storage.runs import (
+    EVENTS_FILE,
+    is_run_id,
+    latest_finished,
+    live_state_files,
+    run_id_in,
+    runs_dir,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
+    from typing import BinaryIO
+
+__all__ = [
+    "EventTail",
+    "LoggedEvent",
+    "RunLog",
+    "RunNotFoundError",
+    "add_events_arguments",
+    "cmd_events",
+    "describe_event",
+    "find_run",
+    "type_filter",
+]
+
+RUNS_DIR = ".orchestrator/runs"  # what messages call runs_dir(workdir)
+DEFAULT_POLL_SECONDS = 0.25
+DEFAULT_OTLP_TIMEOUT = 10.0
+EXIT_OK, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 130, 141
+_NAME = r"[a-z0-9_]+(?:\.[a-z0-9_]+)*"
+_TYPE_FILTER = re.compile(rf"({_NAME})(\.\*)?")
+_TIME_ANY = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt]([0-9]{2}:[0-9]{2}:[0-9]{2})(\.[0-9]+)?[Zz]")
+_SUMMARY_LIMIT = 160
+
+
+class RunNotFoundError(OrchestratorError, LookupError):
+    """No run (or no log of it) where the command looked; ``workdir`` and ``run_id`` say
+    where and which."""
+
+    def __init__(self, message: str, *, workdir: str, run_id: str | None = None) -> None:
+        self.workdir = workdir
+        self.run_id = run_id
+        super().__init__(message)
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def add_events_arguments(sub: argparse.ArgumentParser) -> None:
+    """The options of ``orchestrate events`` (``--workdir`` is added by the caller)."""
+    sub.add_argument(
+        "--run",
+        default=None,
+        metavar="RUN_ID",
+        help="the run (default: the live instance's, else the latest finished run)",
+    )
+    sub.add_argument(
+        "--type",
+        dest="types",
+        action="append",
+        type=type_filter,
+        default=[],
+        metavar="NAME",
+        help="show only these events: a name (agent.end) or a namespace (agent.*); repeatable",
+    )
+    sub.add_argument("--json", action="store_true", help="print the log's lines unchanged (for jq)")
+    sub.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep printing new events until run.end (waits for the run to start)",
+    )
+    sub.add_argument(
+        "--poll",
+        type=_positive_seconds,
+        default=DEFAULT_POLL_SECONDS,
+        metavar="SECONDS",
+        help=f"how often --follow looks for new lines (default {DEFAULT_POLL_SECONDS})",
+    )
+    sub.add_argument(
+        "--otlp",
+        default=None,
+        metavar="FILE",
+        help="write the run as OpenTelemetry spans (OTLP/JSON) to FILE ('-': standard "
+        "output) instead of listing it",
+    )
+    sub.add_argument(
+        "--otlp-endpoint",
+        default=None,
+        metavar="URL",
+        help="POST those spans to an OTLP/HTTP endpoint (http://HOST:4318 gets /v1/traces; "
+        "headers from OTEL_EXPORTER_OTLP_HEADERS)",
+    )
+    sub.add_argument(
+        "--otlp-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_OTLP_TIMEOUT,
+        metavar="SECONDS",
+        help=f"give up on the endpoint after this long (default {DEFAULT_OTLP_TIMEOUT:g})",
+    )
+
+
+def type_filter(text: str) -> str:
+    """A ``--type`` value checked: an event name, or a namespace ending in ``.*``."""
+    if _TYPE_FILTER.fullmatch(text) is None:
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write an event name (agent.end) or a namespace ending in .* (agent.*)"
+        )
+    return text
+
+
+def _positive_seconds(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: write a number of seconds above 0")
+    return value
+
+
+def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> int:
+    """Run ``orchestrate events``; returns the exit code (0; 130 when interrupted)."""
+    out = output if output is not None else sys.stdout.buffer
+    exporting = args.otlp is not None or args.otlp_endpoint is not None
+    _check_options(args, exporting)
+    workdir = _workdir(args.workdir)
+    try:
+        if exporting:
+            return _export(args, workdir, out)
+        show = _Printer(out, json_lines=args.json, types=args.types)
+        if args.follow:
+            follow(workdir, args.run, show=show, poll=args.poll)
+            return EXIT_OK
+        run = find_run(workdir, args.run)
+        for event in _whole_log(run):
+            show(event)
+        show.flush()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (``| head``): say nothing more, and let the exit flush nothing.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _check_options(args: argparse.Namespace, exporting: bool) -> None:
+    if exporting and (args.json or args.types):
+        raise UsageError(
+            "--otlp and --otlp-endpoint export every event as spans; drop --json and --type"
+        )
+    if args.run is not None and not is_run_id(args.run):
+        raise UsageError(
+            f"--run {args.run!r} is not a run id; 'orchestrate history' or the names under "
+            f"{RUNS_DIR} show them"
+        )
+    if args.otlp_endpoint is not None:
+        from ..evidence.otel import traces_url
+
+        try:
+            traces_url(args.otlp_endpoint)
+        except ValueError as exc:
+            raise UsageError(f"--otlp-endpoint {exc}") from None
+
+
+def _workdir(given: Path | None) -> Path:
+    from pathlib import Path
+
+    workdir = (given or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        raise UsageError(f"work directory {workdir} does not exist")
+    return workdir
+
+
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+# -- which run -----------------------------------------------------------------------------
+
+
+class RunLog:
+    """A run's directory and its ``events.ndjson``; ``chosen_by`` is the file (a state, a
+    run directory) the choice was read from."""
+
+    __slots__ = ("chosen_by", "directory", "run_id")
+
+    def __init__(self, run_id: str, directory: Path, chosen_by: str) -> None:
+        self.run_id = run_id
+        self.directory = directory
+        self.chosen_by = chosen_by
+
+    @property
+    def events_path(self) -> Path:
+        return self.directory / EVENTS_FILE
+
+
+def find_run(workdir: Path, run_id: str | None = None) -> RunLog:
+    """The run ``orchestrate history`` would show: ``run_id``'s, else the live instance's,
+    else the latest finished one (by its ``state.json``'s time); else
+    :class:`RunNotFoundError` saying where it looked and what to do."""
+    runs = runs_dir(workdir)
+    if run_id is not None:
+        directory = runs / run_id
+        if directory.is_dir():
+            return RunLog(run_id, directory, str(directory))
+        raise RunNotFoundError(
+            f"{workdir}: no run {run_id} under {runs} ({_known_runs(runs)}); pass one of "
+            "them to --run, or --follow to wait for this one",
+            workdir=str(workdir),
+            run_id=run_id,
+        )
+    for state in live_state_files(workdir):
+        own = _run_of_state(state)
+        if own is not None:
+            return RunLog(own, runs / own, str(state))
+    latest = latest_finished(workdir)
+    if latest is not None:
+        return RunLog(latest.parent.name, latest.parent, str(latest))
+    raise RunNotFoundError(
+        f"{workdir}: no run here (no live instance, no .<workflow>-state.json, and no "
+        f"finished run under {runs}); start one with 'orchestrate run' or 'orchestrate "
+        "drive', point --workdir at its directory, or add --follow to wait for one",
+        workdir=str(workdir),
+    )
+
+
+def _run_of_state(state: Path) -> str | None:
+    """The run id a live state records; None when the state is gone (it just finished)
+    or records none."""
+    from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+
+    try:
+        data = read_json_file(state, max_bytes=STATE_MAX_BYTES)
+    except FileNotFoundError:
+        return None
+    return run_id_in(data, source=str(state))
+
+
+def _known_runs(runs: Path) -> str:
+    names = sorted(p.name for p in runs.glob("*") if p.is_dir()) if runs.is_dir() else []
+    if not names:
+        return "there are none"
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"the runs here: {shown}"
+
+
+# -- reading the log -----------------------------------------------------------------------
+
+
+class LoggedEvent:
+    """One line of the log: its bytes (without the newline), its 1-based line number,
+    and the event it holds."""
+
+    __slots__ = ("line", "number", "record")
+
+    def __init__(self, line: bytes, number: int, record: dict[str, Any]) -> None:
+        self.line = line
+        self.number = number
+        self.record = record
+
+    @property
+    def name(self) -> str:
+        name: str = self.record["event"]
+        return name
+
+    @property
+    def seq(self) -> int:
+        """``x_seq``; the line number in a log written without it."""
+        seq = self.record.get("x_seq")
+        return seq if isinstance(seq, int) and not isinstance(seq, bool) else self.number
+
+
+class EventTail:
+    """Reads an ``events.ndjson`` from where the last read stopped, never from the start
+    again: each call yields the whole lines appended since, checked as events."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.line_number = 0
+
+    def read_new(self) -> Iterator[LoggedEvent]:
+        """The events of the lines completed since the last call (``FileNotFoundError``
+        while there is no log). A line torn mid-write is not one yet."""
+        from ..storage.ndjson import iter_lines_from
+
+        for end, line in iter_lines_from(self.path, self.offset):
+            start = end - len(line) - 1
+            number = self.line_number + 1 + self._blank_lines(self.offset, start)
+            record = _event_of(line, f"{self.path} line {number}")
+            self.offset, self.line_number = end, number
+            yield LoggedEvent(line, number, record)
+
+    def _blank_lines(self, start: int, end: int) -> int:
+        """How many blank lines (skipped by the reader) lie between two offsets."""
+        if end <= start:
+            return 0
+        with open(self.path, "rb") as file:
+            file.seek(start)
+            return file.read(end - start).count(b"\n")
+
+
+def _event_of(line: bytes, where: str) -> dict[str, Any]:
+    """The event a line holds, or ``ContractError`` naming the file, line and problem."""
+    from ..formats.strict_json import DEFAULT_MAX_DEPTH
+    from ..storage.ndjson import DEFAULT_MAX_LINE_BYTES, _parse_line
+
+    value = _parse_line(line, where, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_DEPTH)
+    if not isinstance(value, dict):
+        problem, path = f"is a JSON {type(value).__name__}, not an event object", "$"
+    elif not isinstance(value.get("event"), str) or not value["event"]:
+        problem, path = "has no event name (a string like 'agent.end')", "$.event"
+    elif not isinstance(value.get("data"), dict):
+        problem, path = "has no data object", "$.data"
+    elif not isinstance(value.get("ts"), str) or _TIME_ANY.fullmatch(value["ts"]) is None:
+        problem, path = "has no RFC 3339 time (like 2026-02-09T14:03:00.000Z)", "$.ts"
+    else:
+        return value
+    raise ContractError(problem, source=where, json_path=path, rule="event")
+
+
+def _whole_log(run: RunLog) -> Iterator[LoggedEvent]:
+    try:
+        yield from EventTail(run.events_path).read_new()
+    except FileNotFoundError:
+        raise RunNotFoundError(
+            f"{run.directory}: run {run.run_id} has written no {EVENTS_FILE} yet (chosen "
+            f"from {run.chosen_by}); add --follow to wait for its events",
+            workdir=str(run.directory.parent.parent.parent),
+            run_id=run.run_id,
+        ) from None
+
+
+def follow(
+    workdir: Path,
+    run_id: str | None,
+    *,
+    show: Callable[[LoggedEvent], None],
+    poll: float,
+) -> RunLog:
+    """Show the run's events as they are appended, until ``run.end`` has been shown;
+    return the run. Waits, polling every ``poll`` seconds, for the run to start and for its
+    log to appear, saying once on standard error what it waits for."""
+    import time
+
+    pause, tell = time.sleep, _tell
+    run = _wait_for_run(workdir, run_id, poll=poll, sleep=pause, say=tell)
+    tail = EventTail(run.events_path)
+    told = False
+    while True:
+        try:
+            for event in tail.read_new():
+                show(event)
+                if event.name == "run.end":
+                    _flush(show)
+                    return run
+        except FileNotFoundError:
+            if not told:
+                tell(f"waiting for run {run.run_id} to write {run.events_path}")
+                told = True
+        _flush(show)
+        pause(poll)
+
+
+def _wait_for_run(
+    workdir: Path,
+    run_id: str | None,
+    *,
+    poll: float,
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+) -> RunLog:
+    told = False
+    while True:
+        try:
+            return find_run(workdir, run_id)
+        except RunNotFoundError:
+            if not told:
+                which = f"run {run_id}" if run_id else "a run"
+                say(f"waiting for {which} to start in {workdir}")
+                told = True
+        sleep(poll)
+
+
+def _tell(message: str) -> None:
+    print(f"orchestrate: {message}", file=sys.stderr, flush=True)
+
+
+def _flush(show: Callable[[LoggedEvent], None]) -> None:
+    flush = getattr(show, "flush", None)
+    if flush is not None:
+        flush()
+
+
+# -- printing ------------------------------------------------------------------------------
+
+
+class _Printer:
+    """Writes the events that pass the ``--type`` filters, as lines or as they are."""
+
+    def __init__(self, out: BinaryIO, *, json_lines: bool, types: list[str]) -> None:
+        self.out = out
+        self.json_lines = json_lines
+        self.names = {t for t in types if not t.endswith(".*")}
+        self.prefixes = tuple(t[:-1] for t in types if t.endswith(".*"))  # "agent."
+        self.everything = not types
+
+    def wanted(self, name: str) -> bool:
+        return self.everything or name in self.names or name.startswith(self.prefixes)
+
+    def __call__(self, event: LoggedEvent) -> None:
+        if not self.wanted(event.name):
+            return
+        if self.json_lines:
+            self.out.write(event.line + b"\n")
+        else:
+            text = describe_event(event.record, seq=event.seq)
+            self.out.write(text.encode("utf-8", "backslashreplace") + b"\n")
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def describe_event(record: dict[str, Any], *, seq: int) -> str:
+    """One readable line: sequence number, UTC time of day, event name, key facts."""
+    name = str(record.get("event"))
+    data = record.get("data")
+    facts = _FACTS.get(name, _other_facts)(data if isinstance(data, dict) else {})
+    line = f"{seq:>4}  {_time_of_day(record.get('ts'))}  {_clean(name):<14}  {facts}"
+    return line.rstrip()
+
+
+def _real_time(ts: str) -> bool:
+    """Whether ``ts`` names a real moment (no month 13, no 25 o'clock)."""
+    from ..formats.times import parse_time
+
+    try:
+        parse_time(ts)
+    except ValueError:
+        return False
+    return True
+
+
+def _time_of_day(ts: object) -> str:
+    """``HH:MM:SS.mmm`` in UTC."""
+    if isinstance(ts, str):
+        match = _TIME.fullmatch(ts)
+        if match is not None and _real_time(ts):  # already UTC, the engine's form
+            return match.group(1) + (match.group(2) or ".")[:4].ljust(4, "0")
+        from ..evidence.otel import unix_nanos
+
+        try:
+            nanos = unix_nanos(ts)
+        except ValueError:
+            pass
+        else:
+            millis = nanos // 1_000_000
+            seconds, ms = divmod(millis, 1000)
+            minutes, sec = divmod(seconds % 86400, 60)
+            return f"{minutes // 60:02d}:{minutes % 60:02d}:{sec:02d}.{ms:03d}"
+    return "??:??:??.???"
+
+
+def _facts_run_start(data: dict[str, Any]) -> str:
+    phases = data.get("phases")
+    inputs = data.get("inputs")
+    parts = [_word(data.get("workflow")), _word(data.get("run_id"))]
+    if isinstance(phases, list):
+        parts.append(f"{len(phases)} phases: " + ", ".join(_word(p) for p in phases))
+    if isinstance(inputs, list) and inputs:
+        parts.append("inputs " + ", ".join(_word(i) for i in inputs))
+    return _joined(parts)
+
+
+def _facts_run_end(data: dict[str, Any]) -> str:
+    done = data.get("phases_completed")
+    return _joined(
+        [
+            _word(data.get("status")),
+            _duration(data.get("duration_ms")),
+            None if done is None else f"{_word(done)} phases completed",
+        ],
+        tail=data.get("failure"),
+    )
+
+
+def _facts_run_pause(data: dict[str, Any]) -> str:
+    waiting = data.get("waiting")
+    ids = waiting if isinstance(waiting, list) else []
+    what = f"waiting for {len(ids)} request{'s' if len(ids) != 1 else ''}"
+    return _joined([_phase(data), what], tail=" ".join(_word(i)[:8] for i in ids))
+
+
+def _facts_skill(data: dict[str, Any]) -> str:
+    return _joined(
+        [
+            _phase(data),
+            _word(data.get("status")),
+            _confidence(data),
+            _duration(data.get("duration_ms")),
+        ],
+        tail=data.get("summary"),
+    )
+
+
+def _facts_agent(data: dict[str, Any]) -> str:
+    attempt = data.get("attempt")
+    tokens = data.get("tokens_used")
+    chars = data.get("prompt_chars")
+    return _joined(
+        [
+            _word(data.get("agent")),
+            _short_id(data.get("request_id")),
+            _word(data.get("status")),
+            _word(data.get("error_type")),
+            _confidence(data),
+            _duration(data.get("duration_ms")),
+            None if attempt is None else f"attempt {_word(attempt)}",
+            None if chars is None else f"{_word(chars)} chars",
+            _word(data.get("model")),
+            None if tokens is None else f"{_word(tokens)} tokens",
+            None if data.get("skill") is None else f"in {_word(data['skill'])}",
+        ],
+        tail=data.get("summary", data.get("task")),
+    )
+
+
+def _facts_tool(data: dict[str, Any]) -> str:
+    return _joined(
+        [
+            _word(data.get("tool")),
+            _word(data.get("status")),
+            _duration(data.get("duration_ms")),
+            None if data.get("skill") is None else f"in {_word(data['skill'])}",
+        ],
+        tail=data.get("error"),
+    )
+
+
+def _facts_artifact(data: dict[str, Any]) -> str:
+    where = "/".join(_word(data[k]) for k in ("output_dir", "path") if data.get(k) is not None)
+    size = data.get("bytes")
+    return _joined(
+        [
+            _word(data.get("name")),
+            where or None,
+            _word(data.get("media_type")),
+            None if size is None else f"{_word(size)} bytes",
+        ]
+    )
+
+
+def _facts_decision(data: dict[str, Any]) -> str:
+    method = data.get("method")
+    return _joined(
+        [
+            _word(data.get("decision", data.get("choice"))),
+            None if method is None else f"-> {_word(method)}",
+            _short_id(data.get("request_id")),
+            None if data.get("skill") is None else f"in {_word(data['skill'])}",
+        ],
+        tail=data.get("because", data.get("reason")),
+    )
+
+
+def _facts_error(data: dict[str, Any]) -> str:
+    return _joined(
+        [
+            "fatal" if data.get("fatal") else None,
+            _word(data.get("agent")),
+            _short_id(data.get("request_id")),
+            _word(data.get("error_type")),
+            None if data.get("skill") is None else f"in {_word(data['skill'])}",
+        ],
+        tail=data.get("message"),
+    )
+
+
+def _other_facts(data: dict[str, Any]) -> str:
+    import json
+
+    pairs = []
+    for key, value in data.items():
+        shown = value if isinstance(value, str) and value and " " not in value else None
+        if shown is None:
+            shown = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        pairs.append(f"{key}={shown}")
+    return _short(" ".join(pairs))
+
+
+_FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "run.start": _facts_run_start,
+    "run.end": _facts_run_end,
+    "run.pause": _facts_run_pause,
+    "skill.start": _facts_skill,
+    "skill.end": _facts_skill,
+    "agent.start": _facts_agent,
+    "agent.end": _facts_agent,
+    "agent.late_answer": _facts_agent,
+    "tool.call": _facts_tool,
+    "tool.result": _facts_tool,
+    "artifact.written": _facts_artifact,
+    "decision": _facts_decision,
+    "error": _facts_error,
+}
+
+
+def _joined(parts: Sequence[str | None], *, tail: object = None) -> str:
+    text = "  ".join(p for p in parts if p)
+    if isinstance(tail, str) and tail.strip():
+        text += f": {_short(tail)}" if text else _short(tail)
+    return text
+
+
+def _phase(data: dict[str, Any]) -> str | None:
+    number, skill = data.get("phase"), data.get("skill")
+    if number is None and skill is None:
+        return None
+    return " ".join(_word(p) for p in ("phase", number, skill) if p is not None)
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a finite float, if it is a JSON number that fits in one."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def _confidence(data: dict[str, Any]) -> str | None:
+    value = _number(data.get("confidence"))
+    if value is None:
+        return None
+    if data.get("confidence_reported") is False:
+        return None
+    return f"confidence {value:g}"
+
+
+def _duration(raw: object) -> str | None:
+    value = _number(raw)
+    if value is None:
+        return None
+    if value < 1000:
+        return f"{value:g} ms"
+    seconds = value / 1000
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)} min {rest:.1f} s"
+
+
+def _short_id(value: object) -> str | None:
+    """The first block of a UUID (as ``orchestrate history`` shows it)."""
+    return _word(value)[:8] if isinstance(value, str) and value else None
+
+
+def _word(value: object) -> str:
+    """``value`` as one clean word; nothing for a missing one (``_joined`` drops it)."""
+    if value is None:
+        return ""
+    return _clean(value if isinstance(value, str) else str(value))
+
+
+def _short(text: str) -> str:
+    """``text`` on one line, cut to the summary's length, control characters escaped."""
+    from .._text import printable, shorten
+
+    return printable(shorten(text, _SUMMARY_LIMIT))
+
+
+def _clean(text: str) -> str:
+    """``text`` on one line, control characters shown as escapes."""
+    from .._text import printable  # agent answers end up in summaries
+
+    return printable(" ".join(text.split()))
+
+
+# -- exporting -----------------------------------------------------------------------------
+
+
+def _export(args: argparse.Namespace, workdir: Path, out: BinaryIO) -> int:
+    """Write or send the run's spans (``--otlp``, ``--otlp-endpoint``); with ``--follow``,
+    once the run has ended."""
+    from ..evidence.otel import headers_from_environment, otlp_json_bytes, post_otlp, run_trace
+
+    events: list[LoggedEvent] = []
+    if args.follow:
+        run = follow(workdir, args.run, show=events.append, poll=args.poll)
+    else:
+        run = find_run(workdir, args.run)
+        events = list(_whole_log(run))
+    if not events:
+        raise RunNotFoundError(
+            f"{run.events_path}: no events yet, so nothing to export; add --follow to "
+            "export the run once it ends",
+            workdir=str(workdir),
+            run_id=run.run_id,
+        )
+    trace = run_trace([event.record for event in events], run_id=run.run_id)
+    body = otlp_json_bytes(trace)
+    count = f"{len(trace.spans)} spans of run {trace.run_id}"
+    if args.otlp is not None:
+        _write_export(args.otlp, body, out)
+        if args.otlp != "-":
+            _tell(f"wrote {count} to {args.otlp}")
+    if args.otlp_endpoint is not None:
+        import os
+
+        rejected = post_otlp(
+            body,
+            args.otlp_endpoint,
+            timeout=args.otlp_timeout,
+            headers=headers_from_environment(os.environ),
+        )
+        refused = f" ({rejected} rejected by the receiver)" if rejected else ""
+        _tell(f"sent {count} to {args.otlp_endpoint}{refused}")
+    return EXIT_OK
+
+
+def _write_export(target: str, body: bytes, out: BinaryIO) -> None:
+    if target == "-":
+        out.write(body)
+        out.flush()
+        return
+    from pathlib import Path
+
+    from ..storage.durable import atomic_write
+
+    path = Path(target).resolve()
+    try:
+        atomic_write(path, body, durable=False)
+    except OSError as exc:
+        raise OrchestratorError(
+            f"--otlp {path}: cannot write it ({exc.strerror or exc}); choose a file in a "
+            "directory that exists and is writable"
+        ) from None

@@ -1,0 +1,165 @@
+"""Read-only looks at an instance and the host-side helpers: status, respond, validate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._errors import ContractError, StateDamagedError, UsageError
+from ..engine.engine import load_record
+from ..formats.bridge import (
+    REQUESTS_DIR,
+    RESPONSE_FILE,
+    RESPONSES_DIR,
+    HistoryStatus,
+    RequestStatus,
+)
+from ..formats.bridge_codec import dump_document, parse_request, parse_response, parse_state
+from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+from ..formats.times import SystemClock, format_time
+from ..storage.durable import atomic_write
+
+
+def load_state_file(path: Path) -> Any:
+    """The checkpoint state at ``path``; a damaged one raises :class:`StateDamagedError`."""
+    return _load(path)
+
+
+def _load(path: Path) -> Any:
+    try:
+        return parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+
+
+def describe_instance(state_path: Path) -> dict[str, Any]:
+    """A JSON-ready summary of an instance for ``orchestrate status``."""
+    state = _load(state_path)
+    record = load_record(state, source=str(state_path))
+    pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    counts: dict[str, int] = {}
+    for item in state.agent_requests:
+        counts[item.status.value] = counts.get(item.status.value, 0) + 1
+    return {
+        "workflow": record.workflow_name,
+        "workflow_ref": record.workflow,
+        "run_id": record.run_id,
+        "status": record.status,
+        "failure": record.failure,
+        "phase": state.phase,
+        "phase_name": state.phase_name,
+        "checkpoint_name": state.checkpoint_name,
+        "updated_at": state.created_at,
+        "completed_phases": [p.phase_name for p in state.completed_phases],
+        "pending": [
+            {
+                "request_id": r.request_id,
+                "agent_name": r.agent_name,
+                "phase": r.phase,
+                "retry_count": r.request().retry_count,
+                "created_at": r.request().created_at,
+                "timeout_seconds": r.request().timeout_seconds,
+                "response_file": str(
+                    _response_target(state_path.parent, r.request_id, len(pending))
+                ),
+            }
+            for r in pending
+        ],
+        "request_counts": counts,
+    }
+
+
+def _response_target(workdir: Path, request_id: str, pending_count: int) -> Path:
+    if pending_count == 1:
+        return workdir / RESPONSE_FILE
+    return workdir / RESPONSES_DIR / f"{request_id}.json"
+
+
+def write_response(
+    state_path: Path,
+    *,
+    request_id: str | None,
+    text: str,
+    status: str = "success",
+    error_type: str | None = None,
+    model: str | None = None,
+    tokens_used: int | None = None,
+    confidence: float | None = None,
+) -> Path:
+    """Write a valid response for a pending request where ``resume`` will read it."""
+    state = _load(state_path)
+    pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    if not pending:
+        raise UsageError(f"{state_path}: no request is pending; there is nothing to answer")
+    if request_id is None:
+        if len(pending) > 1:
+            ids = ", ".join(r.request_id for r in pending)
+            raise UsageError(f"several requests are pending ({ids}); choose one with --request-id")
+        request_id = pending[0].request_id
+    elif request_id not in {r.request_id for r in pending}:
+        ids = ", ".join(r.request_id for r in pending)
+        raise UsageError(f"request {request_id} is not pending; pending: {ids}")
+    document: dict[str, Any] = {
+        "request_id": request_id,
+        "version": "1.0",
+        "status": status,
+        "created_at": format_time(SystemClock().now()),
+    }
+    if status == RequestStatus.SUCCESS.value:
+        document["response"] = text
+    else:
+        document["error_message"] = text or status
+        document["error_type"] = error_type or ("TIMEOUT" if status == "timeout" else "UNKNOWN")
+    metadata = {
+        k: v
+        for k, v in (("model", model), ("tokens_used", tokens_used), ("confidence", confidence))
+        if v is not None
+    }
+    if metadata:
+        document["metadata"] = metadata
+    response = parse_response(document, source="response")
+    target = _response_target(state_path.parent, request_id, len(pending))
+    target.parent.mkdir(exist_ok=True)
+    atomic_write(target, dump_document(response))
+    return target
+
+
+def detect_kind(path: Path) -> str:
+    name = path.name
+    if name.endswith("-state.json") or name == "state.json":
+        return "state"
+    if "response" in name or path.parent.name == RESPONSES_DIR:
+        return "response"
+    if "request" in name or path.parent.name == REQUESTS_DIR:
+        return "request"
+    raise UsageError(
+        f"{path}: cannot tell the kind from the name; pass --kind request|response|state"
+    )
+
+
+def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> list[str]:
+    """Problems with a bridge file (empty when valid).
+
+    With ``workflow_cls``, requests and states are also held to that workflow's phase
+    names, agent names and phase range, as its generated schemas are.
+    """
+    kind = kind or detect_kind(path)
+    limits: dict[str, Any] = {}
+    if workflow_cls is not None:
+        limits["max_phase"] = workflow_cls.max_phase()
+        if kind == "request":
+            limits["phase_names"] = tuple(p.name for p in workflow_cls.asking_phases())
+            limits["agent_names"] = tuple(workflow_cls.agents)
+    try:
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        if kind == "request":
+            parse_request(data, source=str(path), **limits)
+        elif kind == "response":
+            parse_response(data, source=str(path))
+        else:
+            parse_state(data, source=str(path), **limits)
+    except FileNotFoundError:
+        return [f"{path}: no such file"]
+    except ContractError as exc:
+        return [str(exc)]
+    return []

@@ -1,0 +1,685 @@
+"""``orchestrate``: the composition root. Parses arguments, picks adapters, maps outcomes
+to exit codes (0 done, 1 error with state kept, 2 usage, 42 paused, 75 instance busy).
+
+Only what a command needs is imported, and only when it runs: a host spawns this once
+per pause, so start-up time is the product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import (
+    ContractError,
+    InstanceBusyError,
+    InstanceExistsError,
+    NoInstanceError,
+    OrchestratorError,
+    StateDamagedError,
+    UsageError,
+    WorkflowDefinitionError,
+    WorkflowNotFoundError,
+)
+from .._text import printable
+
+if TYPE_CHECKING:
+    from ..engine.engine import Engine, Outcome
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
+
+
+def entry() -> None:
+    """The console script: :func:`main`, then leave at once.
+
+    A process that lives for one command gains nothing from garbage collection during
+    imports or from tearing the interpreter down at exit (together about 15 ms, more
+    than a fifth of a resume). Every file is closed before ``main`` returns and the
+    output streams are flushed here; ``drive``, which lives long, turns collection on.
+    """
+    import gc
+    import os
+
+    gc.disable()
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``orchestrate`` command; returns its exit code."""
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = _parser(argv[0] if argv else None)
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.run_command(args)
+        return code
+    except InstanceBusyError as exc:
+        return _error(exc, EXIT_BUSY)
+    except (
+        NoInstanceError,
+        InstanceExistsError,
+        WorkflowNotFoundError,
+        WorkflowDefinitionError,
+        UsageError,
+    ) as exc:
+        return _error(exc, EXIT_USAGE)
+    except OrchestratorError as exc:
+        return _error(exc, EXIT_ERROR)
+    except OSError as exc:  # a file the command needed: say which, without a traceback
+        return _error(exc, EXIT_ERROR)
+
+
+def _error(exc: BaseException, code: int) -> int:
+    print(f"orchestrate: error: {printable(str(exc), lines=True)}", file=sys.stderr)
+    return code
+
+
+# -- argument parsing -----------------------------------------------------------------
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, minus the ``shutil`` import it makes to size the terminal."""
+
+    def __init__(self, prog: str) -> None:
+        import os
+
+        super().__init__(prog, width=int(os.environ.get("COLUMNS", "") or 100) - 2)
+
+
+class _Unused:
+    """Stands for the parser of a command that is not being run: it records nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self
+
+
+COMMANDS = (
+    "run",
+    "resume",
+    "status",
+    "respond",
+    "drive",
+    "validate",
+    "schema",
+    "cancel",
+    "board",
+    "check",
+    "history",
+    "events",
+)
+
+
+def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; when ``first_word`` names a command, only that one is built
+    (building them all costs milliseconds on every start)."""
+    only = first_word if first_word in COMMANDS else None
+    parser = argparse.ArgumentParser(
+        prog="orchestrate",
+        formatter_class=_Formatter,
+        description="Run agent workflows that pause with exit 42 and resume where they stopped.",
+        epilog="exit codes: 0 done, 1 error (state kept), 2 usage, 42 paused for an agent, "
+        "75 another process holds the instance",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, handler: Any, help_text: str) -> Any:
+        if only is not None and name != only:
+            return _Unused()
+        sub = commands.add_parser(
+            name, help=help_text, description=help_text, formatter_class=_Formatter
+        )
+        sub.set_defaults(run_command=handler)
+        return sub
+
+    def add_workdir(sub: Any) -> None:
+        sub.add_argument(
+            "--workdir",
+            type=Path,
+            default=None,
+            help="the instance's work directory (default: the current directory)",
+        )
+
+    def add_agent(sub: Any) -> None:
+        sub.add_argument(
+            "--agent",
+            default="host",
+            metavar="SPEC",
+            help="who answers the asks: 'host' (default: pause with exit 42 for the host), "
+            "'subprocess:COMMAND' (run COMMAND with the prompt on stdin), or "
+            "'http:MODEL@BASE_URL' (an OpenAI-compatible endpoint; the key from "
+            "OPENAI_API_KEY, or the variable named by ORCHESTRATOR_API_KEY_ENV)",
+        )
+
+    def add_start(sub: Any, *, required: bool) -> None:
+        sub.add_argument(
+            "workflow",
+            nargs=None if required else "?",
+            help="pkg.module:Class, path/file.py:Class, or a registered workflow name",
+        )
+        sub.add_argument(
+            "--input",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a workflow input (repeatable)",
+        )
+        sub.add_argument(
+            "--output", default=None, help="the output path (default: the work directory)"
+        )
+
+    run = command("run", _cmd_run, "Start a workflow instance; runs until it pauses (42) or ends.")
+    add_start(run, required=True)
+    add_workdir(run)
+    add_agent(run)
+
+    resume = command(
+        "resume", _cmd_resume, "Record the host's responses and continue the instance."
+    )
+    add_workdir(resume)
+    add_agent(resume)
+    resume.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+
+    status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
+    add_workdir(status)
+    status.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+    respond = command("respond", _cmd_respond, "Write a valid response for a pending request.")
+    add_workdir(respond)
+    respond.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+    respond.add_argument(
+        "--request-id", default=None, help="needed when several requests are pending"
+    )
+    source = respond.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", default=None, help="the answer text")
+    source.add_argument("--file", type=Path, default=None, help="read the answer text from a file")
+    source.add_argument(
+        "--stdin", action="store_true", help="read the answer text from standard input"
+    )
+    respond.add_argument(
+        "--status", default="success", choices=["success", "error", "timeout", "cancelled"]
+    )
+    respond.add_argument(
+        "--error-type",
+        default=None,
+        choices=[
+            "AGENT_NOT_FOUND",
+            "INVOCATION_FAILED",
+            "TIMEOUT",
+            "PARSE_ERROR",
+            "VALIDATION_ERROR",
+            "UNKNOWN",
+        ],
+    )
+    respond.add_argument("--model", default=None)
+    respond.add_argument("--tokens-used", type=int, default=None)
+    respond.add_argument("--confidence", type=float, default=None)
+
+    drive = command(
+        "drive",
+        _cmd_drive,
+        "Host loop: run or resume, answer each request with HANDLER, until the end.",
+    )
+    add_start(drive, required=False)
+    add_workdir(drive)
+    drive.add_argument(
+        "--handler",
+        default=None,
+        help="shell command: gets the request JSON on stdin, prints the answer (needed "
+        "unless --agent answers in-process)",
+    )
+    add_agent(drive)
+    drive.add_argument("--parallel", type=int, default=4, help="handlers run at once (default 4)")
+    drive.add_argument(
+        "--handler-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="kill a handler after this long and answer TIMEOUT (default: the request's "
+        "timeout_seconds)",
+    )
+
+    validate = command(
+        "validate",
+        _cmd_validate,
+        "Check a bridge file (request, response or state); exit 0 valid, 1 invalid.",
+    )
+    validate.add_argument("file", type=Path)
+    validate.add_argument(
+        "--workflow",
+        default=None,
+        help="also check the workflow's phase names, agent names and phase range",
+    )
+    validate.add_argument(
+        "--kind",
+        choices=["request", "response", "state"],
+        default=None,
+        help="default: from the file name",
+    )
+
+    schema = command("schema", _cmd_schema, "Print a JSON Schema (seed 004's, or a workflow's).")
+    schema.add_argument("kind", choices=["request", "response", "state"])
+    schema.add_argument("--workflow", default=None, help="derive the schema for this workflow")
+
+    cancel = command(
+        "cancel",
+        _cmd_cancel,
+        "Stop the instance: keep its history, remove its state and request files.",
+    )
+    add_workdir(cancel)
+    cancel.add_argument(
+        "--force",
+        action="store_true",
+        help="for a damaged state: move it aside unread and clear the request files",
+    )
+    cancel.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+
+    history = command(
+        "history",
+        _cmd_history,
+        "Show a run's timeline: phases, asks, answers, retries, with times.",
+    )
+    add_workdir(history)
+    history.add_argument(
+        "--run",
+        default=None,
+        help="a finished run's id (default: the live instance, else the latest run)",
+    )
+
+    events = command(
+        "events",
+        _cmd_events,
+        "Show a run's events: filter, follow, or export them as OpenTelemetry spans.",
+    )
+    if not isinstance(events, _Unused):
+        from .events import add_events_arguments
+
+        add_workdir(events)
+        add_events_arguments(events)
+
+    board = command(
+        "board",
+        _cmd_board,
+        "The task board: tasks, locks, heartbeats, worklogs, results, handoff.",
+    )
+    if not isinstance(board, _Unused):
+        from .board import add_board_commands
+
+        add_board_commands(board, _Formatter)
+    check = command(
+        "check",
+        _cmd_check,
+        "Validate a board document on stdin: one line of JSON; exit 0 only if allowed.",
+    )
+    if not isinstance(check, _Unused):
+        from .board import add_check_command
+
+        add_check_command(check)
+    return parser
+
+
+# -- composition --------------------------------------------------------------------------
+
+
+def _workdir(args: argparse.Namespace) -> Path:
+    workdir = (args.workdir or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        raise UsageError(f"work directory {workdir} does not exist")
+    return workdir
+
+
+def _state_path(workdir: Path, workflow_name: str | None) -> Path:
+    from .._errors import NoInstanceError
+    from ..formats.bridge import state_file_name
+
+    if workflow_name:
+        path = workdir / state_file_name(workflow_name)
+        if not path.exists():
+            raise NoInstanceError(
+                f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
+            )
+        return path
+    found = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
+    if not found:
+        raise NoInstanceError(
+            f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
+            "'orchestrate run WORKFLOW'"
+        )
+    if len(found) > 1:
+        names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
+        raise UsageError(f"{workdir} holds several instances ({names}); choose one with --workflow")
+    return found[0]
+
+
+def _recorded_reference(state_path: Path) -> str:
+    """The workflow reference recorded at ``run``, read without structuring the state."""
+    from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+
+    try:
+        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+    try:
+        reference = data["phase_data"]["x_orchestrator"]["workflow"]
+    except (KeyError, TypeError):
+        reference = None
+    if not isinstance(reference, str):
+        raise StateDamagedError(
+            "no workflow reference recorded, so orchestrate did not write it",
+            source=str(state_path),
+            json_path="$.phase_data.x_orchestrator.workflow",
+            rule="required",
+        )
+    return reference
+
+
+def _engine_for(workflow_cls: Any, workdir: Path, agent: str = "host") -> Engine:
+    from ..adapters.file_bridge import FileBridge
+    from ..engine.engine import Engine
+
+    return Engine(
+        workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=_invoker(agent)
+    )
+
+
+def _invoker(spec: str) -> Any:
+    """The invoker an ``--agent`` SPEC names (see ``orchestrate run --help``)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "host" and not rest:
+        from ..adapters.file_bridge import FileBridgeInvoker
+
+        return FileBridgeInvoker()
+    if kind == "subprocess" and rest.strip():
+        from ..adapters.subprocess_agent import SubprocessInvoker
+
+        return SubprocessInvoker(rest)
+    model, _, base_url = rest.partition("@")
+    if kind == "http" and model and base_url:
+        import os
+
+        from ..adapters.http_agent import HttpInvoker
+
+        key_env = os.environ.get("ORCHESTRATOR_API_KEY_ENV", "OPENAI_API_KEY")
+        return HttpInvoker(base_url=base_url, model=model, api_key_env=key_env)
+    raise UsageError(
+        f"--agent {spec!r}: write 'host', 'subprocess:COMMAND' or 'http:MODEL@BASE_URL'"
+    )
+
+
+def _instance_engine(args: argparse.Namespace) -> Engine:
+    from ..engine.loader import load_workflow
+
+    workdir = _workdir(args)
+    reference = _recorded_reference(_state_path(workdir, args.workflow))
+    return _engine_for(load_workflow(reference), workdir, getattr(args, "agent", "host"))
+
+
+def _parse_inputs(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs. Keys ending in ``_path`` or ``_dir`` are paths: made absolute
+    against the current directory now, so a later ``resume`` from elsewhere finds them."""
+    inputs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--input {pair!r}: write KEY=VALUE")
+        if key.endswith(("_path", "_dir")) and value:
+            value = str(Path(value).resolve())
+        inputs[key] = value
+    return inputs
+
+
+def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
+    from ..engine.loader import load_workflow, resolve_reference
+    from ..formats.bridge import state_file_name
+
+    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
+    workflow_cls = load_workflow(reference)
+    own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
+    others = [p.name for p in workdir.glob(".*-state.json") if p.is_file() and p.name != own]
+    if others:
+        # The seed's request and response files have one name per directory: two
+        # instances would answer each other's requests.
+        raise InstanceExistsError(
+            f"{workdir}: an instance already lives here ({', '.join(sorted(others))}); "
+            "one instance per work directory: use another --workdir, or resume or cancel it"
+        )
+    inputs = _parse_inputs(args.input)
+    output = str(Path(args.output).resolve()) if args.output else None
+    engine = _engine_for(workflow_cls, workdir, getattr(args, "agent", "host"))
+    outcome = engine.start(
+        workflow_ref=reference, workdir=workdir, inputs=inputs, output_path=output
+    )
+    return engine, outcome
+
+
+def _report(outcome: Outcome, workdir: Path) -> int:
+    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    if outcome.status == "paused":
+        from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR
+
+        if len(outcome.pending) == 1:
+            print(workdir / REQUEST_FILE)
+        else:
+            for request in outcome.pending:
+                print(workdir / REQUESTS_DIR / f"{request.request_id}.json")
+    return outcome.exit_code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    workdir = _workdir(args)
+    return _report(_start(args, workdir)[1], workdir)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    engine = _instance_engine(args)
+    workdir = _workdir(args)
+    if (workdir / ".board" / "board.json").exists():
+        # Subagents that stopped heartbeating are timed out first, so this resume
+        # reassigns their tasks instead of waiting for them.
+        from ..board.board import Board
+        from .board import time_out_stale_tasks
+
+        time_out_stale_tasks(Board(workdir / ".board"), workdir)
+    return _report(engine.resume(), workdir)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import json
+
+    from .instance import describe_instance
+
+    workdir = _workdir(args)
+    path = _state_path(workdir, args.workflow)
+    summary = describe_instance(path)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(_format_status(summary))
+    return EXIT_OK
+
+
+def _format_status(summary: dict[str, Any]) -> str:
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']})",
+        f"status     {summary['status']}"
+        + (f": {summary['failure']}" if summary.get("failure") else ""),
+        f"phase      {summary['phase']} {summary['phase_name']}"
+        f"  (checkpoint {summary['checkpoint_name']})",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for request in summary["pending"]:
+        lines.append(
+            f"pending    {request['request_id']}  {request['agent_name']}"
+            f"  retry {request['retry_count']}"
+            f"  -> answer in {request['response_file']}"
+        )
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
+    lines.append(f"requests   {counts or 'none yet'}")
+    return "\n".join(lines)
+
+
+def _cmd_respond(args: argparse.Namespace) -> int:
+    from .instance import write_response
+
+    workdir = _workdir(args)
+    if args.stdin:
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"standard input is not UTF-8 text ({exc})") from None
+    elif args.file is not None:
+        try:
+            text = args.file.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
+    else:
+        text = args.text
+    target = write_response(
+        _state_path(workdir, args.workflow),
+        request_id=args.request_id,
+        text=text,
+        status=args.status,
+        error_type=args.error_type,
+        model=args.model,
+        tokens_used=args.tokens_used,
+        confidence=args.confidence,
+    )
+    print(target)
+    return EXIT_OK
+
+
+def _cmd_drive(args: argparse.Namespace) -> int:
+    import gc
+
+    gc.enable()  # a long-lived host loop: collect as usual
+    from .drive import drive
+
+    workdir = _workdir(args)
+    if args.handler is None and args.agent == "host":
+        raise UsageError("drive needs --handler CMD, or --agent to answer in-process")
+    has_instance = any(workdir.glob(".*-state.json"))
+    if has_instance:
+        engine = _instance_engine(
+            argparse.Namespace(workdir=workdir, workflow=None, agent=args.agent)
+        )
+        outcome = engine.resume()
+    elif args.workflow:
+        engine, outcome = _start(args, workdir)
+    else:
+        raise UsageError("no instance in the work directory: name the WORKFLOW to start")
+    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    if outcome.status == "paused" and args.handler is None:
+        raise UsageError(
+            "requests made before this drive are still pending and no --handler answers "
+            "them: give --handler, or answer them with 'orchestrate respond'"
+        )
+    # One engine for the whole loop: it re-reads the state only if something else changed it.
+    final = drive(
+        outcome,
+        resume=engine.resume,
+        handler=args.handler or "",
+        workdir=workdir,
+        parallel=args.parallel,
+        handler_timeout=args.handler_timeout,
+    )
+    return final.exit_code
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .instance import validate_file
+
+    workflow_cls = None
+    if args.workflow:
+        from ..engine.loader import load_workflow, resolve_reference
+
+        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+    problems = validate_file(args.file, kind=args.kind, workflow_cls=workflow_cls)
+    if problems:
+        for problem in problems:
+            print(f"invalid: {problem}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"valid: {args.file}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from ..formats.workflow_schemas import seed_schema, workflow_schemas
+
+    if args.workflow:
+        from ..engine.loader import load_workflow, resolve_reference
+
+        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+        schema = workflow_schemas(workflow_cls)[args.kind]
+    else:
+        schema = seed_schema(args.kind)
+    print(json.dumps(schema, indent=2))
+    return EXIT_OK
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    if args.force:
+        return _cancel_damaged(args)
+    history = _instance_engine(args).cancel()
+    print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from ..evidence.history import load_run, timeline
+
+    state, source = load_run(_workdir(args), args.run)
+    print(printable("\n".join(timeline(state)), lines=True))
+    print(f"(from {source})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_events(args: argparse.Namespace) -> int:
+    from .events import cmd_events
+
+    return cmd_events(args)
+
+
+def _cmd_board(args: argparse.Namespace) -> int:
+    raise UsageError("name a board subcommand (orchestrate board --help lists them)")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .board import cmd_check
+
+    return cmd_check(args)
+
+
+def _cancel_damaged(args: argparse.Namespace) -> int:
+    """Set a state aside without reading it: for a damaged instance that cannot resume."""
+    from ..adapters.file_bridge import FileBridge
+
+    workdir = _workdir(args)
+    state_path = _state_path(workdir, args.workflow)
+    name = state_path.name[1 : -len("-state.json")]
+    bridge = FileBridge(workdir, name)
+    with bridge.lock():
+        kept = bridge.set_aside()
+    print(f"orchestrate: instance removed; its state file was moved to {kept}", file=sys.stderr)
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,212 @@
+"""Declaring workflows: the ``Workflow`` base class and the ``@phase`` decorator.
+
+A malformed definition (bad name, duplicate or unordered phases, a phase with the wrong
+signature, an unknown fallback) fails when the class is created, not in the middle of a
+run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+
+from .._errors import WorkflowDefinitionError
+
+_KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@attrs.frozen(kw_only=True)
+class PhaseSpec:
+    """One declared phase: its number, name, method and optional fallback method."""
+
+    number: int
+    name: str
+    method_name: str
+    fallback: str | None = None
+    asks_agents: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class PhaseResult:
+    """What a phase may return to give its output a one-line summary."""
+
+    output: Any = None
+    summary: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Ask:
+    """One agent request of ``ctx.ask_all``; the arguments of ``ctx.ask``."""
+
+    agent: str
+    prompt: str
+    output_type: type[Any] | None = None
+    min_confidence: float | None = None
+    timeout_seconds: int = 120
+    context: dict[str, Any] | None = None
+    #: how many times a TIMEOUT or INVOCATION_FAILED answer is asked again (None: the
+    #: workflow's ``max_retries``)
+    retries: int | None = None
+
+
+def phase(
+    number: int, *, name: str | None = None, fallback: str | None = None, asks_agents: bool = False
+) -> Callable[[F], F]:
+    """Declare a method ``(self, ctx)`` as phase ``number``.
+
+    ``name`` defaults to the attribute's name (snake_case). ``fallback`` names a method
+    ``(self, ctx, error)`` that produces the phase's output when an agent answers with
+    PARSE_ERROR, VALIDATION_ERROR or UNKNOWN, or when retries of TIMEOUT and
+    INVOCATION_FAILED run out. ``asks_agents`` marks the phases that ask agents: when
+    any phase is marked, only marked phases may ask, and the request schema's
+    ``phase_name`` enum lists exactly those (unmarked workflows list every phase).
+    """
+
+    def mark(method: F) -> F:
+        method.__orchestrator_phase__ = (number, name, fallback, asks_agents)  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+class Workflow:
+    """Base class of every workflow.
+
+    Set ``name`` (kebab-case: the state file is ``.<name>-state.json``), ``agents`` (the
+    agent names the workflow may ask) and declare phases with :func:`phase`. Class
+    options: ``purpose`` (words used in the generated JSON Schemas), ``max_retries`` (for
+    TIMEOUT and INVOCATION_FAILED), ``archive_after`` (how many finished requests of
+    completed phases gather in the state before they move to the run's history). A base
+    class meant for further subclassing says ``class Base(Workflow, abstract=True)``.
+    """
+
+    name: ClassVar[str]
+    agents: ClassVar[tuple[str, ...]] = ()
+    purpose: ClassVar[str] = ""
+    max_retries: ClassVar[int] = 2
+    archive_after: ClassVar[int] = 16
+    phases: ClassVar[tuple[PhaseSpec, ...]] = ()
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if abstract:
+            return
+        cls.phases = _collect_phases(cls)
+        _check_definition(cls)
+
+    def __init__(self, inputs: dict[str, Any] | None = None) -> None:
+        self.inputs: dict[str, Any] = dict(inputs or {})
+
+    @classmethod
+    def phase_named(cls, name: str) -> PhaseSpec:
+        for spec in cls.phases:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    @classmethod
+    def max_phase(cls) -> int:
+        return cls.phases[-1].number
+
+    @classmethod
+    def asking_phases(cls) -> tuple[PhaseSpec, ...]:
+        """The phases that may ask agents (all of them when none is marked)."""
+        marked = tuple(p for p in cls.phases if p.asks_agents)
+        return marked or cls.phases
+
+    @classmethod
+    def describe_purpose(cls) -> str:
+        return cls.purpose or cls.name.replace("-", " ")
+
+
+def _collect_phases(cls: type[Workflow]) -> tuple[PhaseSpec, ...]:
+    found: list[PhaseSpec] = []
+    seen: set[str] = set()
+    # Walk the MRO from the base up so that inherited phases come first and an
+    # override replaces its parent's declaration in place.
+    for klass in reversed(cls.__mro__):
+        for attr_name, value in vars(klass).items():
+            marker = getattr(value, "__orchestrator_phase__", None)
+            if marker is None:
+                continue
+            number, name, fallback, asks_agents = marker
+            spec = PhaseSpec(
+                number=number,
+                name=name or attr_name,
+                method_name=attr_name,
+                fallback=fallback,
+                asks_agents=asks_agents,
+            )
+            if attr_name in seen:
+                found = [spec if s.method_name == attr_name else s for s in found]
+            else:
+                seen.add(attr_name)
+                found.append(spec)
+    return tuple(found)
+
+
+def _check_definition(cls: type[Workflow]) -> None:
+    where = f"workflow class {cls.__qualname__}"
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not _KEBAB.match(name):
+        raise WorkflowDefinitionError(
+            f"{where}: 'name' must be kebab-case like 'template-create', got {name!r}"
+        )
+    agents = cls.agents
+    if isinstance(agents, str) or not all(isinstance(a, str) and _KEBAB.match(a) for a in agents):
+        raise WorkflowDefinitionError(
+            f"{where}: 'agents' must be a tuple of kebab-case agent names, got {agents!r}"
+        )
+    if len(set(agents)) != len(agents):
+        raise WorkflowDefinitionError(f"{where}: 'agents' lists a name twice: {agents!r}")
+    if not isinstance(cls.max_retries, int) or cls.max_retries < 0:
+        raise WorkflowDefinitionError(f"{where}: 'max_retries' must be an integer >= 0")
+    if not isinstance(cls.archive_after, int) or cls.archive_after < 1:
+        raise WorkflowDefinitionError(f"{where}: 'archive_after' must be an integer >= 1")
+    if not cls.phases:
+        raise WorkflowDefinitionError(f"{where}: no phases; decorate methods with @phase(n)")
+    previous = 0
+    names: set[str] = set()
+    for spec in cls.phases:
+        label = f"{where}, phase {spec.name!r}"
+        if isinstance(spec.number, bool) or not isinstance(spec.number, int) or spec.number < 1:
+            raise WorkflowDefinitionError(f"{label}: number must be an integer >= 1")
+        if spec.number <= previous:
+            raise WorkflowDefinitionError(
+                f"{label}: number {spec.number} does not follow {previous}; declare phases "
+                "in order with increasing, unique numbers"
+            )
+        previous = spec.number
+        if not _SNAKE.match(spec.name) or spec.name.startswith("x_"):
+            raise WorkflowDefinitionError(
+                f"{label}: name must be snake_case and must not start with 'x_'"
+            )
+        if spec.name in names:
+            raise WorkflowDefinitionError(f"{label}: two phases share this name")
+        names.add(spec.name)
+        _check_arity(cls, spec.method_name, 2, f"{label}: the method must take (self, ctx)")
+        if spec.fallback is not None:
+            if not callable(getattr(cls, spec.fallback, None)):
+                raise WorkflowDefinitionError(
+                    f"{label}: fallback {spec.fallback!r} is not a method of the class"
+                )
+            _check_arity(cls, spec.fallback, 3, f"{label}: fallback must take (self, ctx, error)")
+
+
+def _check_arity(cls: type[Workflow], method_name: str, positional: int, message: str) -> None:
+    # Reading the code object is enough here and avoids importing inspect (slow to import).
+    function = getattr(cls, method_name)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return
+    has_varargs = bool(code.co_flags & 0x04)
+    defaults = len(getattr(function, "__defaults__", None) or ())
+    required = code.co_argcount - defaults
+    if not has_varargs and not (required <= positional <= code.co_argcount):
+        raise WorkflowDefinitionError(message)

@@ -1,0 +1,161 @@
+"""``orchestrate history``: a run's timeline, read from its state, for a person.
+
+One line per phase and per agent request, in time order, with the offset from the start
+of the run and how long each took: when a phase ended and what it said, when each ask
+went out, how it was answered (or why not), and what a retry replaced. A live instance
+is read from its state file (with the requests already moved to the run's history put
+back); a finished one from ``.orchestrator/runs/<run_id>/state.json``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .._errors import NoInstanceError
+from .._text import shorten
+from ..formats.bridge import CheckpointState, HistoryStatus
+from ..storage.runs import (
+    ARCHIVE_FILE,
+    ENGINE_KEY,
+    latest_finished,
+    live_state_files,
+    run_id_in,
+    runs_dir,
+)
+
+
+def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState, str]:
+    """The state of the live instance in ``workdir`` (or of run ``run_id``, or of the
+    latest finished run), with every archived request whole again; and where it is."""
+    from ..formats.bridge_codec import parse_state, restore_archived
+    from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+
+    runs = runs_dir(workdir)
+    live = live_state_files(workdir)
+    candidates: list[Path] = []
+    if run_id is None:
+        latest = latest_finished(workdir)
+        candidates += live + ([latest] if latest is not None else [])
+    else:
+        candidates += [runs / run_id / "state.json", *live]  # a live run by its id too
+    for path in candidates:
+        if not path.exists():
+            continue
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        own_run = run_id_in(data, source=str(path))
+        if run_id is not None and own_run != run_id:
+            continue
+        state = parse_state(data, source=str(path))
+        archive = runs / str(own_run) / ARCHIVE_FILE
+        if any(r.x_archived for r in state.agent_requests) and archive.exists():
+            state = restore_archived(state, archive.read_bytes(), source=str(archive))
+        return state, str(path)
+    wanted = f"run {run_id}" if run_id else "workflow instance and no finished run"
+    raise NoInstanceError(f"{workdir}: no {wanted} here (nothing under {runs})")
+
+
+def timeline(state: CheckpointState) -> list[str]:
+    """The lines of the timeline (see the module's docstring)."""
+    record: dict[str, Any] = state.phase_data.get(ENGINE_KEY) or {}
+    start = _moment(record.get("started_at")) or _first_moment(state)
+    events: list[tuple[datetime, int, int, str]] = []  # when, phase, ask 0 / done 1, text
+    previous_end = start
+    for done in state.completed_phases:
+        end = _moment(done.completed_at)
+        took = _seconds(previous_end, end)
+        events.append(
+            (
+                end or start,
+                done.phase,
+                1,
+                f"phase {done.phase} {done.phase_name}: done{took}  {done.result_summary}",
+            )
+        )
+        previous_end = end or previous_end
+    for item in state.agent_requests:
+        request = item.x_request
+        if request is None:
+            events.append(
+                (
+                    start,
+                    item.phase,
+                    0,
+                    f"  ask {item.agent_name} ({item.request_id[:8]}): {item.status.value}",
+                )
+            )
+            continue
+        asked = _moment(request.created_at) or start
+        retry = f", retry {request.retry_count}" if request.retry_count else ""
+        context = request.context or {}
+        if "x_task_id" in context:  # an assignment of the task board
+            retry += f", task {context['x_task_id']} attempt {context.get('x_attempt', '?')}"
+        events.append(
+            (
+                asked,
+                request.phase,
+                0,
+                f"  ask {item.agent_name} ({item.request_id[:8]}) in phase {request.phase} "
+                f"{request.phase_name}{retry}: {_answer(item)}",
+            )
+        )
+    lines = []
+    for moment, _, _, text in sorted(events, key=lambda e: e[:3]):
+        lines.append(f"{_offset(start, moment)}  {text}")
+    status = record.get("status", "?")
+    failure = f": {record['failure']}" if record.get("failure") else ""
+    header = (
+        f"{record.get('workflow_name', '?')}  run {record.get('run_id', '?')}  "
+        f"{status}{failure}  phase {state.phase} {state.phase_name}"
+    )
+    return [header, *lines]
+
+
+def _answer(item: Any) -> str:
+    response = item.x_response
+    note = f"; {item.x_note}" if item.x_note else ""
+    if item.status is HistoryStatus.PENDING or response is None:
+        return f"{item.status.value}: waiting{note}"
+    took = (
+        f" after {response.duration_seconds:.2f} s" if response.duration_seconds is not None else ""
+    )
+    if response.error_type is not None:
+        what = f"{response.error_type.value}{took}: {shorten(response.error_message or '', 90)}"
+    else:
+        words = len((response.response or "").split())
+        what = f"answered{took} ({words} words)"
+        metadata = response.metadata
+        if metadata is not None and metadata.model:
+            tokens = f", {metadata.tokens_used} tokens" if metadata.tokens_used else ""
+            what += f" by {metadata.model}{tokens}"
+    return f"{item.status.value}: {what}{note}"
+
+
+def _moment(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _first_moment(state: CheckpointState) -> datetime:
+    moments = [_moment(state.created_at)] + [
+        _moment(item.x_request.created_at) for item in state.agent_requests if item.x_request
+    ]
+    found = [m for m in moments if m is not None]
+    return min(found) if found else datetime.fromtimestamp(0).astimezone()
+
+
+def _offset(start: datetime, moment: datetime) -> str:
+    seconds = max(0.0, (moment - start).total_seconds())
+    minutes, rest = divmod(seconds, 60)
+    return f"+{int(minutes):02d}:{rest:06.3f}"
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> str:
+    if start is None or end is None:
+        return ""
+    return f" in {max(0.0, (end - start).total_seconds()):.2f} s"

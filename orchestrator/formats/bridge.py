@@ -1,0 +1,176 @@
+"""Seed 004 wire formats: the agent request, the agent response, the checkpoint state.
+
+Field names, enums and ranges are the seed's JSON Schemas, verbatim. Everything the
+engine needs beyond them lives where those schemas leave room, under ``x_`` keys:
+``phase_data["x_orchestrator"]``, extra keys on ``agent_requests`` items, and the
+request's ``context``.
+
+This module knows nothing of the engine; it imports only attrs and the standard library.
+Structuring and validation live in :mod:`orchestrator.formats.convert`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+BRIDGE_VERSION = "1.0"
+SUPPORTED_MAJOR = 1
+
+REQUEST_FILE = ".agent-request.json"
+RESPONSE_FILE = ".agent-response.json"
+REQUESTS_DIR = ".agent-requests"
+RESPONSES_DIR = ".agent-responses"
+
+
+def state_file_name(workflow_name: str) -> str:
+    """``template-create`` -> ``.template-create-state.json`` (the seed's name)."""
+    return f".{workflow_name}-state.json"
+
+
+class RequestStatus(enum.Enum):
+    """``status`` of an ``.agent-response.json``."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+class ErrorType(enum.Enum):
+    """``error_type`` of an ``.agent-response.json``."""
+
+    AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+    INVOCATION_FAILED = "INVOCATION_FAILED"
+    TIMEOUT = "TIMEOUT"
+    PARSE_ERROR = "PARSE_ERROR"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    UNKNOWN = "UNKNOWN"
+
+
+class HistoryStatus(enum.Enum):
+    """``status`` of an ``agent_requests`` item in the state file (free text in the seed)."""
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    RETRIED = "retried"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"  # a retry made moot by a late answer to the request before it
+
+
+@attrs.frozen(kw_only=True)
+class AgentRequest:
+    """``.agent-request.json``: what the engine asks a host to run."""
+
+    request_id: str
+    phase: int
+    phase_name: str
+    agent_name: str
+    prompt: str
+    created_at: str
+    version: str = BRIDGE_VERSION
+    context: dict[str, Any] | None = None
+    timeout_seconds: int = 120
+    retry_count: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ResponseMetadata:
+    """``metadata`` of a response; unknown keys are kept in ``extra``."""
+
+    model: str | None = None
+    tokens_used: int | None = None
+    confidence: float | None = None
+    extra: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class AgentResponse:
+    """``.agent-response.json``: what a host answers."""
+
+    request_id: str
+    status: RequestStatus
+    created_at: str
+    version: str = BRIDGE_VERSION
+    response: str | None = None
+    error_message: str | None = None
+    error_type: ErrorType | None = None
+    duration_seconds: float | None = None
+    metadata: ResponseMetadata | None = None
+
+    def is_success(self) -> bool:
+        return self.status is RequestStatus.SUCCESS
+
+    def get_confidence(self) -> float:
+        """The metadata's confidence, 0.0 when absent (as the seed's helper does)."""
+        if self.metadata is None or self.metadata.confidence is None:
+            return 0.0
+        return self.metadata.confidence
+
+
+@attrs.frozen(kw_only=True)
+class CompletedPhase:
+    """One item of the state's ``completed_phases``."""
+
+    phase: int
+    phase_name: str
+    completed_at: str
+    result_summary: str
+
+
+@attrs.define(kw_only=True)
+class AgentRequestRecord:
+    """One item of the state's ``agent_requests`` history.
+
+    The seed's four keys, plus the engine's own under ``x_`` names (absent from states
+    written by other tools, such as the seed's example): the whole request
+    (so a lost request file is re-derived from state), the phase position that asked,
+    the recorded response and a digest of its bytes (so a response file left behind by a
+    crash is recognised, not consumed twice). Once its phase is over, an item may be
+    archived: its full text moves to the run's history and ``x_archived`` is set, keeping
+    the state, rewritten at every checkpoint, small. ``x_output_dir`` is where the run's
+    evidence of this request (``results.json``, prompt and answer) lives, relative to the
+    run's directory.
+    """
+
+    request_id: str
+    agent_name: str
+    phase: int
+    status: HistoryStatus
+    x_request: AgentRequest | None = None
+    x_position: int | None = None
+    x_response: AgentResponse | None = None
+    x_response_sha256: str | None = None
+    x_note: str | None = None
+    x_archived: bool | None = None
+    x_max_retries: int | None = None
+    x_output_dir: str | None = None
+
+    def request(self) -> AgentRequest:
+        """The full request; only states written by this engine carry it."""
+        if self.x_request is None:
+            raise ValueError(
+                f"agent_requests item {self.request_id} has no x_request: this state was not "
+                "written by orchestrate and cannot be resumed"
+            )
+        return self.x_request
+
+
+@attrs.define(kw_only=True)
+class CheckpointState:
+    """``.<workflow>-state.json``: the source of truth of one workflow instance."""
+
+    phase: int
+    phase_name: str
+    checkpoint_name: str
+    created_at: str
+    output_path: str
+    version: str = BRIDGE_VERSION
+    project_path: str | None = None
+    template_name: str | None = None
+    phase_data: dict[str, Any] = attrs.field(factory=dict)
+    completed_phases: list[CompletedPhase] = attrs.field(factory=list)
+    agent_requests: list[AgentRequestRecord] = attrs.field(factory=list)

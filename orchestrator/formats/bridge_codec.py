@@ -1,0 +1,228 @@
+"""Read, validate and write the seed 004 documents.
+
+``parse_*`` take JSON-like data already read by the strict reader, structure it through
+the converter and apply the checks the type system cannot express (formats, ranges,
+versions), always naming the file and the JSON path of the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from .._errors import ContractError
+from .bridge import (
+    AgentRequest,
+    AgentRequestRecord,
+    AgentResponse,
+    CheckpointState,
+    ErrorType,
+    RequestStatus,
+)
+from .convert import (
+    check_date_time,
+    check_range,
+    check_uuid,
+    check_version,
+    structure,
+    unstructure,
+)
+from .fastpath import shallow
+from .strict_json import dumps_canonical, loads_strict
+
+PROMPT_MIN_LENGTH = 100
+TIMEOUT_RANGE = (30, 600)
+CONTEXT_STRING_KEYS = ("project_path", "output_path", "template_name")
+
+
+def _check_version_first(data: Any, source: str) -> None:
+    # An unknown major version fails closed before anything else is judged: a 2.0
+    # document may legitimately look nothing like a 1.0 one.
+    if isinstance(data, dict) and isinstance(data.get("version"), str):
+        check_version(data["version"], source=source)
+
+
+def validate_request(
+    request: AgentRequest,
+    *,
+    source: str,
+    max_phase: int | None = None,
+    phase_names: tuple[str, ...] | None = None,
+    agent_names: tuple[str, ...] | None = None,
+) -> None:
+    """The request schema's rules beyond types; enums are the workflow's when given."""
+    check_uuid(request.request_id, source=source, json_path="$.request_id")
+    check_version(request.version, source=source)
+    check_range(request.phase, low=1, high=max_phase, source=source, json_path="$.phase")
+    if phase_names is not None and request.phase_name not in phase_names:
+        raise ContractError(
+            f"phase_name {request.phase_name!r} is not one of {list(phase_names)}",
+            source=source,
+            json_path="$.phase_name",
+            rule="enum",
+        )
+    if agent_names is not None and request.agent_name not in agent_names:
+        raise ContractError(
+            f"agent_name {request.agent_name!r} is not one of {list(agent_names)}",
+            source=source,
+            json_path="$.agent_name",
+            rule="enum",
+        )
+    if len(request.prompt) < PROMPT_MIN_LENGTH:
+        raise ContractError(
+            f"prompt has {len(request.prompt)} characters; the contract asks for at least "
+            f"{PROMPT_MIN_LENGTH}",
+            source=source,
+            json_path="$.prompt",
+            rule="minLength",
+        )
+    low, high = TIMEOUT_RANGE
+    check_range(
+        request.timeout_seconds, low=low, high=high, source=source, json_path="$.timeout_seconds"
+    )
+    check_date_time(request.created_at, source=source, json_path="$.created_at")
+    for key in CONTEXT_STRING_KEYS:
+        value = (request.context or {}).get(key)
+        if value is not None and not isinstance(value, str):
+            raise ContractError(
+                f"context.{key} must be a string",
+                source=source,
+                json_path=f"$.context.{key}",
+                rule="type",
+            )
+    check_range(request.retry_count, low=0, high=None, source=source, json_path="$.retry_count")
+
+
+def validate_response(response: AgentResponse, *, source: str) -> None:
+    """The response schema's rules beyond types, and the seed's status/error pairing."""
+    check_uuid(response.request_id, source=source, json_path="$.request_id")
+    check_version(response.version, source=source)
+    check_date_time(response.created_at, source=source, json_path="$.created_at")
+    if response.duration_seconds is not None:
+        check_range(
+            response.duration_seconds,
+            low=0,
+            high=None,
+            source=source,
+            json_path="$.duration_seconds",
+        )
+    if response.metadata is not None and response.metadata.confidence is not None:
+        check_range(
+            response.metadata.confidence,
+            low=0,
+            high=1,
+            source=source,
+            json_path="$.metadata.confidence",
+        )
+    if response.status is RequestStatus.SUCCESS and response.response is None:
+        raise ContractError(
+            "status is 'success' but there is no 'response' text; put the agent's answer "
+            "in 'response'",
+            source=source,
+            json_path="$.response",
+            rule="required",
+        )
+
+
+def validate_state(state: CheckpointState, *, source: str, max_phase: int | None = None) -> None:
+    """The state schema's rules beyond types."""
+    check_version(state.version, source=source)
+    check_range(state.phase, low=1, high=max_phase, source=source, json_path="$.phase")
+    check_date_time(state.created_at, source=source, json_path="$.created_at")
+    for index, completed in enumerate(state.completed_phases):
+        check_date_time(
+            completed.completed_at,
+            source=source,
+            json_path=f"$.completed_phases[{index}].completed_at",
+        )
+    for index, record in enumerate(state.agent_requests):
+        where = f"$.agent_requests[{index}]"
+        if record.x_request is not None and record.x_request.request_id != record.request_id:
+            raise ContractError(
+                "request_id differs from x_request.request_id",
+                source=source,
+                json_path=where,
+                rule="consistency",
+            )
+
+
+def parse_request(
+    data: Any,
+    *,
+    source: str,
+    max_phase: int | None = None,
+    phase_names: tuple[str, ...] | None = None,
+    agent_names: tuple[str, ...] | None = None,
+) -> AgentRequest:
+    """A request; with a workflow's enums and phase range when they are given."""
+    _check_version_first(data, source)
+    request = structure(data, AgentRequest, source=source)
+    validate_request(
+        request,
+        source=source,
+        max_phase=max_phase,
+        phase_names=phase_names,
+        agent_names=agent_names,
+    )
+    return request
+
+
+def parse_response(data: Any, *, source: str) -> AgentResponse:
+    _check_version_first(data, source)
+    response = structure(data, AgentResponse, source=source)
+    validate_response(response, source=source)
+    return response
+
+
+def parse_state(data: Any, *, source: str, max_phase: int | None = None) -> CheckpointState:
+    _check_version_first(data, source)
+    state = structure(data, CheckpointState, source=source)
+    validate_state(state, source=source, max_phase=max_phase)
+    return state
+
+
+def dump_document(obj: Any) -> bytes:
+    """Canonical bytes of any contract object (see ``dumps_canonical``), nulls omitted."""
+    try:
+        return dumps_canonical(shallow(obj), default=shallow)
+    except TypeError:  # a value only the converter knows how to unstructure
+        return dumps_canonical(unstructure(obj))
+
+
+def encode_record_line(record: AgentRequestRecord) -> bytes:
+    """One history line: the whole record as compact JSON (ASCII, so always valid UTF-8)."""
+    return (json.dumps(shallow(record), default=shallow, separators=(",", ":")) + "\n").encode()
+
+
+def restore_archived(state: CheckpointState, lines: bytes, *, source: str) -> CheckpointState:
+    """``state`` with every archived record replaced by its whole copy from history ``lines``.
+
+    Lines that do not parse are skipped: only a crash mid-append makes one, and its record
+    was still whole in the state then, so it was appended again.
+    """
+    whole: dict[str, AgentRequestRecord] = {}
+    for line in lines.splitlines():
+        try:
+            record = structure(loads_strict(line, source=source), AgentRequestRecord, source=source)
+        except ContractError:
+            continue
+        whole[record.request_id] = record
+    restored = [
+        whole.get(item.request_id, item) if item.x_archived else item
+        for item in state.agent_requests
+    ]
+    return attrs.evolve(state, agent_requests=restored)
+
+
+def error_type_of(response: AgentResponse) -> ErrorType | None:
+    """The error kind a non-success response stands for (``None`` on success).
+
+    ``timeout`` is TIMEOUT whatever ``error_type`` says; ``error`` without a type is UNKNOWN.
+    """
+    if response.status is RequestStatus.SUCCESS:
+        return None
+    if response.status is RequestStatus.TIMEOUT:
+        return ErrorType.TIMEOUT
+    return response.error_type or ErrorType.UNKNOWN

@@ -1,0 +1,230 @@
+"""Durable file primitives: atomic writes, directory fsync, the instance lock.
+
+Every write that must survive a crash goes through :func:`atomic_write`: a temporary
+file in the same directory, fsync, rename over the target, fsync of the directory. A
+reader therefore sees either the old bytes or the new ones, never a mix.
+
+The crash hook (``ORCHESTRATOR_CRASH_AT``) lets the crash tests kill the process with a
+real SIGKILL at a numbered point; it costs one dictionary lookup when unset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from .._errors import InstanceBusyError
+
+# ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
+# every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
+_crash_setting = os.environ.get("ORCHESTRATOR_CRASH_AT", "")
+_crash_at = -1 if _crash_setting == "count" else int(_crash_setting or 0)
+_crash_log = os.environ.get("ORCHESTRATOR_CRASH_LOG", "")
+_crash_points_seen = 0
+
+
+def crash_point(label: str) -> None:
+    """Count a point where a crash may happen; SIGKILL ourselves at the chosen one."""
+    global _crash_points_seen
+    if not _crash_at:
+        return
+    _crash_points_seen += 1
+    if _crash_at == -1:
+        with open(_crash_log, "a", encoding="utf-8") as log:
+            log.write(f"{_crash_points_seen} {label}\n")
+    elif _crash_points_seen == _crash_at:
+        if _crash_log:
+            with open(_crash_log, "a", encoding="utf-8") as log:
+                log.write(f"{_crash_at} {label}\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data`` in hex, without importing ``hashlib``.
+
+    ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
+    interpreter's built-in implementation gives the same digest.
+    """
+    global _sha256_constructor
+    if _sha256_constructor is None:
+        _sha256_constructor = _find_sha256()
+    return _sha256_constructor(data).hexdigest()  # type: ignore[no-any-return]
+
+
+_sha256_constructor: Any = None
+
+
+def _find_sha256() -> Any:
+    import importlib
+
+    for name in ("_sha2", "_sha256"):  # Python >= 3.12, then 3.10 and 3.11
+        try:
+            return importlib.import_module(name).sha256
+        except ImportError:
+            continue
+    from hashlib import sha256  # pragma: no cover - a build without the built-in module
+
+    return sha256  # pragma: no cover
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or unlink inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, sync_data: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss.
+
+    ``durable=False`` still renames atomically but skips both fsyncs: for files that are
+    derived from durable state and are rebuilt from it after a crash. ``sync_data`` syncs
+    the file's data but not its directory (the caller syncs that).
+    """
+    directory = path.parent
+    tmp = directory / f".{path.name}.{os.getpid()}.tmp"
+    crash_point(f"before-write {path.name}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if durable or sync_data:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
+    os.close(fd)
+    crash_point(f"before-rename {path.name}")
+    os.replace(tmp, path)
+    crash_point(f"after-rename {path.name}")
+    if durable:
+        fsync_directory(directory)
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
+    """:func:`atomic_write` (durable) of several files, syncing each directory once: every
+    file is written and synced, then all are renamed, then their directories synced."""
+    directories: dict[Path, None] = {}
+    for path, data in items:
+        directories[path.parent] = None
+        atomic_write(path, data, durable=False, sync_data=True)
+    for directory in directories:
+        fsync_directory(directory)
+
+
+def sweep_temporaries(directory: Path) -> list[Path]:
+    """Remove temporary files that :func:`atomic_write` left behind when its process died.
+
+    A temporary file names its writer's pid; one whose writer is still alive (a concurrent
+    ``orchestrate respond``, say) is left alone.
+    """
+    removed: list[Path] = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        pid_text = name[:-4].rpartition(".")[2]
+        if not pid_text.isdigit() or _process_alive(int(pid_text)):
+            continue
+        path = directory / name
+        _unlink_quietly(path)
+        removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def append_durably(path: Path, data: bytes) -> None:
+    """Append whole lines (``data`` ends in a newline) to ``path`` and sync them; a line
+    torn by an earlier crash is cut off first, so it is never glued to the next record.
+
+    Kept for the file bridge's history; :func:`orchestrator.storage.ndjson.append_lines` is the
+    implementation.
+    """
+    from .ndjson import append_joined_lines  # _ndjson imports this module
+
+    append_joined_lines(path, data)
+
+
+def remove_file(path: Path) -> bool:
+    """Unlink ``path`` if it exists; return whether it did. The caller fsyncs the directory."""
+    crash_point(f"before-unlink {path.name}")
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+class InstanceLock:
+    """An exclusive, non-blocking lock on one workflow instance, held for a process's life.
+
+    It is an ``fcntl`` lock on a lock file: the kernel drops it when the process dies,
+    even by SIGKILL, so a crash never leaves a stale lock behind. The holder's pid is
+    written into the file so the refusal can name it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            who = f" (pid {holder})" if holder else ""
+            raise InstanceBusyError(
+                f"{self.path.parent}: another orchestrate process{who} is working on this "
+                "instance; wait for it to exit, then try again",
+                lock_path=str(self.path),
+                holder=holder,
+            ) from None
+        # Fixed width, so no truncate is needed (a truncate costs a journal write).
+        os.pwrite(fd, str(os.getpid()).encode().ljust(20), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> InstanceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
