@@ -36,8 +36,8 @@ _EXPORTS = {
     "InstanceBusyError": "_errors",
     "NonDeterminismError": "_errors",
     "OrchestratorError": "_errors",
-    "Outcome": "engine.engine",
-    "PhaseContext": "engine.engine",
+    "Outcome": "engine.record",
+    "PhaseContext": "engine.context",
     "PhaseResult": "engine.workflow",
     "Priority": "formats.board",
     "RequestStatus": "formats.bridge",
@@ -115,7 +115,9 @@ if TYPE_CHECKING:
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from .board.board import Board
     from .board.dispatch import DispatchReport
-    from .engine.engine import Engine, Outcome, PhaseContext
+    from .engine.context import PhaseContext
+    from .engine.engine import Engine
+    from .engine.record import Outcome
     from .engine.workflow import Ask, PhaseResult, Workflow, phase
     from .formats.board import ErrorCode, Priority, Task, TaskStatus, TaskType
     from .formats.bridge import (

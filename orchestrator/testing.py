@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import AgentInvocationError
-from .engine.engine import Engine, Outcome
+from .engine.engine import Engine
+from .engine.record import Outcome
 from .engine.workflow import Workflow
 from .formats.times import format_time
 

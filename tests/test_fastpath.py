@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.engine.engine import EngineRecord
+from orchestrator.engine.record import EngineRecord
 from orchestrator.formats import fastpath as _fastpath
 from orchestrator.formats.bridge import AgentRequest, AgentResponse, CheckpointState
 from orchestrator.formats.bridge_codec import dump_document

@@ -24,7 +24,7 @@ from typing import Any
 from .._errors import AgentInvocationError, ContractError
 from .._text import printable
 from ..adapters.file_bridge import MAX_RESPONSE_BYTES
-from ..engine.engine import Outcome
+from ..engine.record import Outcome
 from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR, RESPONSES_DIR, AgentRequest
 from ..formats.bridge_codec import dump_document, parse_response
 from ..formats.convert import unstructure

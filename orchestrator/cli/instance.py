@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ContractError, StateDamagedError, UsageError
-from ..engine.engine import load_record
+from ..engine.record import load_record
 from ..formats.bridge import (
     REQUESTS_DIR,
     RESPONSE_FILE,

@@ -26,7 +26,8 @@ from .._errors import (
 from .._text import printable
 
 if TYPE_CHECKING:
-    from ..engine.engine import Engine, Outcome
+    from ..engine.engine import Engine
+    from ..engine.record import Outcome
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
 

@@ -29,6 +29,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ContractError
+from ..formats.bridge_codec import error_type_of
 from ..formats.step_names import (
     EVENT_NAME_PATTERN,
     RESULTS_FILE,
@@ -41,7 +42,7 @@ from ..formats.step_names import (
 from ..formats.strict_json import dumps_canonical, loads_strict
 
 if TYPE_CHECKING:
-    from ..formats.bridge import AgentRequestRecord
+    from ..formats.bridge import AgentRequestRecord, AgentResponse
 
 #: Event names the engine writes besides the seed's; authors may not use the namespaces
 #: ``run``, ``agent``, ``skill`` and ``tool``, nor ``artifact.written``.
@@ -196,3 +197,36 @@ def _utf8(text: str) -> bytes:
 
 def _suffix(note: str) -> str:
     return f"; {note}" if note else ""
+
+
+def confidence_of(response: AgentResponse) -> float | None:
+    """The answer's confidence: the response metadata's, else the answer's own.
+
+    The request format describes ``metadata.confidence`` as the "overall confidence
+    score from response": a host may copy it out of the answer, or leave it there. An
+    in-process invoker returns text only, so the answer's top-level
+    ``overall_confidence`` (or ``confidence``) counts too. ``None`` when neither says.
+    """
+    if response.metadata is not None and response.metadata.confidence is not None:
+        return response.metadata.confidence
+    try:
+        data = json.loads(response.response or "")
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        for key in ("overall_confidence", "confidence"):
+            value = data.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+    return None
+
+
+def usable_confidence(response: AgentResponse | None) -> float | None:
+    """The confidence an answer reported, for evidence: ``None`` for an error answer, or
+    when it reported none, or one outside [0, 1] (not a confidence step evidence can hold)."""
+    if response is None or error_type_of(response) is not None:
+        return None
+    found = confidence_of(response)
+    if found is None or not 0.0 <= found <= 1.0:  # NaN fails both comparisons
+        return None
+    return found

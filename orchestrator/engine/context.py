@@ -1,0 +1,478 @@
+"""The phase context: what a phase sees and calls (``ctx.ask``, ``ctx.step``, ...).
+
+Each call takes the next position of the phase's journal. On replay, a position already
+recorded returns its recorded result after its fingerprint (agent and prompt digest, or
+step name) is checked; a different call there is a non-determinism error that names the
+phase, the position and what changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import (
+    AgentFailedError,
+    ContractError,
+    NonDeterminismError,
+    RunFailedError,
+    StepFailedError,
+)
+from .._ports import Clock
+from ..evidence.documents import (
+    RESERVED_NAMES,
+    RESERVED_PREFIXES,
+    check_artifact,
+    confidence_of,
+    event_name_ok,
+)
+from ..formats.bridge import AgentRequestRecord, ErrorType, HistoryStatus, RequestStatus
+from ..formats.bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
+from ..formats.convert import structure
+from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
+from ..storage import durable as _durable
+from ..storage.runs import ENGINE_KEY
+from .record import JournalEntry, Pause, copy_json, prompt_digest, to_json_value
+from .workflow import Ask, PhaseSpec
+
+if TYPE_CHECKING:
+    from ..board.dispatch import DispatchReport
+    from ..formats.board import Task
+    from .engine import Engine
+
+T = TypeVar("T")
+
+
+class PhaseContext:
+    """What a phase sees: ``ask``, ``ask_all``, ``step``, earlier outputs and inputs."""
+
+    def __init__(self, engine: Engine, spec: PhaseSpec) -> None:
+        self._engine = engine
+        self._spec = spec
+        self._position = 0
+        state = engine._require_state()
+        record = engine._require_record()
+        self.phase: int = spec.number
+        self.phase_name: str = spec.name
+        self.run_id: str = record.run_id
+        self.clock: Clock = engine.clock
+        self.inputs: dict[str, Any] = copy_json(record.inputs)
+        self.workdir = Path(record.workdir)
+        self.output_path = Path(state.output_path)
+
+    def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
+        """The recorded output of an earlier phase, structured into ``output_type`` if given."""
+        data = self._engine._require_state().phase_data
+        if phase_name not in data or phase_name == ENGINE_KEY:
+            raise KeyError(f"phase {phase_name!r} has no recorded output (yet)")
+        value = copy_json(data[phase_name])
+        return (
+            structure(value, output_type, source=f"phase_data.{phase_name}")
+            if output_type
+            else value
+        )
+
+    def ask(
+        self,
+        agent: str,
+        prompt: str,
+        *,
+        output_type: type[T] | None = None,
+        min_confidence: float | None = None,
+        timeout_seconds: int = 120,
+        context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Ask one agent; returns its answer text, or the answer structured into ``output_type``.
+
+        Pauses the workflow (exit 42) when the host must answer. Raises
+        :class:`AgentFailedError` when the answer is an error the policy does not retry.
+        """
+        spec = Ask(
+            agent=agent,
+            prompt=prompt,
+            output_type=output_type,
+            min_confidence=min_confidence,
+            timeout_seconds=timeout_seconds,
+            context=context,
+        )
+        return self._ask_group([spec], kind="ask")[0]
+
+    def ask_all(self, asks: Sequence[Ask], *, return_failures: bool = False) -> list[Any]:
+        """Ask several agents at once: one pause, answers in any order, results in order.
+
+        With ``return_failures``, an ask whose answer is an error the policy does not
+        retry gives its :class:`AgentFailedError` in the list instead of raising it, so
+        one failure does not hide the other answers (AGENT_NOT_FOUND and a cancelled
+        request still fail the run).
+        """
+        if not asks:
+            return []
+        return self._ask_group(list(asks), kind="ask_all", return_failures=return_failures)
+
+    def dispatch(
+        self,
+        tasks: Sequence[Task],
+        *,
+        agent: str | Callable[[Task], str],
+        objective: str,
+        constraints: Sequence[str] = (),
+        max_attempts: int = 3,
+        retry_after_ms: int = 0,
+        workspace: Path | None = None,
+        board_dir: Path | None = None,
+    ) -> DispatchReport:
+        """Hand ``tasks`` (seed 003 tasks) to subagents on the task board, in waves, until
+        every task is done, failed or canceled; see ``docs/board.md``.
+
+        Each wave starts the ready tasks whose locks are free, asks ``agent`` (or
+        ``agent(task)``) once per task with the assignment packet, pauses until every
+        answer is in, and judges each through the gateway: PASS makes a task done,
+        anything else blocks it; blocked tasks are retried up to ``max_attempts``.
+        """
+        from ..board.dispatch import run_dispatch
+
+        return run_dispatch(
+            self,
+            tasks,
+            agent=agent,
+            objective=objective,
+            constraints=constraints,
+            max_attempts=max_attempts,
+            retry_after_ms=retry_after_ms,
+            workspace=workspace,
+            board_dir=board_dir,
+        )
+
+    def step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` once; on replay return its recorded (JSON) result.
+
+        The result must be JSON-serialisable (or an attrs instance, stored unstructured
+        and returned as plain JSON data on replay).
+        """
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is not None:
+            self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
+            if entry.error is not None:
+                raise _recorded_failure(name, entry.error)
+            return copy_json(entry.result)  # type: ignore[no-any-return]
+        engine = self._engine
+        started = engine.clock.now()
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            # A failure is an outcome too: recorded, and raised again on replay, so the
+            # phase takes the same path (a step is not run again because it failed once).
+            engine.recorder.step(name, started, error=f"{type(exc).__name__}: {exc}")
+            engine.record_step(position, name, None, error=_failure_record(exc))
+            raise
+        _durable.crash_point(f"after-step-run {name}")
+        # A copy: what the phase does to ``result`` later must not change the record.
+        stored = copy_json(to_json_value(result, where=f"step {name!r} result"))
+        engine.recorder.step(name, started, error=None)
+        engine.record_step(position, name, stored)
+        return result
+
+    def event(self, name: str, data: dict[str, Any] | None = None) -> None:
+        """Add an event of your own (``review.file_analyzed``, ``decision``) to the run's
+        ``events.ndjson``: once, even when the phase is replayed.
+
+        ``data`` is a JSON object. The engine's own namespaces (``run.``, ``agent.``,
+        ``skill.``, ``tool.``) and ``artifact.written`` are refused: use ``ctx.step`` and
+        ``ctx.artifact``, which tell them.
+        """
+        payload = self._event_payload(name, data)
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is not None:
+            self._expect(entry, kind="event", fingerprint=[name], what=f"event {name!r}")
+            return
+        self._engine.record_entry(JournalEntry(position=position, kind="event", fingerprint=[name]))
+        self._engine.recorder.emit(name, payload)
+
+    def artifact(
+        self,
+        name: str,
+        path: str,
+        content: str | bytes,
+        *,
+        media_type: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Keep ``content`` as an artifact of this phase: a file at ``path`` in the phase's
+        output directory, listed in its ``results.json`` and told by ``artifact.written``.
+        Written once, even when the phase is replayed; returns where it is, relative to
+        the run's directory. ``media_type`` defaults to a guess from the file name.
+        """
+        document = self._artifact_document(name, path, content, media_type, metadata)
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is not None:
+            self._expect(entry, kind="artifact", fingerprint=[path], what=f"artifact {path!r}")
+            return str(entry.result["x_location"])
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        return self._engine.keep_artifact(self._spec, position, document, data)
+
+    def _event_payload(self, name: str, data: dict[str, Any] | None) -> dict[str, Any]:
+        where = f"phase {self._spec.name!r}: ctx.event({name!r})"
+        if not event_name_ok(name):
+            raise RunFailedError(
+                f"{where}: the name must be lower-case dot-separated words of [a-z0-9_], "
+                "with your step type first (like 'review.file_analyzed')"
+            )
+        if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
+            raise RunFailedError(
+                f"{where}: {name!r} is the engine's own (run., agent., skill., tool., "
+                "artifact.written); ctx.step and ctx.artifact tell those, pick another name"
+            )
+        payload = {} if data is None else data
+        if not isinstance(payload, dict):
+            raise RunFailedError(f"{where}: data must be a dict (a JSON object)")
+        return copy_json(to_json_value(payload, where=f"{where} data"))  # type: ignore[no-any-return]
+
+    def _artifact_document(
+        self,
+        name: str,
+        path: str,
+        content: str | bytes,
+        media_type: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        where = f"phase {self._spec.name!r}: ctx.artifact({name!r}, {path!r})"
+        if not isinstance(content, (str, bytes, bytearray)):
+            raise RunFailedError(f"{where}: content must be str or bytes")
+        if path == RESULTS_FILE:
+            raise RunFailedError(f"{where}: {RESULTS_FILE} is the phase's own; pick another path")
+        if media_type is None:
+            import mimetypes
+
+            media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        document: dict[str, Any] = {"name": name, "path": path, "media_type": media_type}
+        if metadata is not None:
+            document["metadata"] = copy_json(to_json_value(metadata, where=f"{where} metadata"))
+        try:
+            check_artifact(document, source=where)
+        except ContractError as exc:
+            raise RunFailedError(f"{where}: {exc.detail} ({exc.json_path})") from None
+        return document
+
+    def check_all_replayed(self) -> None:
+        record = self._engine._require_record()
+        later = [e for e in record.journal if e.position >= self._position]
+        if later:
+            entry = later[0]
+            raise NonDeterminismError(
+                f"phase {self._spec.name!r} (phase {self._spec.number}) finished at position "
+                f"{self._position}, but the recorded run went on to {_describe(entry)}; a phase "
+                "must make the same asks and steps, in the same order, on replay",
+                phase_name=self._spec.name,
+                position=self._position,
+            )
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _next_position(self) -> int:
+        position = self._position
+        self._position += 1
+        return position
+
+    def _ask_group(self, asks: list[Ask], *, kind: str, return_failures: bool = False) -> list[Any]:
+        engine = self._engine
+        for ask in asks:
+            self._check_ask(ask)
+        position = self._next_position()
+        entry = engine.journal_entry(position)
+        fingerprint = [_ask_fingerprint(a) for a in asks]
+        if entry is None:
+            entry = engine.open_requests(
+                self._spec, position, asks, kind=kind, fingerprint=fingerprint
+            )
+        else:
+            self._expect(entry, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks))
+        records = [engine.record_by_id(rid) for rid in entry.request_ids]
+        if any(r.status is HistoryStatus.PENDING for r in records):
+            raise Pause()
+        if not return_failures:
+            return [self._answer(record, ask) for record, ask in zip(records, asks, strict=True)]
+        answers: list[Any] = []
+        for record, ask in zip(records, asks, strict=True):
+            try:
+                answers.append(self._answer(record, ask))
+            except AgentFailedError as failure:
+                if engine._fatal is not None:
+                    raise
+                answers.append(failure)
+        return answers
+
+    def _check_ask(self, ask: Ask) -> None:
+        where = f"phase {self._spec.name!r}"
+        if ask.agent not in self._engine.workflow_cls.agents:
+            raise RunFailedError(
+                f"{where} asks agent {ask.agent!r}, which the workflow does not declare in "
+                f"'agents' {list(self._engine.workflow_cls.agents)}"
+            )
+        if self._spec not in self._engine.workflow_cls.asking_phases():
+            raise RunFailedError(
+                f"{where} asks an agent but is not marked @phase(..., asks_agents=True) "
+                "while other phases are; mark it so the request schema lists it"
+            )
+        if len(ask.prompt) < PROMPT_MIN_LENGTH:
+            raise RunFailedError(
+                f"{where} asks {ask.agent!r} with a prompt of {len(ask.prompt)} characters; "
+                f"the request contract needs at least {PROMPT_MIN_LENGTH}: say more"
+            )
+        low, high = TIMEOUT_RANGE
+        if not low <= ask.timeout_seconds <= high:
+            raise RunFailedError(f"{where}: timeout_seconds must be within {low}..{high}")
+
+    def _answer(self, record: AgentRequestRecord, ask: Ask) -> Any:
+        response = record.x_response
+        assert response is not None
+        error = error_type_of(response)
+        if response.status is RequestStatus.CANCELLED:
+            cancelled = RunFailedError(
+                f"the host cancelled request {record.request_id} to {record.agent_name}"
+            )
+            self._engine.mark_fatal(cancelled)
+            raise cancelled
+        if error is not None:
+            raise self._failure(record, error, response.error_message or error.value)
+        if ask.min_confidence is not None:
+            confidence = confidence_of(response)
+            if confidence is None:
+                raise self._failure(
+                    record,
+                    ErrorType.VALIDATION_ERROR,
+                    "no confidence reported (metadata.confidence, or a numeric "
+                    "overall_confidence or confidence in the JSON answer)",
+                )
+            if confidence < ask.min_confidence:
+                raise self._failure(
+                    record,
+                    ErrorType.VALIDATION_ERROR,
+                    f"confidence {confidence} is below the required {ask.min_confidence}",
+                )
+        text = response.response or ""
+        if ask.output_type is None:
+            return text
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise self._failure(
+                record, ErrorType.PARSE_ERROR, f"the answer is not JSON: {exc}"
+            ) from None
+        try:
+            return structure(data, ask.output_type, source=f"response to {record.request_id}")
+        except ContractError as exc:
+            raise self._failure(
+                record, ErrorType.VALIDATION_ERROR, exc.detail + f" at {exc.json_path}"
+            ) from None
+
+    def _failure(
+        self, record: AgentRequestRecord, error: ErrorType, message: str
+    ) -> AgentFailedError:
+        if record.status is not HistoryStatus.FAILED:  # once: the status is saved with it
+            record.status = HistoryStatus.FAILED
+            record.x_note = f"{error.value}: {message}"
+            self._engine.recorder.emit(
+                EVENT_ERROR,
+                {
+                    "skill": self._spec.name,
+                    "agent": record.agent_name,
+                    "request_id": record.request_id,
+                    "error_type": error.value,
+                    "message": message,
+                },
+                request_id=record.request_id,
+            )
+        failure = AgentFailedError(
+            f"agent {record.agent_name} (request {record.request_id}) failed with "
+            f"{error.value}: {message}",
+            request_id=record.request_id,
+            agent_name=record.agent_name,
+            error_type=error.value,
+        )
+        if error is ErrorType.AGENT_NOT_FOUND:
+            self._engine.mark_fatal(failure)
+        return failure
+
+    def _expect(self, entry: JournalEntry, *, kind: str, fingerprint: list[str], what: str) -> None:
+        if entry.kind == kind and entry.fingerprint == fingerprint:
+            return
+        if entry.kind != kind:
+            changed = "the call changed"
+        elif kind == "step":
+            changed = f"step {entry.fingerprint[0]!r} became {fingerprint[0]!r}"
+        else:
+            changed = _fingerprint_change(entry.fingerprint, fingerprint)
+        raise NonDeterminismError(
+            f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}: "
+            f"the recorded run made {_describe(entry)}, this run makes {what} ({changed}); a "
+            "phase must make the same asks and steps, in the same order, on replay; put "
+            "anything that varies inside ctx.step, or 'orchestrate cancel' and run again",
+            phase_name=self._spec.name,
+            position=entry.position,
+        )
+
+
+def _failure_record(exc: BaseException) -> dict[str, str]:
+    kind = type(exc)
+    return {"type": f"{kind.__module__}:{kind.__qualname__}", "message": str(exc)}
+
+
+def _recorded_failure(name: str, error: dict[str, str]) -> Exception:
+    """The exception a step raised, made again from its record: its class with the
+    recorded message when that class can be found and built from one string, else a
+    :class:`StepFailedError` that says what it was."""
+    import importlib
+
+    module_name, _, qualname = error["type"].partition(":")
+    message = error["message"]
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        if isinstance(found, type) and issubclass(found, Exception):
+            rebuilt = found(message)
+            if str(rebuilt) == message:
+                return rebuilt
+    except Exception:  # any failure to rebuild it falls back to StepFailedError
+        pass
+    return StepFailedError(
+        f"step {name!r} failed when it ran: {error['type']}: {message}",
+        step=name,
+        error_type=error["type"],
+    )
+
+
+def _ask_fingerprint(ask: Ask) -> str:
+    return f"{ask.agent} {prompt_digest(ask.prompt)}"
+
+
+def _describe(entry: JournalEntry) -> str:
+    if entry.kind == "step":
+        return f"step {entry.fingerprint[0]!r}"
+    agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)
+    return f"{entry.kind} of {agents}"
+
+
+def _describe_asks(kind: str, asks: Sequence[Ask]) -> str:
+    return f"{kind} of {', '.join(a.agent for a in asks)}"
+
+
+def _fingerprint_change(old: list[str], new: list[str]) -> str:
+    if len(old) != len(new):
+        return f"{len(old)} requests recorded, {len(new)} now"
+    for index, (a, b) in enumerate(zip(old, new, strict=True)):
+        if a != b:
+            old_agent, old_hash = a.split(" ")
+            new_agent, new_hash = b.split(" ")
+            if old_agent != new_agent:
+                return f"request {index}: agent {old_agent} became {new_agent}"
+            return (
+                f"request {index}: the prompt changed (sha256 {old_hash[:12]}... became "
+                f"{new_hash[:12]}...)"
+            )
+    return "unchanged"
