@@ -50,10 +50,9 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
-from ..formats.strict_json import STATE_MAX_BYTES, loads_strict, read_regular_file
+from ..formats.strict_json import loads_strict
 from ..storage.durable import (
     InstanceLock,
-    append_durably,
     atomic_write,
     atomic_write_many,
     fsync_directory,
@@ -61,6 +60,7 @@ from ..storage.durable import (
     sha256_hex,
     sweep_temporaries,
 )
+from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
@@ -185,8 +185,10 @@ class FileBridge:
             remove_file(Path(item.source))
 
     def archive(self, request: ArchiveInput) -> None:
+        from ..storage.ndjson import append_joined_lines
+
         lines = b"".join(encode_record_line(record) for record in request.records)
-        append_durably(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
+        append_joined_lines(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
 
     def evidence_mark(self, run_id: str) -> int:
         from ..storage.ndjson import last_line

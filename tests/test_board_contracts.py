@@ -54,7 +54,8 @@ from orchestrator.formats.board import (
     validate_subagent_result,
 )
 from orchestrator.formats.convert import structure, unstructure
-from orchestrator.formats.strict_json import loads_strict, read_json_file
+from orchestrator.formats.strict_json import loads_strict
+from orchestrator.storage.files import read_json_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED003 = FIXTURES / "seed003"

@@ -33,20 +33,19 @@ from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator._errors import ContractError, UnknownVersionError, UntrustedJSONError
+from orchestrator.evidence.step_log import EventLog, read_events
 from orchestrator.formats import steps
 from orchestrator.formats.steps import (
     EVENT_TYPES,
     STEPS_SCHEMA_KINDS,
     Artifact,
     Event,
-    EventLog,
     Results,
     StepStatus,
     dump_results,
     encode_event,
     parse_event,
     parse_results,
-    read_events,
     steps_schema,
     validate_event,
     validate_results,
@@ -481,7 +480,8 @@ def test_constants_are_the_seeds_and_the_schemas() -> None:
 def test_importing_and_reading_does_not_import_cattrs() -> None:
     code = (
         "import sys\n"
-        "from orchestrator.formats.steps import read_events, parse_results, dump_results\n"
+        "from orchestrator.formats.steps import parse_results, dump_results\n"
+        "from orchestrator.evidence.step_log import read_events\n"
         "import json\n"
         "loaded = 'cattrs' in sys.modules\n"
         f"r = parse_results(json.load(open({str(SEED000 / 'results-example.json')!r})),"
@@ -638,7 +638,8 @@ def test_log_refuses_an_invalid_event_and_writes_nothing(tmp_path: Path) -> None
 
 WRITER = """
 import sys
-from orchestrator.formats.steps import Event, EventLog
+from orchestrator.evidence.step_log import EventLog
+from orchestrator.formats.steps import Event
 path, writer, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 sys.stdin.read()  # wait until every writer has started
 log = EventLog(path)

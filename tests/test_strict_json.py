@@ -38,9 +38,8 @@ from orchestrator.formats.strict_json import (
     DEFAULT_MAX_DEPTH,
     dumps_canonical,
     loads_strict,
-    read_json_file,
-    read_regular_file,
 )
+from orchestrator.storage.files import read_json_file, read_regular_file
 
 SRC = "doc.json"
 

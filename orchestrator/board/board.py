@@ -290,7 +290,7 @@ class Board:
 
     def _read_packet(self, task_id: str, attempt: int) -> AssignmentPacket:
         from ..formats.board import parse_packet
-        from ..formats.strict_json import read_json_file
+        from ..storage.files import read_json_file
 
         path = self.packet_path(task_id, attempt)
         return parse_packet(read_json_file(path), source=str(path))

@@ -28,7 +28,8 @@ from .._errors import BoardError, ContractError
 from ..formats.board import ErrorCode, LedgerDelta, Task, TaskStatus
 from ..formats.convert import structure, unstructure
 from ..formats.strict_json import loads_strict
-from ..storage.durable import append_durably, atomic_write, crash_point, sha256_hex
+from ..storage.durable import atomic_write, crash_point, sha256_hex
+from ..storage.ndjson import append_joined_lines
 
 LEDGER_FILE = "ledger.ndjson"
 SNAPSHOT_FILE = "ledger.snapshot.json"
@@ -467,7 +468,7 @@ class Ledger:
         if not applied:
             return []
         data = b"".join(encode_delta(delta) for delta in applied)
-        append_durably(self.path, data)
+        append_joined_lines(self.path, data)
         crash_point("after-append ledger")
         self._offset += len(data)
         self._last_line = encode_delta(applied[-1])

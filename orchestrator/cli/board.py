@@ -537,8 +537,8 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
 def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
     from ..board.gateway import evaluate
     from ..formats.board import parse_packet
-    from ..formats.strict_json import read_json_file
     from ..formats.times import SystemClock, format_time
+    from ..storage.files import read_json_file
 
     packet = parse_packet(read_json_file(packet_path), source=str(packet_path))
     now = format_time(SystemClock().now())

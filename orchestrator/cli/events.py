@@ -269,7 +269,7 @@ def find_run(workdir: Path, run_id: str | None = None) -> RunLog:
 def _run_of_state(state: Path) -> str | None:
     """The run id a live state records; None when the state is gone (it just finished)
     or records none."""
-    from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+    from ..storage.files import STATE_MAX_BYTES, read_json_file
 
     try:
         data = read_json_file(state, max_bytes=STATE_MAX_BYTES)

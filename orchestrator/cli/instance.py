@@ -15,9 +15,9 @@ from ..formats.bridge import (
     RequestStatus,
 )
 from ..formats.bridge_codec import dump_document, parse_request, parse_response, parse_state
-from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
 from ..formats.times import SystemClock, format_time
 from ..storage.durable import atomic_write
+from ..storage.files import STATE_MAX_BYTES, read_json_file
 
 
 def load_state_file(path: Path) -> Any:

@@ -370,7 +370,7 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
 
 def _recorded_reference(state_path: Path) -> str:
     """The workflow reference recorded at ``run``, read without structuring the state."""
-    from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+    from ..storage.files import STATE_MAX_BYTES, read_json_file
 
     try:
         data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)

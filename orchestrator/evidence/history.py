@@ -30,7 +30,7 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
     """The state of the live instance in ``workdir`` (or of run ``run_id``, or of the
     latest finished run), with every archived request whole again; and where it is."""
     from ..formats.bridge_codec import parse_state, restore_archived
-    from ..formats.strict_json import STATE_MAX_BYTES, read_json_file
+    from ..storage.files import STATE_MAX_BYTES, read_json_file
 
     runs = runs_dir(workdir)
     live = live_state_files(workdir)

@@ -25,8 +25,9 @@ Decisions the seed leaves open, made here:
 - ``ts`` is an RFC 3339 date-time with a time and an offset; a date alone is refused.
 - Status constants are the wire strings (``STATUS_PASS == "pass"``), for comparing event
   payloads such as ``agent.end``'s ``status``; :class:`Results` holds a :class:`StepStatus`.
-- Writers validate too: :func:`dump_results`, :func:`encode_event` and :class:`EventLog`
-  refuse an invalid document rather than write it.
+- Writers validate too: :func:`dump_results` and :func:`encode_event` (and
+  :class:`orchestrator.evidence.step_log.EventLog`, which appends through it) refuse an
+  invalid document rather than write it.
 
 Extension policy (as the task board's): ``x_`` keys are always accepted and ignored;
 other unknown keys are ignored unless ``strict=True``, which refuses them (rule
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import re
 from typing import Any
 
@@ -70,13 +70,6 @@ from .step_names import (
 )
 from .strict_json import dumps_canonical
 
-# Names needed only by the type checker; importing them at run time costs (pathlib is
-# imported when a log is first used).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
-    from pathlib import Path
-
 __all__ = [
     "ARTIFACT_PATH_PATTERN",
     "EVENTS_FILE",
@@ -101,14 +94,12 @@ __all__ = [
     "STEPS_SUPPORTED_MAJOR",
     "Artifact",
     "Event",
-    "EventLog",
     "Results",
     "StepStatus",
     "dump_results",
     "encode_event",
     "parse_event",
     "parse_results",
-    "read_events",
     "steps_schema",
     "validate_event",
     "validate_results",
@@ -346,53 +337,6 @@ def encode_event(event: Event, *, source: str = EVENTS_FILE) -> bytes:
     validate_event(event, source=source)
     line = json.dumps(unstructure(event), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return line.encode("ascii") + b"\n"
-
-
-def read_events(
-    path: str | os.PathLike[str], *, source: str | None = None, strict: bool = False
-) -> Iterator[tuple[int, Event]]:
-    """Yield ``(line_number, event)`` for each line of the ``events.ndjson`` at ``path``.
-
-    Line numbers are 1-based and count blank lines, which are skipped; a last line without
-    its newline is a write in progress (or torn by a crash) and is not returned. Errors
-    name ``source`` (default: the path) and the line: ``events.ndjson line 7: ...``.
-    """
-    from ..storage.ndjson import iter_records
-
-    name = source if source is not None else os.fspath(path)
-    for number, value in iter_records(_as_path(path), source=name):
-        yield number, parse_event(value, source=f"{name} line {number}", strict=strict)
-
-
-def _as_path(value: str | os.PathLike[str]) -> Path:
-    from pathlib import Path
-
-    return Path(value)
-
-
-@attrs.frozen
-class EventLog:
-    """An ``events.ndjson`` that only grows: each append is whole lines, in one write.
-
-    Safe with other processes appending to the same file (an exclusive ``flock``, a torn
-    tail of a killed writer cut first); with ``durable`` (the default) each append is
-    synced before it returns. Events are validated before anything is written.
-    """
-
-    path: Path = attrs.field(converter=_as_path)
-    durable: bool = attrs.field(default=True, kw_only=True)
-
-    def append(self, event: Event) -> None:
-        """Append one event as one line."""
-        self.append_many([event])
-
-    def append_many(self, events: Iterable[Event]) -> None:
-        """Append ``events`` in order as one write: all of them, or (on error) none."""
-        from ..storage.ndjson import append_lines
-
-        name = os.fspath(self.path)
-        lines = [encode_event(event, source=name) for event in events]
-        append_lines(self.path, lines, durable=self.durable)
 
 
 #: The kinds of :func:`steps_schema`.

@@ -1,15 +1,15 @@
-"""Strict reading of untrusted JSON: bounded size and depth, UTF-8 only, no NaN, no duplicate keys.
+"""Strict JSON text: bounded size and depth, UTF-8 only, no NaN, no duplicate keys; and
+the one canonical encoding every document is written in.
 
 Everything read from outside the process (state files, response files, stdin) goes through
-``read_json_file`` or ``loads_strict``; each refusal is an ``UntrustedJSONError`` whose ``rule``
-says which check failed and whose ``json_path`` says where.
+``loads_strict`` (files through ``orchestrator.storage.files.read_json_file``); each refusal
+is an ``UntrustedJSONError`` whose ``rule`` says which check failed and whose ``json_path``
+says where.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
 
 from orchestrator._errors import UntrustedJSONError
 
@@ -25,24 +25,10 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "dumps_canonical",
     "loads_strict",
-    "read_json_file",
-    "read_regular_file",
 ]
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
-STATE_MAX_BYTES = 256 * 1024 * 1024
-
-# Without O_NONBLOCK, opening a FIFO with no writer would hang before fstat could refuse it.
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-_HAS_NOFOLLOW = hasattr(os, "O_NOFOLLOW")
-_READ_CHUNK = 1024 * 1024
 
 # Longest marks first: the UTF-32-LE mark begins with the UTF-16-LE one.
 _BOMS = (
@@ -137,86 +123,6 @@ def _layout(obj: Any, *, ensure_ascii: bool, default: Any) -> str:
             text = encode(value)
         members.append(f"  {encode(key)}: {text}")
     return "{\n" + ",\n".join(members) + "\n}\n"
-
-
-def read_regular_file(
-    path: str | os.PathLike[str], *, max_bytes: int, source: str | None = None
-) -> bytes:
-    """Return the bytes of the regular file at ``path``, refusing anything else.
-
-    Refuses a symbolic link (``symlink``), anything but a regular file (``not-a-file``) and a
-    file over ``max_bytes`` (``too-large``), never reading more than ``max_bytes + 1`` bytes.
-    ``FileNotFoundError`` propagates unchanged, so callers can treat it as "not there yet".
-    """
-    name = source if source is not None else os.fspath(path)
-    if not _HAS_NOFOLLOW and os.path.islink(path):
-        # Racy, but the best that can be done where the kernel cannot refuse links itself.
-        raise _symlink_error(name)
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        raise
-    except IsADirectoryError:
-        raise _not_a_file_error(name, "a directory") from None
-    except OSError as exc:
-        # O_NOFOLLOW reports a link as ELOOP (EMLINK on some BSDs); lstat tells it from a real loop.
-        try:
-            is_link = stat.S_ISLNK(os.lstat(path).st_mode)
-        except OSError:
-            is_link = False
-        if is_link:
-            raise _symlink_error(name) from exc
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _not_a_file_error(name, _file_kind(info.st_mode))
-        if info.st_size > max_bytes:
-            raise UntrustedJSONError(
-                f"file is {info.st_size} bytes, more than the limit of {max_bytes}; "
-                "write a smaller document",
-                source=name,
-                json_path="$",
-                rule="too-large",
-            )
-        # The file may grow after fstat, so the reads themselves are capped at max_bytes + 1.
-        chunks: list[bytes] = []
-        remaining = max_bytes + 1
-        want = min(remaining, info.st_size + 1)
-        while remaining > 0:
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-            want = min(remaining, _READ_CHUNK)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise UntrustedJSONError(
-            f"file grew past the limit of {max_bytes} bytes while being read; "
-            "write it whole (to a temporary name, then rename) before it is read",
-            source=name,
-            json_path="$",
-            rule="too-large",
-        )
-    return data
-
-
-def read_json_file(
-    path: str | os.PathLike[str],
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
-    source: str | None = None,
-) -> Any:
-    """Read and parse the JSON file at ``path`` under every rule of ``read_regular_file`` and
-    ``loads_strict``; errors name ``source`` (default: the path).
-    """
-    name = source if source is not None else os.fspath(path)
-    data = read_regular_file(path, max_bytes=max_bytes, source=name)
-    return loads_strict(data, source=name, max_bytes=max_bytes, max_depth=max_depth)
 
 
 def loads_strict(
@@ -507,33 +413,3 @@ def _tokens() -> re.Pattern[bytes]:
 
         _tokens_pattern = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
     return _tokens_pattern
-
-
-def _symlink_error(name: str) -> UntrustedJSONError:
-    return UntrustedJSONError(
-        "is a symbolic link; write the file itself, not a link",
-        source=name,
-        json_path="$",
-        rule="symlink",
-    )
-
-
-def _not_a_file_error(name: str, kind: str) -> UntrustedJSONError:
-    return UntrustedJSONError(
-        f"is {kind}, not a regular file; point to a regular JSON file",
-        source=name,
-        json_path="$",
-        rule="not-a-file",
-    )
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a plain file"

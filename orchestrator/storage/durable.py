@@ -156,18 +156,6 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def append_durably(path: Path, data: bytes) -> None:
-    """Append whole lines (``data`` ends in a newline) to ``path`` and sync them; a line
-    torn by an earlier crash is cut off first, so it is never glued to the next record.
-
-    Kept for the file bridge's history; :func:`orchestrator.storage.ndjson.append_lines` is the
-    implementation.
-    """
-    from .ndjson import append_joined_lines  # _ndjson imports this module
-
-    append_joined_lines(path, data)
-
-
 def remove_file(path: Path) -> bool:
     """Unlink ``path`` if it exists; return whether it did. The caller fsyncs the directory."""
     crash_point(f"before-unlink {path.name}")
