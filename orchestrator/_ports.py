@@ -2,6 +2,9 @@
 
 Each bridge method takes one attrs input object, so it can grow without breaking
 adapters.
+
+May import: ``formats`` and ``orchestrator._errors``. The engine, the evidence and the
+adapters meet here, so nothing above may leak in.
 """
 
 from __future__ import annotations
