@@ -111,3 +111,57 @@ def test_the_pytest_plugin_provides_the_fixtures(
     start = fake_clock.now()
     fake_clock.advance(5)
     assert (fake_clock.now() - start).total_seconds() == 5
+
+
+#: Names of the public modules besides the package root; moving code between wings must
+#: keep every one of them importable where it was.
+PUBLIC_MODULE_NAMES = {
+    "orchestrator.testing": [
+        "AgentInvocationError",
+        "FakeClock",
+        "MockAgentInvoker",
+        "SequentialIds",
+        "WorkflowHarness",
+    ],
+    "orchestrator.otel": [
+        "OtlpExportError",
+        "RunTrace",
+        "Span",
+        "SpanEvent",
+        "otlp_json_bytes",
+        "otlp_request",
+        "post_otlp",
+        "replay_spans",
+        "run_trace",
+    ],
+    "orchestrator.adapters.file_bridge": ["FileBridge", "FileBridgeInvoker"],
+    "orchestrator.adapters.memory": ["MemoryBridge"],
+    "orchestrator.adapters.subprocess_agent": ["SubprocessInvoker", "run_command"],
+    "orchestrator.adapters.http_agent": ["HttpInvoker"],
+    "orchestrator.cli": ["entry"],
+    "orchestrator.cli.main": ["entry", "main"],
+}
+
+
+def test_public_modules_keep_their_names() -> None:
+    import importlib
+
+    missing = [
+        f"{module}.{name}"
+        for module, names in PUBLIC_MODULE_NAMES.items()
+        for name in names
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == []
+    assert orchestrator.testing.__all__ == [  # type: ignore[attr-defined]
+        n for n in PUBLIC_MODULE_NAMES["orchestrator.testing"] if n != "SequentialIds"
+    ]
+    assert orchestrator.otel.__all__ == PUBLIC_MODULE_NAMES["orchestrator.otel"]  # type: ignore[attr-defined]
+
+
+def test_the_console_script_of_earlier_installs_still_resolves() -> None:
+    """``orchestrator.cli:entry`` was the console script before the CLI became a package."""
+    from orchestrator.cli import entry
+    from orchestrator.cli.main import entry as main_entry
+
+    assert entry is main_entry
