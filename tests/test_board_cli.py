@@ -533,6 +533,70 @@ def test_watchdog_keeps_an_answer_already_delivered(tmp_path: Path) -> None:
     assert [json.loads(line)["task_id"] for line in result.stdout.splitlines()] == ["T-5"]
 
 
+def held_maintenance_lock(board_dir: Path) -> int:
+    """Take the board's maintenance lock as another process's pass would; close to free it."""
+    import fcntl
+
+    fd = os.open(board_dir / "maintenance.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_a_second_maintenance_pass_waits_then_says_busy(workdir: Path) -> None:
+    board = board_of(workdir)
+    board.assign(["T-1"], owner="coder")
+    ledger = (workdir / ".board" / "ledger.ndjson").read_bytes()
+    fd = held_maintenance_lock(workdir / ".board")
+    try:
+        busy = orchestrate(
+            "board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--wait", "0.2",
+            "--workdir", workdir,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    assert (busy.returncode, busy.stdout) == (75, "")
+    (line,) = busy.stderr.splitlines()
+    assert "another maintenance pass" in line and "maintenance.lock" in line, line
+    assert (workdir / ".board" / "ledger.ndjson").read_bytes() == ledger
+    free = orchestrate("board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--workdir", workdir)
+    assert free.returncode == 0 and free.stderr == "orchestrate: 1 tasks timed out\n"
+
+
+def test_filelock_and_the_bare_flock_are_one_lock(tmp_path: Path) -> None:
+    """The watchdog command locks through filelock, resume with a bare flock: each must
+    keep the other out, or two passes would judge the same tasks at once."""
+    from orchestrator._errors import InstanceBusyError
+    from orchestrator.board.maintenance import maintenance, maintenance_if_free
+
+    with maintenance(tmp_path, timeout=1), maintenance_if_free(tmp_path) as held:
+        assert held is False
+    with maintenance_if_free(tmp_path) as held:
+        assert held is True
+        with (
+            pytest.raises(InstanceBusyError, match=r"maintenance\.lock"),
+            maintenance(tmp_path, timeout=0.05),
+        ):
+            pass
+    with maintenance(tmp_path, timeout=0.05):  # both released
+        pass
+
+
+def test_no_board_no_maintenance_lock(tmp_path: Path) -> None:
+    result = orchestrate("board", "watchdog", "--workdir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_does_not_wait_for_a_maintenance_pass(tmp_path: Path) -> None:
+    workdir, _ = paused_example(tmp_path)
+    fd = held_maintenance_lock(workdir / ".board")
+    try:
+        resumed = orchestrate("resume", "--workdir", workdir)
+    finally:
+        os.close(fd)
+    assert resumed.returncode == 42, resumed.stderr
+
+
 # -- set-status, handoff, adopt --------------------------------------------------------
 
 

@@ -411,3 +411,16 @@ def test_a_late_answer_to_a_timed_out_request_is_used_and_its_retry_withdrawn(
 
     with pytest.raises(ResponseRejectedError, match="stale"):
         harness.resume()
+
+
+def test_request_ids_are_random_version_4_uuids() -> None:
+    """Made from ``os.urandom`` without the ``uuid`` module: the same form it makes."""
+    import uuid
+
+    from orchestrator.engine.engine import _random_uuid
+
+    made = [_random_uuid() for _ in range(2000)]
+    assert len(set(made)) == len(made)
+    for text in made:
+        value = uuid.UUID(text)
+        assert (value.version, value.variant, str(value)) == (4, uuid.RFC_4122, text)

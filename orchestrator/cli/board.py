@@ -112,6 +112,13 @@ def add_board_commands(board: Any, formatter: Any) -> None:
 
     watchdog = sub("watchdog", _cmd_watchdog, "Time out tasks whose heartbeat is stale.")
     watchdog.add_argument("--now", default=None, help="RFC 3339 time (default: now)")
+    watchdog.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait while another maintenance pass runs (default 30); then exit 75",
+    )
 
     set_status = sub("set-status", _cmd_set_status, "Block, fail, cancel or requeue a task.")
     set_status.add_argument("--task", required=True)
@@ -382,11 +389,14 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_watchdog(args: argparse.Namespace) -> int:
+    from ..board.maintenance import maintenance
     from ..formats.convert import unstructure
 
     workdir = (args.workdir or Path.cwd()).resolve()
     now = _moment(args.now) if args.now else None
-    timed_out = time_out_stale_tasks(_board(args), workdir, now=now)
+    board = _board(args)
+    with maintenance(board.directory, timeout=max(0.0, args.wait)):
+        timed_out = time_out_stale_tasks(board, workdir, now=now)
     for delta in timed_out:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
     print(f"orchestrate: {len(timed_out)} tasks timed out", file=sys.stderr)

@@ -494,9 +494,13 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         # Subagents that stopped heartbeating are timed out first, so this resume
         # reassigns their tasks instead of waiting for them.
         from ..board.board import Board
+        from ..board.maintenance import maintenance_if_free
         from .board import time_out_stale_tasks
 
-        time_out_stale_tasks(Board(workdir / ".board"), workdir)
+        board = Board(workdir / ".board")
+        with maintenance_if_free(board.directory) as held:
+            if held:  # else another pass is timing them out right now
+                time_out_stale_tasks(board, workdir)
     return _report(engine.resume(), workdir)
 
 

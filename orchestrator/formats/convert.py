@@ -95,10 +95,12 @@ def check_date_time(value: str, *, source: str, json_path: str) -> None:
 
 
 def _real_date_time(match: re.Match[str]) -> bool:
-    import calendar
+    from datetime import date
 
     year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
-    if year == 0 or not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+    try:
+        date(year, month, day)  # refuses year 0, month 13, February 30, ...
+    except ValueError:
         return False
     if hour > 23 or minute > 59 or second > 60:  # 60: a leap second
         return False

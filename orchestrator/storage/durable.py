@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,8 @@ def crash_point(label: str) -> None:
         if _crash_log:
             with open(_crash_log, "a", encoding="utf-8") as log:
                 log.write(f"{_crash_at} {label}\n")
+        import signal
+
         os.kill(os.getpid(), signal.SIGKILL)
 
 
