@@ -443,6 +443,13 @@ def floor_processes(command: list[str], count: int, cwd: Path, env: dict[str, st
     return samples
 
 
+#: The package's folders by role (``docs/architecture.md``): each one's ``__init__`` is a
+#: module that resume imports on its way to the modules inside.
+WING_PACKAGES = frozenset(
+    f"orchestrator.{wing}" for wing in ("board", "cli", "engine", "evidence", "formats", "storage")
+)
+
+
 def importtime_of_resume(
     workflow: type[Any], ref: str, root: Path, env: dict[str, str]
 ) -> tuple[list[tuple[float, float, str]], float, set[str]]:
@@ -658,11 +665,16 @@ def run(args: argparse.Namespace, root: Path) -> int:
         f"{_span(first_cross, per_run, fifth, head=True)} -> "
         f"{_span(first_cross, per_run, fifth, head=False)}"
     )
-    for label, (rows, total, _) in importtimes.items():
+    for label, (rows, total, modules) in importtimes.items():
+        wings = sorted(m for m in modules if m.count(".") == 1 and m in WING_PACKAGES)
         print()
         print(
             f"3c'' python -X importtime -m orchestrator resume, one real cycle ({label}): "
             f"{len(rows)} imports, {total:.1f} ms (sum of self); top 10 by cumulative:"
+        )
+        print(
+            f"  {len(modules)} distinct modules, {len(wings)} of them the wings' own packages "
+            f"({', '.join(wings)}): a folder costs one module"
         )
         print(f"  {'cumulative ms':>13} {'self ms':>8}  module (indent = nesting)")
         for cumulative, own, module in sorted(rows, key=lambda r: -r[0])[:10]:
