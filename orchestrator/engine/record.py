@@ -76,7 +76,7 @@ class EngineRecord:
     journal: list[JournalEntry] = attrs.field(factory=list)
     # Whether this run writes evidence: a run started by a version without it does not.
     evidence: bool = False
-    # The event outbox (see ``_publish_evidence``) and the next event's number.
+    # The event outbox (see ``evidence.recorder``) and the next event's number.
     events: list[OutboxEvent] = attrs.field(factory=list)
     next_seq: int = 1
     # Facts of the current phase told once (its start, a fallback, ...); cleared with it.

@@ -11,15 +11,16 @@ bridge)::
     agents/<NNNN>-<agent>/prompt.md       agent.start), its prompt and its answer
     agents/<NNNN>-<agent>/response.json   (response.txt when the answer is not JSON)
 
-The engine queues events in its record (an outbox saved with every checkpoint) and
-hands them here only once the state that holds them is durable; see ``docs/steps.md``.
+The recorder (:mod:`orchestrator.evidence.recorder`) queues the events the engine tells
+it in an outbox saved with every checkpoint, and builds their documents here only once
+the state that holds them is durable; see ``docs/steps.md``.
 
 What the engine builds here is valid by construction (its names, times and statuses are
 its own; confidences are checked where they come in); what authors give (``ctx.event``,
-``ctx.artifact``) is checked against ``_steps`` when they give it. That keeps ``_steps``
-and its models out of ``resume``'s imports, and a document that could fail a check out
-of the outbox, where it would stop every later publication. The tests validate every
-file a run writes against the shipped schemas.
+``ctx.artifact``) is checked against ``formats.steps`` when they give it. That keeps
+``formats.steps`` and its models out of ``resume``'s imports, and a document that could
+fail a check out of the outbox, where it would stop every later publication. The tests
+validate every file a run writes against the shipped schemas.
 """
 
 from __future__ import annotations

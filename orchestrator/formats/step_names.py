@@ -1,5 +1,5 @@
 """The wire names of seed 000 (status values, event types, file names), apart from the
-models in ``_steps`` so that a writer of events needs no more than these strings."""
+models in ``steps`` so that a writer of events needs no more than these strings."""
 
 from __future__ import annotations
 
