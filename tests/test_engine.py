@@ -7,6 +7,7 @@ with the fake clock and sequential ids from the pytest plugin.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,12 @@ class Counting(Workflow):
     name = "counting"
     agents = ("writer", "critic")
     calls: list[str] = []
+    answer_within: timedelta | None = None
 
     @phase(1)
     def draft(self, ctx: Any) -> PhaseResult:
         before = ctx.step("before", self._count, "before")
-        text = ctx.ask("writer", prompt(self.inputs["topic"]))
+        text = ctx.ask("writer", prompt(self.inputs["topic"]), answer_within=self.answer_within)
         after = ctx.step("after", self._count, "after")
         return PhaseResult(output={"text": text, "steps": [before, after]}, summary="drafted")
 
@@ -165,17 +167,50 @@ def test_timeout_is_retried_as_a_new_request_up_to_the_limit(workflow_harness: A
     assert harness.resume().exit_code == 1  # a failed run stays failed; state kept
 
 
-def test_overdue_pending_request_counts_as_a_timeout(
+class CountingWithDeadline(Counting):
+    """The same workflow, whose first ask is answered within five minutes or not at all."""
+
+    answer_within = timedelta(minutes=5)
+
+
+def test_a_pending_request_never_expires_by_the_clock_alone(
     workflow_harness: Any, fake_clock: FakeClock
 ) -> None:
+    """``timeout_seconds`` is the host's budget for one invocation; a person may answer
+    days later, and the run waits for them."""
     harness = workflow_harness(Counting)
     first = harness.run({"topic": "x"}).pending[0]
-    fake_clock.advance(first.timeout_seconds + 1)
+    before = (harness.workdir / ".counting-state.json").read_bytes()
+    fake_clock.advance(3 * 24 * 3600)
+    again = harness.resume()
+    assert again.status == "paused" and [r.request_id for r in again.pending] == [first.request_id]
+    assert (harness.workdir / ".counting-state.json").read_bytes() == before
+    harness.respond(first.request_id, "three days later")
+    assert harness.resume().pending[0].phase_name == "critique"
+    assert state_of(harness)["phase_data"]["draft"]["text"] == "three days later"
+
+
+def test_a_request_past_its_answer_within_counts_as_a_timeout(
+    workflow_harness: Any, fake_clock: FakeClock
+) -> None:
+    harness = workflow_harness(CountingWithDeadline)
+    first = harness.run({"topic": "x"}).pending[0]
+    fake_clock.advance(300)  # exactly answer_within: not past it yet
+    assert harness.resume().pending[0].request_id == first.request_id
+    fake_clock.advance(1)
     retry = harness.resume().pending[0]
     assert retry.retry_count == 1 and retry.request_id != first.request_id
     record = state_of(harness)["agent_requests"][0]
     assert record["status"] == "retried"
     assert record["x_response"]["error_type"] == "TIMEOUT"
+    assert record["x_response"]["error_message"] == (
+        "no answer within 5 min (the ask's answer_within)"
+    )
+    # The retry has the same deadline, counted from when it was asked.
+    fake_clock.advance(299)
+    assert harness.resume().pending[0].request_id == retry.request_id
+    fake_clock.advance(2)
+    assert harness.resume().pending[0].retry_count == 2
 
 
 class WithFallback(Workflow):
@@ -393,9 +428,9 @@ def state_of_named(harness: WorkflowHarness, name: str) -> dict[str, Any]:
 def test_a_late_answer_to_a_timed_out_request_is_used_and_its_retry_withdrawn(
     workflow_harness: Any, fake_clock: FakeClock
 ) -> None:
-    harness = workflow_harness(Counting)
+    harness = workflow_harness(CountingWithDeadline)
     first = harness.run({"topic": "x"}).pending[0]
-    fake_clock.advance(first.timeout_seconds + 1)
+    fake_clock.advance(301)
     retry = harness.resume().pending[0]  # overdue: retried as a new request
     assert retry.request_id != first.request_id
     harness.respond(first.request_id, "slow but sure")  # the host answers the first one

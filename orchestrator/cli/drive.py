@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .._errors import AgentInvocationError, ContractError
+from .._errors import AgentInvocationError, ContractError, RunFailedError, UsageError
+from .._ports import Clock
 from .._text import printable
 from ..adapters.file_bridge import MAX_RESPONSE_BYTES
 from ..engine.record import Outcome
@@ -29,7 +30,7 @@ from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR, RESPONSES_DIR, AgentReq
 from ..formats.bridge_codec import dump_document, parse_response
 from ..formats.convert import unstructure
 from ..formats.strict_json import dumps_canonical
-from ..formats.times import SystemClock, format_time
+from ..formats.times import FixedClock, SystemClock, format_time, parse_time
 from ..storage.durable import atomic_write
 
 
@@ -41,14 +42,21 @@ def drive(
     workdir: Path,
     parallel: int = 4,
     handler_timeout: float | None = None,
+    clock: Clock | None = None,
 ) -> Outcome:
     """Answer every pause of ``outcome`` with ``handler`` until the run ends.
 
     ``handler_timeout`` caps each handler's run (seconds) below the request's own
     ``timeout_seconds``: a handler still running then is killed and answered TIMEOUT.
+    A pause for a durable timer is waited out on ``clock`` (the engine's).
     """
     responses_dir = workdir / RESPONSES_DIR
     while outcome.status == "paused":
+        if not outcome.pending:
+            _wait_for_timer(outcome, clock or SystemClock())
+            outcome = resume()
+            print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
+            continue
         responses_dir.mkdir(exist_ok=True)
         pending = outcome.pending
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -68,6 +76,25 @@ def drive(
         outcome = resume()
         print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     return outcome
+
+
+def _wait_for_timer(outcome: Outcome, clock: Clock) -> None:
+    """Sleep until the timer that paused the run is due."""
+    if outcome.wake_at is None:
+        raise RunFailedError(f"the run paused with nothing to wait for: {outcome.message}")
+    remaining = (parse_time(outcome.wake_at) - clock.now()).total_seconds()
+    if remaining <= 0:
+        return
+    if isinstance(clock, FixedClock):
+        raise UsageError(
+            f"the run sleeps until {outcome.wake_at}, and ORCHESTRATOR_NOW stops this "
+            "process's clock before then: unset it, or resume with a later one"
+        )
+    sleep = getattr(clock, "sleep", None)  # a test's clock moves at once
+    if sleep is not None:
+        sleep(remaining)
+    else:
+        time.sleep(remaining)
 
 
 def _ask_handler(

@@ -530,6 +530,8 @@ def _facts_run_pause(data: dict[str, Any]) -> str:
     waiting = data.get("waiting")
     ids = waiting if isinstance(waiting, list) else []
     what = f"waiting for {len(ids)} request{'s' if len(ids) != 1 else ''}"
+    if not ids and data.get("until") is not None:
+        what = f"sleeping until {_word(data.get('until'))}"
     return _joined([_phase(data), what], tail=" ".join(_word(i)[:8] for i in ids))
 
 

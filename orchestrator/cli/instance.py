@@ -59,6 +59,7 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
                 "retry_count": r.request().retry_count,
                 "created_at": r.request().created_at,
                 "timeout_seconds": r.request().timeout_seconds,
+                "answer_within_seconds": r.x_answer_within,
                 "response_file": str(
                     _response_target(state_path.parent, r.request_id, len(pending))
                 ),
@@ -66,6 +67,7 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
             for r in pending
         ],
         "request_counts": counts,
+        "sleeping_until": None if pending else record.waiting_until,
     }
 
 

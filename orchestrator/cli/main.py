@@ -395,8 +395,31 @@ def _engine_for(workflow_cls: Any, workdir: Path, agent: str = "host") -> Engine
     from ..engine.engine import Engine
 
     return Engine(
-        workflow_cls, bridge=FileBridge(workdir, workflow_cls.name), invoker=_invoker(agent)
+        workflow_cls,
+        bridge=FileBridge(workdir, workflow_cls.name),
+        invoker=_invoker(agent),
+        clock=_clock(),
     )
+
+
+def _clock() -> Any:
+    """The real clock, or the moment ``ORCHESTRATOR_NOW`` fixes (for tests of processes)."""
+    import os
+
+    fixed = os.environ.get("ORCHESTRATOR_NOW")
+    if not fixed:
+        return None
+    from ..formats.convert import check_date_time
+    from ..formats.times import FixedClock, parse_time
+
+    try:
+        check_date_time(fixed, source="ORCHESTRATOR_NOW", json_path="$")
+    except ContractError:
+        raise UsageError(
+            f"ORCHESTRATOR_NOW={fixed!r}: write an RFC 3339 time (2026-01-02T03:04:05Z), "
+            "or unset it to use the real clock"
+        ) from None
+    return FixedClock(parse_time(fixed))
 
 
 def _invoker(spec: str) -> Any:
@@ -534,6 +557,11 @@ def _format_status(summary: dict[str, Any]) -> str:
             f"  retry {request['retry_count']}"
             f"  -> answer in {request['response_file']}"
         )
+    if summary.get("sleeping_until"):
+        lines.append(
+            f"sleeping   until {summary['sleeping_until']} (a timer: 'orchestrate resume' "
+            "goes on from then)"
+        )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
     lines.append(f"requests   {counts or 'none yet'}")
     return "\n".join(lines)
@@ -589,7 +617,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     else:
         raise UsageError("no instance in the work directory: name the WORKFLOW to start")
     print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
-    if outcome.status == "paused" and args.handler is None:
+    if outcome.pending and args.handler is None:
         raise UsageError(
             "requests made before this drive are still pending and no --handler answers "
             "them: give --handler, or answer them with 'orchestrate respond'"
@@ -602,6 +630,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         workdir=workdir,
         parallel=args.parallel,
         handler_timeout=args.handler_timeout,
+        clock=engine.clock,
     )
     return final.exit_code
 

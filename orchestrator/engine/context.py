@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,9 +33,19 @@ from ..formats.bridge import AgentRequestRecord, ErrorType, HistoryStatus, Reque
 from ..formats.bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
 from ..formats.convert import structure
 from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
+from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
-from .record import JournalEntry, Pause, copy_json, prompt_digest, to_json_value
+from .record import (
+    JournalEntry,
+    Pause,
+    copy_json,
+    needs_structuring,
+    prompt_digest,
+    record_value,
+    step_type,
+    to_json_value,
+)
 from .workflow import Ask, PhaseSpec
 
 if TYPE_CHECKING:
@@ -83,11 +94,16 @@ class PhaseContext:
         min_confidence: float | None = None,
         timeout_seconds: int = 120,
         context: dict[str, Any] | None = None,
+        answer_within: timedelta | None = None,
     ) -> Any:
         """Ask one agent; returns its answer text, or the answer structured into ``output_type``.
 
-        Pauses the workflow (exit 42) when the host must answer. Raises
-        :class:`AgentFailedError` when the answer is an error the policy does not retry.
+        Pauses the workflow (exit 42) when the host must answer, for as long as it takes:
+        ``timeout_seconds`` is the host's budget for one invocation, not a deadline of the
+        run. With ``answer_within``, a request still unanswered that long after it was made
+        counts as a TIMEOUT answer (retried, then the phase's fallback, as any TIMEOUT).
+        Raises :class:`AgentFailedError` when the answer is an error the policy does not
+        retry.
         """
         spec = Ask(
             agent=agent,
@@ -96,6 +112,7 @@ class PhaseContext:
             min_confidence=min_confidence,
             timeout_seconds=timeout_seconds,
             context=context,
+            answer_within=answer_within,
         )
         return self._ask_group([spec], kind="ask")[0]
 
@@ -145,19 +162,32 @@ class PhaseContext:
             board_dir=board_dir,
         )
 
-    def step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` once; on replay return its recorded (JSON) result.
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        output_type: Any = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run ``fn(*args, **kwargs)`` once; on replay return its recorded result.
 
-        The result must be JSON-serialisable (or an attrs instance, stored unstructured
-        and returned as plain JSON data on replay).
+        The result comes back the same on replay as on the first run: plain JSON data as
+        it is, and attrs instances (alone, or in lists and dicts) structured back into the
+        type ``fn``'s return annotation names, or ``output_type``. A result that would
+        come back different is refused when the step first returns, not after a pause.
         """
         position = self._next_position()
         entry = self._engine.journal_entry(position)
+        target = step_type(fn, output_type)
         if entry is not None:
             self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
             if entry.error is not None:
                 raise _recorded_failure(name, entry.error)
-            return copy_json(entry.result)  # type: ignore[no-any-return]
+            recorded = copy_json(entry.result)
+            if target is not None and needs_structuring(target):
+                return structure(recorded, target, source=f"step {name!r} result")  # type: ignore[no-any-return]
+            return recorded  # type: ignore[no-any-return]
         engine = self._engine
         started = engine.clock.now()
         try:
@@ -170,10 +200,47 @@ class PhaseContext:
             raise
         _durable.crash_point(f"after-step-run {name}")
         # A copy: what the phase does to ``result`` later must not change the record.
-        stored = copy_json(to_json_value(result, where=f"step {name!r} result"))
+        stored = record_value(
+            result, target, where=f"phase {self._spec.name!r}: step {name!r} result"
+        )
         engine.recorder.step(name, started, error=None)
         engine.record_step(position, name, stored)
         return result
+
+    def sleep(self, duration: timedelta | float) -> None:
+        """Pause the run for ``duration`` (a ``timedelta``, or seconds): a durable timer.
+
+        The run exits 42 with no agent request; ``orchestrate status`` says until when,
+        ``resume`` before then changes nothing, and ``drive`` waits. The wake time is
+        recorded the first time the phase gets here, so a replay waits for the same moment.
+        """
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        if not isinstance(seconds, (int, float)) or not 0 <= seconds < 10**9:
+            raise RunFailedError(
+                f"phase {self._spec.name!r}: ctx.sleep takes a timedelta or seconds, "
+                f"from 0 to 10**9, not {duration!r}"
+            )
+        self._timer("sleep", lambda now: now + timedelta(seconds=seconds))
+
+    def wait_until(self, when: datetime) -> None:
+        """Pause the run until ``when`` (timezone-aware): a durable timer, as ``sleep``."""
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise RunFailedError(
+                f"phase {self._spec.name!r}: ctx.wait_until takes a timezone-aware datetime "
+                f"(datetime(..., tzinfo=timezone.utc)), not {when!r}"
+            )
+        self._timer("wait_until", lambda now: when)
+
+    def _timer(self, kind: str, wake_of: Callable[[datetime], datetime]) -> None:
+        position = self._next_position()
+        entry = self._engine.journal_entry(position)
+        if entry is None:
+            wake = format_time(wake_of(self.clock.now()))
+            entry = JournalEntry(position=position, kind="timer", fingerprint=[kind], result=wake)
+            self._engine.record_entry(entry)
+        else:
+            self._expect(entry, kind="timer", fingerprint=[kind], what=f"ctx.{kind}")
+        self._engine.sleep_until(str(entry.result))
 
     def event(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Add an event of your own (``review.file_analyzed``, ``decision``) to the run's
@@ -326,6 +393,12 @@ class PhaseContext:
         low, high = TIMEOUT_RANGE
         if not low <= ask.timeout_seconds <= high:
             raise RunFailedError(f"{where}: timeout_seconds must be within {low}..{high}")
+        within = ask.answer_within
+        if within is not None and (not isinstance(within, timedelta) or within <= timedelta(0)):
+            raise RunFailedError(
+                f"{where}: answer_within must be a positive timedelta "
+                f"(timedelta(hours=4)), not {within!r}"
+            )
 
     def _answer(self, record: AgentRequestRecord, ask: Ask) -> Any:
         response = record.x_response
@@ -454,6 +527,10 @@ def _ask_fingerprint(ask: Ask) -> str:
 def _describe(entry: JournalEntry) -> str:
     if entry.kind == "step":
         return f"step {entry.fingerprint[0]!r}"
+    if entry.kind == "timer":
+        return f"ctx.{entry.fingerprint[0]}"
+    if entry.kind in ("event", "artifact"):
+        return f"{entry.kind} {entry.fingerprint[0]!r}"
     agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)
     return f"{entry.kind} of {agents}"
 

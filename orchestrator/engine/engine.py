@@ -40,7 +40,7 @@ from .._ports import (
     SaveStateInput,
 )
 from ..evidence.documents import EVENT_RUN_START
-from ..evidence.recorder import PhaseTally, Recorder, seconds_since
+from ..evidence.recorder import PhaseTally, Recorder, describe_duration, seconds_since
 from ..formats.bridge import (
     AgentRequest,
     AgentRequestRecord,
@@ -198,6 +198,8 @@ class Engine:
             if record.status == "completed":  # every phase ran; a crash cut the cleanup
                 return self._finish()
             changed |= self._expire_overdue()
+            if not changed and not self._pending() and self._sleeping():
+                return self._pause_now()  # a timer not yet due: nothing to write
             if self._pending():
                 if changed:
                     self._tell_pause()
@@ -371,7 +373,10 @@ class Engine:
             retry_count=old.retry_count + 1,
         )
         retry = self._new_record(
-            request, position=record.x_position or 0, max_retries=record.x_max_retries
+            request,
+            position=record.x_position or 0,
+            max_retries=record.x_max_retries,
+            answer_within=record.x_answer_within,
         )
         self._repoint_journal(record.request_id, request.request_id)
         return retry
@@ -382,19 +387,23 @@ class Engine:
             entry.request_ids = [new_id if rid == old_id else rid for rid in entry.request_ids]
 
     def _expire_overdue(self) -> bool:
-        """A pending request older than its timeout counts as a TIMEOUT answer."""
+        """A pending request past the ``answer_within`` its ask set counts as a TIMEOUT
+        answer. Without one, a request waits for its host as long as it takes."""
         now = self.clock.now()
         expired = False
         for record in self._pending():
+            if record.x_answer_within is None:
+                continue
             request = record.request()
-            deadline = parse_time(request.created_at) + timedelta(seconds=request.timeout_seconds)
-            if now > deadline:
+            waited = timedelta(seconds=record.x_answer_within)
+            if now > parse_time(request.created_at) + waited:
                 timeout = AgentResponse(
                     request_id=record.request_id,
                     status=RequestStatus.TIMEOUT,
                     created_at=format_time(now),
                     error_type=ErrorType.TIMEOUT,
-                    error_message=f"no response within {request.timeout_seconds} s",
+                    error_message=f"no answer within {describe_duration(waited)} "
+                    "(the ask's answer_within)",
                 )
                 self._apply_response(record, timeout, digest=None)
                 expired = True
@@ -416,7 +425,7 @@ class Engine:
                 next_spec = self._complete_phase(spec, result)
             except Pause:
                 self._tell_pause()
-                self._save("before_agent_invocation")
+                self._save("before_agent_invocation" if self._pending() else "waiting_for_timer")
                 return self._pause_now()
             except OrchestratorError as exc:
                 return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)
@@ -547,17 +556,27 @@ class Engine:
 
     def _pause_now(self) -> Outcome:
         pending = tuple(r.request() for r in self._pending())
-        self._require_record().status = "paused"
+        record = self._require_record()
+        record.status = "paused"
         # Consumed answers go first: a fast host may answer the new request at once.
         self._flush_consumed()
         self.bridge.publish(PublishInput(pending=pending))
         self._paused_token = self.bridge.state_token()
+        state = self._require_state()
+        where = f"paused in phase {state.phase} ({state.phase_name})"
+        if not pending and record.waiting_until is not None:
+            return Outcome(
+                status="paused",
+                exit_code=EXIT_PAUSED,
+                message=f"{where}: sleeping until {record.waiting_until}; "
+                "'orchestrate resume' goes on from then",
+                wake_at=record.waiting_until,
+            )
         names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
         return Outcome(
             status="paused",
             exit_code=EXIT_PAUSED,
-            message=f"paused in phase {self._require_state().phase} "
-            f"({self._require_state().phase_name}): waiting for {names}",
+            message=f"{where}: waiting for {names}",
             pending=pending,
         )
 
@@ -589,7 +608,7 @@ class Engine:
         self._archive_finished()
         record.revision += 1
         if record.status not in ("failed", "completed", "cancelled"):
-            record.status = "paused" if self._pending() else "running"
+            record.status = "paused" if self._pending() or self._sleeping() else "running"
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
         self._store_record()
@@ -624,6 +643,11 @@ class Engine:
             record.x_position = None
             record.x_archived = True
 
+    def _sleeping(self) -> bool:
+        """Whether a durable timer of the current phase is not yet due."""
+        until = self._require_record().waiting_until
+        return until is not None and self.clock.now() < parse_time(until)
+
     def _pending(self) -> list[AgentRequestRecord]:
         return [
             r for r in self._require_state().agent_requests if r.status is HistoryStatus.PENDING
@@ -633,7 +657,12 @@ class Engine:
         return {r.request_id: r for r in self._require_state().agent_requests}
 
     def _new_record(
-        self, request: AgentRequest, *, position: int, max_retries: int | None = None
+        self,
+        request: AgentRequest,
+        *,
+        position: int,
+        max_retries: int | None = None,
+        answer_within: float | None = None,
     ) -> AgentRequestRecord:
         output_dir = self.recorder.agent_output_dir(request.agent_name)
         record = AgentRequestRecord(
@@ -645,6 +674,7 @@ class Engine:
             x_position=position,
             x_max_retries=max_retries,
             x_output_dir=output_dir,
+            x_answer_within=answer_within,
         )
         self._require_state().agent_requests.append(record)
         self.recorder.agent_start(request, output_dir)
@@ -693,7 +723,12 @@ class Engine:
                 context=context,
                 timeout_seconds=ask.timeout_seconds,
             )
-            records.append(self._new_record(request, position=position, max_retries=ask.retries))
+            within = None if ask.answer_within is None else ask.answer_within.total_seconds()
+            records.append(
+                self._new_record(
+                    request, position=position, max_retries=ask.retries, answer_within=within
+                )
+            )
             entry.request_ids.append(request.request_id)
         self._require_record().journal.append(entry)
         if self.invoker is not None and self._invoke_in_process(records):
@@ -758,8 +793,16 @@ class Engine:
         self._save(f"after_step_{name}")
 
     def record_entry(self, entry: JournalEntry) -> None:
-        """Journal an ``event`` or ``artifact`` call; the next checkpoint saves it."""
+        """Journal an ``event``, ``artifact`` or timer call; the next checkpoint saves it."""
         self._require_record().journal.append(entry)
+
+    def sleep_until(self, wake: str) -> None:
+        """Pause the run (no request: a timer) unless ``wake`` has come."""
+        record = self._require_record()
+        if self.clock.now() < parse_time(wake):
+            record.waiting_until = wake
+            raise Pause()
+        record.waiting_until = None
 
     def keep_artifact(
         self, spec: PhaseSpec, position: int, document: dict[str, Any], data: bytes
@@ -777,7 +820,10 @@ class Engine:
     # -- what the recorder is told ------------------------------------------------------
 
     def _tell_pause(self) -> None:
-        self.recorder.pause([r.request_id for r in self._pending()])
+        waiting = [r.request_id for r in self._pending()]
+        self.recorder.pause(
+            waiting, until=None if waiting else self._require_record().waiting_until
+        )
 
     def _close_phase(self, spec: PhaseSpec, *, status: str, summary: str) -> None:
         """Tell the recorder how the phase ended, with what its journal says it did."""

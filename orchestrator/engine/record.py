@@ -32,6 +32,9 @@ __all__ = [
     "copy_json",
     "load_record",
     "prompt_digest",
+    "record_value",
+    "same_value",
+    "step_type",
     "to_json_value",
 ]
 
@@ -82,6 +85,8 @@ class EngineRecord:
     # Facts of the current phase told once (its start, a fallback, ...); cleared with it.
     marks: list[str] = attrs.field(factory=list)
     phase_started_at: str | None = None
+    # A durable timer of the current phase not yet due (``ctx.sleep``, ``ctx.wait_until``).
+    waiting_until: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +99,8 @@ class Outcome:
     pending: tuple[AgentRequest, ...] = ()
     outputs: dict[str, Any] = attrs.field(factory=dict)
     history_path: str | None = None
+    #: paused by a durable timer: when it is due (RFC 3339), and nothing is pending
+    wake_at: str | None = None
 
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 42
@@ -104,6 +111,82 @@ def copy_json(data: Any) -> Any:
     if isinstance(data, (dict, list)):
         return json.loads(json.dumps(data))
     return data
+
+
+def step_type(fn: Any, output_type: Any = None) -> Any:
+    """What a step gives back: ``output_type``, else ``fn``'s return annotation; ``None``
+    for plain JSON data (no annotation, or ``Any``)."""
+    if output_type is not None:
+        return output_type
+    import typing
+
+    try:
+        hint = typing.get_type_hints(fn).get("return")
+    except Exception:  # a builtin, a partial, a name the annotation cannot resolve
+        return None
+    return None if hint in (None, type(None), typing.Any, object) else hint
+
+
+def needs_structuring(target: Any) -> bool:
+    """Whether JSON data must be structured to be ``target``: it holds attrs classes or
+    enums (``list[Verdict]``, ``dict[str, Finding]``); plain JSON types need nothing."""
+    import enum
+    import typing
+
+    if isinstance(target, type) and (attrs.has(target) or issubclass(target, enum.Enum)):
+        return True
+    return any(needs_structuring(arg) for arg in typing.get_args(target))
+
+
+def record_value(value: Any, target: Any, *, where: str) -> Any:
+    """The JSON data that gives ``value`` back, the same, after a pause: structured into
+    ``target`` where that holds attrs classes. A value that would come back different (a
+    tuple as a list, an attrs instance as a dict, an int key as a string) is refused now,
+    when it is made, never after a pause."""
+    try:
+        data = unstructure(value)
+    except Exception:  # not a shape the converters know: json.dumps says why below
+        data = value
+    try:
+        text = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RunFailedError(f"{where} cannot be stored as JSON: {exc}") from None
+    back = json.loads(text)
+    if target is not None and needs_structuring(target):
+        try:
+            back = structure(back, target, source=where)
+        except ContractError as exc:
+            raise RunFailedError(
+                f"{where} does not come back as {_type_name(target)}: {exc.detail} at "
+                f"{exc.json_path}; return that type, or fix the annotation (or output_type=)"
+            ) from None
+    if not same_value(back, value):
+        raise RunFailedError(
+            f"{where} would come back as {_type_name(type(back))} after a pause, not as the "
+            f"{_type_name(type(value))} returned now: return plain JSON data (dict, list, "
+            "str, numbers, bool, None), or annotate the function's return type (or pass "
+            "output_type=) with the attrs classes it returns"
+        )
+    return json.loads(text)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (``[1]`` is not ``(1,)``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if attrs.has(type(a)):
+        return all(
+            same_value(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a))
+        )
+    return bool(a == b)
+
+
+def _type_name(target: Any) -> str:
+    return getattr(target, "__qualname__", None) or str(target)
 
 
 def to_json_value(value: Any, *, where: str) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -53,6 +54,9 @@ class Ask:
     #: how many times a TIMEOUT or INVOCATION_FAILED answer is asked again (None: the
     #: workflow's ``max_retries``)
     retries: int | None = None
+    #: how long the run waits for the answer before it counts as a TIMEOUT (None: as long
+    #: as it takes; ``timeout_seconds`` is the host's budget for one invocation, not this)
+    answer_within: timedelta | None = None
 
 
 def phase(

@@ -11,7 +11,7 @@ numbers, and an event in the log always has its files.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import attrs
@@ -256,11 +256,17 @@ class Recorder:
                 record.x_note = why
             self.agent_end(record)
 
-    def pause(self, waiting: Sequence[str]) -> None:
+    def pause(self, waiting: Sequence[str], *, until: str | None = None) -> None:
+        """The run pauses for ``waiting`` requests, or (none) for a timer due ``until``."""
         state = self._require_state()
         self.emit(
             EVENT_RUN_PAUSE,
-            {"phase": state.phase, "skill": state.phase_name, "waiting": list(waiting)},
+            {
+                "phase": state.phase,
+                "skill": state.phase_name,
+                "waiting": list(waiting),
+                "until": until,
+            },
         )
 
     def run_end(self, status: str, *, failure: str | None = None) -> None:
@@ -379,3 +385,18 @@ def milliseconds_since(start: str | None, end: datetime) -> int | None:
     if start is None:
         return None
     return round(seconds_since(parse_time(start), end) * 1000)
+
+
+def describe_duration(span: timedelta) -> str:
+    """``90 s``, ``15 min``, ``3 h``, ``2 d 4 h``: a duration for a person."""
+    seconds = round(span.total_seconds())
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes, _ = divmod(seconds, 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return f"{days} d" + (f" {hours} h" if hours else "")

@@ -148,6 +148,8 @@ class AgentRequestRecord:
     x_archived: bool | None = None
     x_max_retries: int | None = None
     x_output_dir: str | None = None
+    # Seconds the workflow waits for an answer (``answer_within``); absent: no deadline.
+    x_answer_within: float | None = None
 
     def request(self) -> AgentRequest:
         """The full request; only states written by this engine carry it."""

@@ -13,6 +13,17 @@ class SystemClock:
         return datetime.now(timezone.utc)
 
 
+class FixedClock:
+    """A clock stopped at one moment. ``ORCHESTRATOR_NOW`` gives one to an ``orchestrate``
+    process, so that tests of real processes can pause on one day and resume days later."""
+
+    def __init__(self, moment: datetime) -> None:
+        self.moment = moment
+
+    def now(self) -> datetime:
+        return self.moment
+
+
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with a ``Z``, millisecond precision."""
     text = moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
