@@ -68,7 +68,51 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
         ],
         "request_counts": counts,
         "sleeping_until": None if pending else record.waiting_until,
+        "next": _next_step(record.status, bool(pending)),
     }
+
+
+def _next_step(status: str, pending: bool) -> str | None:
+    if status == "failed":
+        return (
+            "the state is kept for inspection ('orchestrate history' tells the run); "
+            "'orchestrate cancel' keeps its history and removes it, then run again"
+        )
+    if pending:
+        return "answer each request (or 'orchestrate respond'), then 'orchestrate resume'"
+    return None
+
+
+def describe_ended_run(workdir: Path) -> dict[str, Any]:
+    """The last run of ``workdir`` that ended (completed or cancelled), for ``status``
+    when no instance is live: how and when it ended, its outputs in short."""
+    from ..evidence.history import load_run
+    from ..storage.runs import ENGINE_KEY
+
+    state, source = load_run(workdir)
+    record = load_record(state, source=source)
+    outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
+    return {
+        "workflow": record.workflow_name,
+        "workflow_ref": record.workflow,
+        "run_id": record.run_id,
+        "status": record.status,
+        "ended_at": state.created_at,
+        "completed_phases": [p.phase_name for p in state.completed_phases],
+        "outputs": {name: _in_short(value) for name, value in outputs.items()},
+        "history": source,
+        "next": "'orchestrate output [PHASE]' prints the outputs; 'orchestrate history' "
+        "tells the run; 'orchestrate run WORKFLOW' starts a new one here",
+    }
+
+
+def _in_short(value: Any) -> str:
+    """One line of an output: a text's start, or a JSON value's."""
+    import json
+
+    from .._text import shorten
+
+    return shorten(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 100)
 
 
 def _response_target(workdir: Path, request_id: str, pending_count: int) -> Path:

@@ -115,6 +115,7 @@ COMMANDS = (
     "check",
     "history",
     "events",
+    "output",
 )
 
 
@@ -301,6 +302,30 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         "--run",
         default=None,
         help="a finished run's id (default: the live instance, else the latest run)",
+    )
+
+    output = command(
+        "output",
+        _cmd_output,
+        "Print a run's outputs: every phase's, or one phase's.",
+    )
+    add_workdir(output)
+    output.add_argument(
+        "phase",
+        nargs="?",
+        default=None,
+        metavar="PHASE",
+        help="the phase whose output to print (default: every phase's, as one JSON object)",
+    )
+    output.add_argument(
+        "--run",
+        default=None,
+        help="a run's id (default: the live instance, else the latest finished run)",
+    )
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON even for a phase whose output is text (default: text as it is)",
     )
 
     events = command(
@@ -533,13 +558,38 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from .instance import describe_instance
 
     workdir = _workdir(args)
-    path = _state_path(workdir, args.workflow)
+    try:
+        path = _state_path(workdir, args.workflow)
+    except NoInstanceError as none_live:
+        if args.workflow:
+            raise
+        from .instance import describe_ended_run
+
+        try:
+            summary = describe_ended_run(workdir)  # the last run, when none is live
+        except NoInstanceError:
+            raise none_live from None
+        print(json.dumps(summary, indent=2) if args.json else _format_ended(summary))
+        return EXIT_OK
     summary = describe_instance(path)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(_format_status(summary))
     return EXIT_OK
+
+
+def _format_ended(summary: dict[str, Any]) -> str:
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']}; no live instance here)",
+        f"status     {summary['status']}, at {summary['ended_at']}",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for name, shown in summary["outputs"].items():
+        lines.append(f"output     {name}: {printable(shown)}")
+    lines.append(f"history    {summary['history']}")
+    lines.append(f"next       {summary['next']}")
+    return "\n".join(lines)
 
 
 def _format_status(summary: dict[str, Any]) -> str:
@@ -557,6 +607,8 @@ def _format_status(summary: dict[str, Any]) -> str:
             f"  retry {request['retry_count']}"
             f"  -> answer in {request['response_file']}"
         )
+    if summary.get("next"):
+        lines.append(f"next       {summary['next']}")
     if summary.get("sleeping_until"):
         lines.append(
             f"sleeping   until {summary['sleeping_until']} (a timer: 'orchestrate resume' "
@@ -681,6 +733,27 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
     state, source = load_run(_workdir(args), args.run)
     print(printable("\n".join(timeline(state)), lines=True))
+    print(f"(from {source})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_output(args: argparse.Namespace) -> int:
+    import json
+
+    from ..evidence.history import load_run
+    from ..storage.runs import ENGINE_KEY
+
+    state, source = load_run(_workdir(args), args.run)
+    outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
+    if args.phase is None:
+        print(json.dumps(outputs, indent=2, ensure_ascii=False))
+    elif args.phase not in outputs:
+        done = ", ".join(outputs) or "none yet"
+        raise UsageError(f"{source}: phase {args.phase!r} has no output (phases with one: {done})")
+    elif isinstance(outputs[args.phase], str) and not args.json:
+        print(outputs[args.phase])
+    else:
+        print(json.dumps(outputs[args.phase], indent=2, ensure_ascii=False))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
 
