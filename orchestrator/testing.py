@@ -152,6 +152,10 @@ class WorkflowHarness:
     def resume(self) -> Outcome:
         return self.engine().resume()
 
+    def retry(self) -> Outcome:
+        """``orchestrate retry``: re-open the failed run with the current code."""
+        return self.engine().retry()
+
     def respond(
         self, request_id: str, text: str, *, status: str = "success", **fields: Any
     ) -> Path:

@@ -5,7 +5,9 @@
 (strict), and checks that the events tell one story without gaps or repeats:
 
 - ``x_seq`` is 1, 2, 3, ... in file order;
-- ``run.start`` opens, ``run.end`` closes, once each;
+- ``run.start`` opens, ``run.end`` closes, once each; or, when a failed run was retried,
+  each ``run.retry`` follows the ``run.end`` of the failure and opens the run again, and
+  the phase that failed may start once more after it;
 - every phase has one ``skill.start`` and at most one ``skill.end`` after it, and the
   events of a phase (tools, agents, artifacts) fall between the two;
 - every agent request has one ``agent.start`` and at most one ``agent.end`` after it
@@ -77,13 +79,22 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
     names = [e["event"] for e in events]
     assert names[0] == "run.start", names[:3]
     assert names.count("run.start") == 1
+    retries = names.count("run.retry")
     if finished:
-        assert names[-1] == "run.end" and names.count("run.end") == 1, names[-3:]
+        assert names[-1] == "run.end" and names.count("run.end") == 1 + retries, names[-3:]
     open_skill: str | None = None
     skills_started: list[str] = []
     agents: dict[str, str] = {}  # request id -> "started" | "ended"
     for index, event in enumerate(events):
         name, data = event["event"], event["data"]
+        if name == "run.retry":
+            before = events[index - 1]
+            assert (before["event"], before["data"]["status"]) == ("run.end", "failed"), before
+            assert open_skill is None
+            if data["skill"] in skills_started:  # the failed phase may start again
+                skills_started.remove(data["skill"])
+        elif name == "run.end" and index + 1 < len(events):
+            assert events[index + 1]["event"] == "run.retry", f"event {index + 2} after the end"
         if name == "skill.start":
             assert open_skill is None, (
                 f"event {index + 1}: {data['skill']} starts inside {open_skill}"

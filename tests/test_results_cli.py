@@ -78,7 +78,7 @@ def test_status_of_a_failed_run_says_what_to_do(tmp_path: Path) -> None:
     assert "status     failed: phase 2 (second): RuntimeError: the disk is not there" in (
         shown.stdout
     )
-    assert "next       " in shown.stdout and "orchestrate cancel" in shown.stdout
+    assert "next       " in shown.stdout and "orchestrate retry" in shown.stdout
     output = orchestrate("output", "first", "--workdir", tmp_path)
     assert json.loads(output.stdout) == {"kept": [1, 2]}
 

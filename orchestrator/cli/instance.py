@@ -75,8 +75,8 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
 def _next_step(status: str, pending: bool) -> str | None:
     if status == "failed":
         return (
-            "the state is kept for inspection ('orchestrate history' tells the run); "
-            "'orchestrate cancel' keeps its history and removes it, then run again"
+            "fix the cause, then 'orchestrate retry' goes on from the failed phase, asking "
+            "again only what changed or failed ('orchestrate cancel' removes the run)"
         )
     if pending:
         return "answer each request (or 'orchestrate respond'), then 'orchestrate resume'"

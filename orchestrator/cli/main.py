@@ -105,6 +105,7 @@ class _Unused:
 COMMANDS = (
     "run",
     "resume",
+    "retry",
     "status",
     "respond",
     "drive",
@@ -189,6 +190,21 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     add_agent(resume)
     resume.add_argument(
         "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+
+    retry = command(
+        "retry",
+        _cmd_retry,
+        "Re-open a failed run at its failed phase with the current code; recorded answers "
+        "that still match are used again.",
+    )
+    add_workdir(retry)
+    add_agent(retry)
+    retry.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+    retry.add_argument(
+        "--run", default=None, help="the failed run's id, to make sure it is the one here"
     )
 
     status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
@@ -550,6 +566,11 @@ def _cmd_resume(args: argparse.Namespace) -> int:
             if held:  # else another pass is timing them out right now
                 time_out_stale_tasks(board, workdir)
     return _report(engine.resume(), workdir)
+
+
+def _cmd_retry(args: argparse.Namespace) -> int:
+    engine = _instance_engine(args)
+    return _report(engine.retry(run_id=args.run), _workdir(args))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

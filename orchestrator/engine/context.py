@@ -178,10 +178,9 @@ class PhaseContext:
         come back different is refused when the step first returns, not after a pause.
         """
         position = self._next_position()
-        entry = self._engine.journal_entry(position)
+        entry = self._recorded(position, kind="step", fingerprint=[name], what=f"step {name!r}")
         target = step_type(fn, output_type)
         if entry is not None:
-            self._expect(entry, kind="step", fingerprint=[name], what=f"step {name!r}")
             if entry.error is not None:
                 raise _recorded_failure(name, entry.error)
             recorded = copy_json(entry.result)
@@ -233,13 +232,11 @@ class PhaseContext:
 
     def _timer(self, kind: str, wake_of: Callable[[datetime], datetime]) -> None:
         position = self._next_position()
-        entry = self._engine.journal_entry(position)
+        entry = self._recorded(position, kind="timer", fingerprint=[kind], what=f"ctx.{kind}")
         if entry is None:
             wake = format_time(wake_of(self.clock.now()))
             entry = JournalEntry(position=position, kind="timer", fingerprint=[kind], result=wake)
             self._engine.record_entry(entry)
-        else:
-            self._expect(entry, kind="timer", fingerprint=[kind], what=f"ctx.{kind}")
         self._engine.sleep_until(str(entry.result))
 
     def event(self, name: str, data: dict[str, Any] | None = None) -> None:
@@ -252,9 +249,7 @@ class PhaseContext:
         """
         payload = self._event_payload(name, data)
         position = self._next_position()
-        entry = self._engine.journal_entry(position)
-        if entry is not None:
-            self._expect(entry, kind="event", fingerprint=[name], what=f"event {name!r}")
+        if self._recorded(position, kind="event", fingerprint=[name], what=f"event {name!r}"):
             return
         self._engine.record_entry(JournalEntry(position=position, kind="event", fingerprint=[name]))
         self._engine.recorder.emit(name, payload)
@@ -275,9 +270,10 @@ class PhaseContext:
         """
         document = self._artifact_document(name, path, content, media_type, metadata)
         position = self._next_position()
-        entry = self._engine.journal_entry(position)
+        entry = self._recorded(
+            position, kind="artifact", fingerprint=[path], what=f"artifact {path!r}"
+        )
         if entry is not None:
-            self._expect(entry, kind="artifact", fingerprint=[path], what=f"artifact {path!r}")
             return str(entry.result["x_location"])
         data = content.encode() if isinstance(content, str) else bytes(content)
         return self._engine.keep_artifact(self._spec, position, document, data)
@@ -328,7 +324,11 @@ class PhaseContext:
     def check_all_replayed(self) -> None:
         record = self._engine._require_record()
         later = [e for e in record.journal if e.position >= self._position]
-        if later:
+        if later and self._engine.reopened():
+            self._engine.drop_journal_from(
+                self._position, because=f"the phase now ends before {_describe(later[0])}"
+            )
+        elif later:
             entry = later[0]
             raise NonDeterminismError(
                 f"phase {self._spec.name!r} (phase {self._spec.number}) finished at position "
@@ -340,6 +340,31 @@ class PhaseContext:
 
     # -- internals ----------------------------------------------------------------------
 
+    def _recorded(
+        self, position: int, *, kind: str, fingerprint: list[str], what: str
+    ) -> JournalEntry | None:
+        """The journal's entry at ``position``, checked against the call the phase makes
+        now; ``None`` when there is none (the call is made anew).
+
+        A mismatch is a non-determinism error, except in a phase a retry re-opened: there
+        the first call that no longer matches, or whose record is a failure, drops the
+        journal from ``position`` on, and the phase runs on anew.
+        """
+        entry = self._engine.journal_entry(position)
+        if entry is None:
+            return None
+        if self._engine.reopened():
+            if entry.kind != kind or entry.fingerprint != fingerprint:
+                because = f"{what}: {_what_changed(entry, kind, fingerprint)}"
+            elif not self._engine.usable(entry):
+                because = f"{_describe(entry)} failed in the try before"
+            else:
+                return entry
+            self._engine.drop_journal_from(position, because=because)
+            return None
+        self._expect(entry, kind=kind, fingerprint=fingerprint, what=what)
+        return entry
+
     def _next_position(self) -> int:
         position = self._position
         self._position += 1
@@ -350,14 +375,14 @@ class PhaseContext:
         for ask in asks:
             self._check_ask(ask)
         position = self._next_position()
-        entry = engine.journal_entry(position)
         fingerprint = [_ask_fingerprint(a) for a in asks]
+        entry = self._recorded(
+            position, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks)
+        )
         if entry is None:
             entry = engine.open_requests(
                 self._spec, position, asks, kind=kind, fingerprint=fingerprint
             )
-        else:
-            self._expect(entry, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks))
         records = [engine.record_by_id(rid) for rid in entry.request_ids]
         if any(r.status is HistoryStatus.PENDING for r in records):
             raise Pause()
@@ -474,12 +499,7 @@ class PhaseContext:
     def _expect(self, entry: JournalEntry, *, kind: str, fingerprint: list[str], what: str) -> None:
         if entry.kind == kind and entry.fingerprint == fingerprint:
             return
-        if entry.kind != kind:
-            changed = "the call changed"
-        elif kind == "step":
-            changed = f"step {entry.fingerprint[0]!r} became {fingerprint[0]!r}"
-        else:
-            changed = _fingerprint_change(entry.fingerprint, fingerprint)
+        changed = _what_changed(entry, kind, fingerprint)
         raise NonDeterminismError(
             f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}: "
             f"the recorded run made {_describe(entry)}, this run makes {what} ({changed}); a "
@@ -488,6 +508,14 @@ class PhaseContext:
             phase_name=self._spec.name,
             position=entry.position,
         )
+
+
+def _what_changed(entry: JournalEntry, kind: str, fingerprint: list[str]) -> str:
+    if entry.kind != kind:
+        return f"the call changed (the recorded run made {_describe(entry)})"
+    if kind in ("ask", "ask_all"):
+        return _fingerprint_change(entry.fingerprint, fingerprint)
+    return f"{kind} {entry.fingerprint[0]!r} became {fingerprint[0]!r}"
 
 
 def _failure_record(exc: BaseException) -> dict[str, str]:

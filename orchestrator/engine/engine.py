@@ -25,6 +25,7 @@ from .._errors import (
     NonDeterminismError,
     OrchestratorError,
     ResponseRejectedError,
+    UsageError,
 )
 from .._ports import (
     AgentAnswer,
@@ -39,7 +40,7 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
-from ..evidence.documents import EVENT_RUN_START
+from ..evidence.documents import EVENT_RUN_RETRY, EVENT_RUN_START
 from ..evidence.recorder import PhaseTally, Recorder, describe_duration, seconds_since
 from ..formats.bridge import (
     AgentRequest,
@@ -190,8 +191,9 @@ class Engine:
                 return Outcome(
                     status="failed",
                     exit_code=EXIT_ERROR,
-                    message=f"the run already failed: {record.failure}; the state is kept "
-                    "for inspection ('orchestrate cancel' removes it)",
+                    message=f"the run already failed: {record.failure}; the state is kept: "
+                    "fix the cause, then 'orchestrate retry' goes on from the failed phase "
+                    "('orchestrate cancel' removes it)",
                 )
             received = self.bridge.read_responses()
             changed = self._accept_responses(received)
@@ -205,6 +207,51 @@ class Engine:
                     self._tell_pause()
                     self._save("before_agent_invocation")
                 return self._pause_now()
+            return self._advance()
+
+    def retry(self, *, run_id: str | None = None) -> Outcome:
+        """Re-open a failed run at its failed phase with the current code, and go on.
+
+        The phase is replayed: each recorded ask and step that still matches at its
+        position returns what it recorded (a paid answer is not paid for again). The first
+        call that no longer matches, or whose record is a failure (an error answer, a
+        refused answer, a step that raised), drops the journal from there, and the phase
+        runs on anew. Requests left unanswered when the run failed are withdrawn.
+        """
+        with self.bridge.lock():
+            state = self.bridge.load_state()
+            self._attach(state, load_record(state, source=self.bridge.location))
+            record = self._require_record()
+            if run_id is not None and run_id != record.run_id:
+                raise UsageError(
+                    f"{self.bridge.location}: the instance here is run {record.run_id}, not "
+                    f"{run_id}; a run that ended is history and cannot be retried"
+                )
+            if record.status != "failed":
+                raise UsageError(
+                    f"{self.bridge.location}: run {record.run_id} is {record.status}, not "
+                    "failed: there is nothing to retry ('orchestrate resume' goes on)"
+                )
+            self.recorder.publish()  # a crash may have cut the failure's publication
+            now = format_time(self.clock.now())
+            for pending in self._pending():
+                pending.status = HistoryStatus.WITHDRAWN
+                pending.x_note = "withdrawn: the run failed, then was retried"
+            failure = record.failure
+            record.tries.append(
+                {"at": now, "phase": state.phase_name, "failure": failure, "dropped": []}
+            )
+            record.status, record.failure, record.reopened = "running", None, True
+            self.recorder.emit(
+                EVENT_RUN_RETRY,
+                {
+                    "phase": state.phase,
+                    "skill": state.phase_name,
+                    "failure": failure,
+                    "try": len(record.tries) + 1,
+                },
+            )
+            self._save("retried")
             return self._advance()
 
     def cancel(self) -> str:
@@ -500,6 +547,7 @@ class Engine:
         )
         self._close_phase(spec, status=STATUS_PASS, summary=summary)
         record.journal = []
+        record.reopened = False
         phases = self.workflow_cls.phases
         index = phases.index(spec)
         return phases[index + 1] if index + 1 < len(phases) else None
@@ -551,7 +599,8 @@ class Engine:
         return Outcome(
             status="failed",
             exit_code=EXIT_ERROR,
-            message=f"run failed: {record.failure}; state kept for inspection",
+            message=f"run failed: {record.failure}; the state is kept: fix the cause, then "
+            "'orchestrate retry' goes on from this phase",
         )
 
     def _pause_now(self) -> Outcome:
@@ -795,6 +844,43 @@ class Engine:
     def record_entry(self, entry: JournalEntry) -> None:
         """Journal an ``event``, ``artifact`` or timer call; the next checkpoint saves it."""
         self._require_record().journal.append(entry)
+
+    def reopened(self) -> bool:
+        """Whether the current phase replays after a retry (see :meth:`retry`)."""
+        return self._require_record().reopened
+
+    def usable(self, entry: JournalEntry) -> bool:
+        """Whether a retry may hand back what ``entry`` recorded: not a failure."""
+        if entry.kind == "step":
+            return entry.error is None
+        if entry.kind in ("ask", "ask_all"):
+            records = self._records_by_id()
+            return all(
+                rid in records and records[rid].status is HistoryStatus.COMPLETED
+                for rid in entry.request_ids
+            )
+        return True
+
+    def drop_journal_from(self, position: int, *, because: str) -> None:
+        """The retried phase no longer makes the recorded call at ``position``: it and
+        every later entry leave the journal (kept in the try's record), and the phase runs
+        on anew from there."""
+        record = self._require_record()
+        dropped = [e for e in record.journal if e.position >= position]
+        record.journal = [e for e in record.journal if e.position < position]
+        record.reopened = False
+        if record.tries:
+            record.tries[-1]["dropped"] = [
+                {
+                    "position": e.position,
+                    "kind": e.kind,
+                    "fingerprint": e.fingerprint,
+                    "request_ids": e.request_ids,
+                }
+                for e in dropped
+            ]
+            record.tries[-1]["from_position"] = position
+            record.tries[-1]["because"] = because
 
     def sleep_until(self, wake: str) -> None:
         """Pause the run (no request: a timer) unless ``wake`` has come."""

@@ -87,6 +87,13 @@ class EngineRecord:
     phase_started_at: str | None = None
     # A durable timer of the current phase not yet due (``ctx.sleep``, ``ctx.wait_until``).
     waiting_until: str | None = None
+    # Each ``orchestrate retry`` of a failed run: when, the failure, and the journal
+    # entries of the failed phase the new code did not make again (they left the journal).
+    tries: list[dict[str, Any]] = attrs.field(factory=list)
+    # The current phase was re-opened by a retry: its first call that no longer matches
+    # the journal (or whose record failed) drops the journal from there, instead of
+    # being a non-determinism error.
+    reopened: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 EVENT_RUN_START = "run.start"
 EVENT_RUN_PAUSE = "run.pause"
 EVENT_RUN_END = "run.end"
+EVENT_RUN_RETRY = "run.retry"
 EVENT_AGENT_LATE_ANSWER = "agent.late_answer"
 RESERVED_PREFIXES = ("run.", "agent.", "skill.", "tool.")
 RESERVED_NAMES = frozenset({"artifact.written"})
@@ -113,7 +114,7 @@ def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
     note = record.x_note or ""
     if record.status is HistoryStatus.PENDING or response is None:
         return STATUS_ABSTAIN, f"withdrawn before an answer came{_suffix(note)}"
-    if record.status is HistoryStatus.SUPERSEDED:
+    if record.status in (HistoryStatus.SUPERSEDED, HistoryStatus.WITHDRAWN):
         return STATUS_ABSTAIN, note or "withdrawn"
     if record.status is HistoryStatus.CANCELLED:
         return STATUS_ABSTAIN, "the host cancelled the request"

@@ -100,6 +100,19 @@ def timeline(state: CheckpointState) -> list[str]:
                 f"{request.phase_name}{retry}: {_answer(item)}",
             )
         )
+    for number, attempt in enumerate(record.get("tries") or [], start=2):
+        if not isinstance(attempt, dict):
+            continue
+        text = (
+            f"retry (try {number}) of phase {attempt.get('phase')}, "
+            f"after: {shorten(str(attempt.get('failure')), 120)}"
+        )
+        if attempt.get("because"):
+            text += (
+                f"; the journal was dropped from position {attempt.get('from_position')} "
+                f"({len(attempt.get('dropped') or [])} entries): {attempt['because']}"
+            )
+        events.append((_moment(attempt.get("at")) or start, 0, 0, text))
     lines = []
     for moment, _, _, text in sorted(events, key=lambda e: e[:3]):
         lines.append(f"{_offset(start, moment)}  {text}")

@@ -59,6 +59,7 @@ class HistoryStatus(enum.Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     SUPERSEDED = "superseded"  # a retry made moot by a late answer to the request before it
+    WITHDRAWN = "withdrawn"  # left unanswered when its run failed, then was retried
 
 
 @attrs.frozen(kw_only=True)
