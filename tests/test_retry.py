@@ -100,7 +100,7 @@ class Run:
     def __init__(self, root: Path, source: str) -> None:
         self.root = root
         self.workdir = root / "work"
-        self.workdir.mkdir()
+        self.workdir.mkdir(parents=True)
         (root / "flow.py").write_text(source)
         (root / "handler.py").write_text(HANDLER)
         self.handler = f"{sys.executable} {root / 'handler.py'} {root}"
@@ -277,3 +277,55 @@ def test_an_ended_run_cannot_be_retried(workflow_harness: Any) -> None:
 
     with pytest.raises(OrchestratorError, match="no flaky instance here"):
         harness.retry()
+
+
+def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path) -> None:
+    """A retry killed at each of its crash points in turn: running ``retry`` again (or
+    ``resume``, which it becomes once the run is re-opened) completes the run, the step
+    that had failed ran again at most as its window allows, and no answer is lost."""
+    import signal
+
+    def failed_run(name: str) -> Run:
+        run = Run(tmp_path / name, flow(parse="raise ValueError('cannot parse ' + text)"))
+        assert run.drive().returncode == 1
+        run.fix(flow())
+        return run
+
+    (tmp_path / "count").mkdir()
+    probe = failed_run("count/run")
+    log = tmp_path / "points.log"
+    counting = {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
+    assert orchestrate_with(counting, "retry", "--workdir", probe.workdir).returncode == 42
+    points = log.read_text().splitlines()
+    assert len(points) >= 5
+    for number, point in enumerate(points, start=1):
+        (tmp_path / f"k{number}").mkdir()
+        run = failed_run(f"k{number}/run")
+        crash = {"ORCHESTRATOR_CRASH_AT": str(number), "ORCHESTRATOR_CRASH_LOG": str(log)}
+        killed = orchestrate_with(crash, "retry", "--workdir", run.workdir)
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+        again = orchestrate("retry", "--workdir", run.workdir)
+        if again.returncode == 2:  # the retry had re-opened the run and paused: as it says,
+            assert "'orchestrate resume' goes on" in again.stderr, (point, again.stderr)
+            again = orchestrate("resume", "--workdir", run.workdir)
+        assert again.returncode == 42, (point, again.stderr)
+        assert run.drive().returncode == 0, point
+        assert run.finished()["phase_data"]["judge"] == {
+            "first": "OK FIRST",
+            "second": "ok second",
+        }, point
+        assert run.asked() == ["writer gather", "writer first", "critic second"], point
+        statuses = [r["status"] for r in run.finished()["agent_requests"]]
+        assert statuses == ["completed", "completed", "completed"], point
+
+
+def orchestrate_with(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        timeout=120,
+        check=False,
+    )

@@ -227,32 +227,47 @@ class Engine:
                     f"{self.bridge.location}: the instance here is run {record.run_id}, not "
                     f"{run_id}; a run that ended is history and cannot be retried"
                 )
-            if record.status != "failed":
+            # A state left "running" (or re-opened) is a retry a crash cut short.
+            cut_short = record.status == "running" or (
+                record.status != "failed" and record.reopened
+            )
+            if record.status != "failed" and not cut_short:
                 raise UsageError(
                     f"{self.bridge.location}: run {record.run_id} is {record.status}, not "
                     "failed: there is nothing to retry ('orchestrate resume' goes on)"
                 )
-            self.recorder.publish()  # a crash may have cut the failure's publication
-            now = format_time(self.clock.now())
-            for pending in self._pending():
-                pending.status = HistoryStatus.WITHDRAWN
-                pending.x_note = "withdrawn: the run failed, then was retried"
-            failure = record.failure
-            record.tries.append(
-                {"at": now, "phase": state.phase_name, "failure": failure, "dropped": []}
-            )
-            record.status, record.failure, record.reopened = "running", None, True
-            self.recorder.emit(
-                EVENT_RUN_RETRY,
-                {
-                    "phase": state.phase,
-                    "skill": state.phase_name,
-                    "failure": failure,
-                    "try": len(record.tries) + 1,
-                },
-            )
-            self._save("retried")
-            return self._advance()
+            if not cut_short:
+                return self._reopen()
+        # Re-opened already, by a retry that a crash cut short: go on as resume does.
+        return self.resume()
+
+    def _reopen(self) -> Outcome:
+        state, record = self._require_state(), self._require_record()
+        self.recorder.publish()  # a crash may have cut the failure's publication
+        for pending in self._pending():
+            pending.status = HistoryStatus.WITHDRAWN
+            pending.x_note = "withdrawn: the run failed, then was retried"
+        failure = record.failure
+        record.tries.append(
+            {
+                "at": format_time(self.clock.now()),
+                "phase": state.phase_name,
+                "failure": failure,
+                "dropped": [],
+            }
+        )
+        record.status, record.failure, record.reopened = "running", None, True
+        self.recorder.emit(
+            EVENT_RUN_RETRY,
+            {
+                "phase": state.phase,
+                "skill": state.phase_name,
+                "failure": failure,
+                "try": len(record.tries) + 1,
+            },
+        )
+        self._save("retried")
+        return self._advance()
 
     def cancel(self) -> str:
         """End the instance on purpose: keep its history, remove state and request files."""
