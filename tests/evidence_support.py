@@ -5,9 +5,9 @@
 (strict), and checks that the events tell one story without gaps or repeats:
 
 - ``x_seq`` is 1, 2, 3, ... in file order;
-- ``run.start`` opens, ``run.end`` closes, once each; or, when a failed run was retried,
-  each ``run.retry`` follows the ``run.end`` of the failure and opens the run again, and
-  the phase that failed may start once more after it;
+- ``run.start`` opens, ``run.end`` closes, once each; or, when a failed run was retried
+  (or an ended run rewound), each ``run.retry`` (``run.rewind``) after a ``run.end``
+  opens the run again, and the phases it takes back may start once more after it;
 - every phase has one ``skill.start`` and at most one ``skill.end`` after it, and the
   events of a phase (tools, agents, artifacts) fall between the two;
 - every agent request has one ``agent.start`` and at most one ``agent.end`` after it
@@ -23,6 +23,7 @@ workflow (times, ids, durations): what two runs' logs must share.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 import sys
@@ -79,9 +80,14 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
     names = [e["event"] for e in events]
     assert names[0] == "run.start", names[:3]
     assert names.count("run.start") == 1
-    retries = names.count("run.retry")
+    reopened = sum(
+        1
+        for before, after in itertools.pairwise(names)
+        if before == "run.end" and after in ("run.retry", "run.rewind")
+    )
     if finished:
-        assert names[-1] == "run.end" and names.count("run.end") == 1 + retries, names[-3:]
+        assert names[-1] == "run.end" and names.count("run.end") == 1 + reopened, names[-3:]
+    numbers: dict[str, int] = {}  # phase name -> number, from skill.start
     open_skill: str | None = None
     skills_started: list[str] = []
     agents: dict[str, str] = {}  # request id -> "started" | "ended"
@@ -93,14 +99,19 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
             assert open_skill is None
             if data["skill"] in skills_started:  # the failed phase may start again
                 skills_started.remove(data["skill"])
+        elif name == "run.rewind":
+            assert open_skill is None, f"event {index + 1}: a rewind inside {open_skill}"
+            skills_started = [s for s in skills_started if numbers[s] < data["phase"]]
         elif name == "run.end" and index + 1 < len(events):
-            assert events[index + 1]["event"] == "run.retry", f"event {index + 2} after the end"
+            after = events[index + 1]["event"]
+            assert after in ("run.retry", "run.rewind"), f"event {index + 2} after the end"
         if name == "skill.start":
             assert open_skill is None, (
                 f"event {index + 1}: {data['skill']} starts inside {open_skill}"
             )
             assert data["skill"] not in skills_started, f"phase {data['skill']} started twice"
             skills_started.append(data["skill"])
+            numbers[data["skill"]] = data["phase"]
             open_skill = data["skill"]
         elif name == "skill.end":
             assert open_skill == data["skill"], f"event {index + 1}: end of {data['skill']}"

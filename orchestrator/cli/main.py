@@ -106,6 +106,8 @@ COMMANDS = (
     "run",
     "resume",
     "retry",
+    "rewind",
+    "fork",
     "status",
     "respond",
     "drive",
@@ -205,6 +207,58 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     )
     retry.add_argument(
         "--run", default=None, help="the failed run's id, to make sure it is the one here"
+    )
+
+    rewind = command(
+        "rewind",
+        _cmd_rewind,
+        "Take a paused, failed or completed run back to an earlier phase; that phase and "
+        "the ones after it run again at the next resume.",
+    )
+    add_workdir(rewind)
+    rewind.add_argument(
+        "--to", required=True, metavar="PHASE", help="the phase to run again from (its name)"
+    )
+    rewind.add_argument(
+        "--run",
+        default=None,
+        help="a finished run's id (default: the live instance, else the latest run)",
+    )
+    rewind.add_argument(
+        "--workflow", default=None, help="which instance, when a directory holds several"
+    )
+
+    fork = command(
+        "fork",
+        _cmd_fork,
+        "Start a new run in another directory at a phase of an existing run, with its "
+        "inputs and the outputs of the phases before; the original is left as it is.",
+    )
+    fork.add_argument(
+        "--workdir",
+        type=Path,
+        required=True,
+        help="the new run's work directory (it must hold no instance)",
+    )
+    fork.add_argument(
+        "--from", dest="from_phase", required=True, metavar="PHASE", help="the phase to start at"
+    )
+    fork.add_argument(
+        "--source",
+        type=Path,
+        default=None,
+        help="the work directory of the run to fork (default: the current directory)",
+    )
+    fork.add_argument(
+        "--run",
+        default=None,
+        help="which of its runs (default: its live instance, else its latest finished run)",
+    )
+    fork.add_argument(
+        "--output",
+        default=None,
+        help="the new run's output path (default: the source's, moved into the new "
+        "work directory; required when the source writes outside its own)",
     )
 
     status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
@@ -571,6 +625,69 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 def _cmd_retry(args: argparse.Namespace) -> int:
     engine = _instance_engine(args)
     return _report(engine.retry(run_id=args.run), _workdir(args))
+
+
+def _cmd_rewind(args: argparse.Namespace) -> int:
+    from ..engine.loader import load_workflow
+    from ..engine.record import load_record
+    from ..evidence.history import load_run
+
+    workdir = _workdir(args)
+    ended = None
+    try:
+        reference = _recorded_reference(_state_path(workdir, args.workflow))
+    except NoInstanceError:
+        ended, source = load_run(workdir, args.run)
+        reference = load_record(ended, source=source).workflow
+    else:
+        if args.run is not None:
+            raise UsageError(
+                f"{workdir}: an instance is live here; a finished run can be rewound only "
+                "where none is (without --run, rewind takes the live one)"
+            )
+    engine = _engine_for(load_workflow(reference), workdir)
+    print(f"orchestrate: {printable(engine.rewind(args.to, ended=ended))}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_fork(args: argparse.Namespace) -> int:
+    from ..engine.loader import load_workflow
+    from ..engine.record import load_record
+    from ..evidence.history import load_run
+
+    target = _workdir(args)
+    origin_dir = (args.source or Path.cwd()).resolve()
+    if origin_dir == target:
+        raise UsageError(f"{target}: fork into another work directory than the source's")
+    state, source = load_run(origin_dir, args.run)
+    record = load_record(state, source=source)
+    output = args.output
+    if output is None:
+        try:
+            inside = Path(state.output_path).resolve().relative_to(Path(record.workdir).resolve())
+        except ValueError:
+            raise UsageError(
+                f"the run writes to {state.output_path}, outside its work directory: give "
+                "--output for the fork, so that the original's files stay as they are"
+            ) from None
+        output = str(target / inside)
+    else:
+        output = str(Path(output).resolve())
+    workflow_cls = load_workflow(record.workflow)
+    engine = _engine_for(workflow_cls, target)
+    # (An unknown phase, or an instance already there, is refused by the fork below,
+    # before anything is copied.)
+    forkable = args.from_phase in {p.name for p in workflow_cls.phases} and not any(
+        target.glob(".*-state.json")
+    )
+    if forkable and Path(state.output_path).is_dir() and not Path(output).exists():
+        import shutil
+
+        # What the earlier phases wrote comes along: the fork goes on from their files.
+        shutil.copytree(state.output_path, output, symlinks=True)
+    message = engine.fork(state, from_phase=args.from_phase, workdir=target, output_path=output)
+    print(f"orchestrate: {printable(message)}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -40,7 +40,12 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
-from ..evidence.documents import EVENT_RUN_RETRY, EVENT_RUN_START
+from ..evidence.documents import (
+    EVENT_RUN_FORK,
+    EVENT_RUN_RETRY,
+    EVENT_RUN_REWIND,
+    EVENT_RUN_START,
+)
 from ..evidence.recorder import PhaseTally, Recorder, describe_duration, seconds_since
 from ..formats.bridge import (
     AgentRequest,
@@ -55,7 +60,13 @@ from ..formats.bridge import (
 )
 from ..formats.bridge_codec import error_type_of
 from ..formats.convert import unstructure
-from ..formats.step_names import EVENT_DECISION, EVENT_ERROR, STATUS_ERROR, STATUS_PASS
+from ..formats.step_names import (
+    EVENT_DECISION,
+    EVENT_ERROR,
+    STATUS_ABSTAIN,
+    STATUS_ERROR,
+    STATUS_PASS,
+)
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage.runs import ENGINE_KEY
 from .context import PhaseContext
@@ -154,18 +165,22 @@ class Engine:
                 template_name=_optional_str(inputs.get("template_name")),
             )
             self._attach(state, record)
-            self.recorder.emit(
-                EVENT_RUN_START,
-                {
-                    "workflow": self.workflow_cls.name,
-                    "ref": workflow_ref,
-                    "run_id": record.run_id,
-                    "phases": [p.name for p in self.workflow_cls.phases],
-                    "inputs": sorted(inputs),
-                },
-            )
+            self._tell_start()
             self._save("started")
             return self._advance()
+
+    def _tell_start(self) -> None:
+        record = self._require_record()
+        self.recorder.emit(
+            EVENT_RUN_START,
+            {
+                "workflow": self.workflow_cls.name,
+                "ref": record.workflow,
+                "run_id": record.run_id,
+                "phases": [p.name for p in self.workflow_cls.phases],
+                "inputs": sorted(record.inputs),
+            },
+        )
 
     def _clear_leftovers(self) -> None:
         """Before a new run: requests and answers a crash left from an earlier one."""
@@ -268,6 +283,150 @@ class Engine:
         )
         self._save("retried")
         return self._advance()
+
+    def rewind(self, to_phase: str, *, ended: CheckpointState | None = None) -> str:
+        """Take a paused, failed or completed run back to ``to_phase``: that phase and
+        every later one run again (their earlier outputs move to the record's history).
+
+        A run that has ended has no state here any more: ``ended`` is its last state (its
+        history), and the rewind makes it live again. Nothing runs now; ``resume`` (or
+        ``drive``) runs the phase.
+        """
+        with self.bridge.lock():
+            if self.bridge.exists():
+                state = self.bridge.load_state()
+            elif ended is not None:
+                state = ended
+            else:
+                self.bridge.load_state()  # says there is no instance here
+                raise AssertionError("unreachable")
+            self._attach(state, load_record(state, source=self.bridge.location))
+            record = self._require_record()
+            target = self._phase_for(to_phase, "rewind to")
+            ended_before = record.status in ("failed", "completed", "cancelled")
+            if record.status == "cancelled":
+                raise UsageError(f"run {record.run_id} was cancelled; it cannot be rewound")
+            if target.number > state.phase and not ended_before:
+                raise UsageError(
+                    f"phase {target.name} comes after the run's current phase "
+                    f"{state.phase_name}: a rewind goes back ('orchestrate resume' goes on)"
+                )
+            self.recorder.publish()
+            if not ended_before:
+                self.recorder.withdraw(self._pending(), f"the run was rewound to {target.name}")
+                if record.phase_started_at is not None:  # the current phase stops here
+                    self._close_phase(
+                        self.workflow_cls.phase_named(state.phase_name),
+                        status=STATUS_ABSTAIN,
+                        summary=f"rewound to phase {target.number} ({target.name})",
+                    )
+            for pending in self._pending():
+                pending.status = HistoryStatus.WITHDRAWN
+            later = {p.name for p in self.workflow_cls.phases if p.number >= target.number}
+            moved = {name: state.phase_data.pop(name) for name in later if name in state.phase_data}
+            record.rewinds.append(
+                {
+                    "at": format_time(self.clock.now()),
+                    "from_phase": state.phase_name,
+                    "from_status": record.status,
+                    "to_phase": target.name,
+                    "outputs": moved,
+                }
+            )
+            state.completed_phases = [p for p in state.completed_phases if p.phase < target.number]
+            state.phase, state.phase_name = target.number, target.name
+            record.status, record.failure = "paused", None
+            record.journal, record.marks = [], []
+            record.reopened, record.waiting_until, record.phase_started_at = False, None, None
+            self.recorder.emit(
+                EVENT_RUN_REWIND,
+                {
+                    "phase": target.number,
+                    "skill": target.name,
+                    "from": record.rewinds[-1]["from_phase"],
+                    "outputs_moved": sorted(moved),
+                },
+            )
+            self._save("rewound")
+            self.bridge.publish(PublishInput(pending=()))
+            self._paused_token = None
+            return (
+                f"{self.workflow_cls.name}: run {record.run_id} rewound to phase "
+                f"{target.number} ({target.name}); 'orchestrate resume' (or drive) runs it "
+                "and every phase after it again"
+            )
+
+    def fork(
+        self, source: CheckpointState, *, from_phase: str, workdir: Path, output_path: str
+    ) -> str:
+        """Start a new run here (a new run id) at ``from_phase`` of the run whose state is
+        ``source``: the same inputs, and the outputs of the phases before it. The source
+        run is only read."""
+        with self.bridge.lock():
+            if self.bridge.exists():
+                raise InstanceExistsError(
+                    f"{self.bridge.location}: an instance already lives here; fork into an "
+                    "empty work directory"
+                )
+            origin = load_record(source, source="the run to fork")
+            target = self._phase_for(from_phase, "fork from")
+            now = format_time(self.clock.now())
+            earlier = {p.name for p in self.workflow_cls.phases if p.number < target.number}
+            record = EngineRecord(
+                run_id=self.new_id(),
+                workflow=origin.workflow,
+                workflow_name=self.workflow_cls.name,
+                workdir=str(workdir),
+                started_at=now,
+                inputs=copy_json(origin.inputs),
+                status="paused",
+                evidence=True,
+                forked_from={
+                    "run_id": origin.run_id,
+                    "workdir": origin.workdir,
+                    "phase": target.name,
+                },
+            )
+            state = CheckpointState(
+                phase=target.number,
+                phase_name=target.name,
+                checkpoint_name="forked",
+                created_at=now,
+                output_path=output_path,
+                project_path=source.project_path,
+                template_name=source.template_name,
+                completed_phases=[p for p in source.completed_phases if p.phase < target.number],
+                phase_data={
+                    name: copy_json(value)
+                    for name, value in source.phase_data.items()
+                    if name in earlier
+                },
+            )
+            self._clear_leftovers()
+            self._attach(state, record)
+            self._tell_start()
+            self.recorder.emit(
+                EVENT_RUN_FORK,
+                {
+                    "phase": target.number,
+                    "skill": target.name,
+                    "from_run": origin.run_id,
+                    "outputs": sorted(state.phase_data),
+                },
+            )
+            self._save("forked")
+            return (
+                f"{self.workflow_cls.name}: run {record.run_id} forked from run "
+                f"{origin.run_id} at phase {target.number} ({target.name}); 'orchestrate "
+                "resume' (or drive) runs it"
+            )
+
+    def _phase_for(self, name: str, what: str) -> PhaseSpec:
+        try:
+            return self.workflow_cls.phase_named(name)
+        except KeyError:
+            names = ", ".join(p.name for p in self.workflow_cls.phases)
+            raise UsageError(f"{what} {name!r}: the workflow has no such phase ({names})") from None
 
     def cancel(self) -> str:
         """End the instance on purpose: keep its history, remove state and request files."""

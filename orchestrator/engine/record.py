@@ -94,6 +94,11 @@ class EngineRecord:
     # the journal (or whose record failed) drops the journal from there, instead of
     # being a non-determinism error.
     reopened: bool = False
+    # Each ``orchestrate rewind``: when, from where to which phase, and the outputs of the
+    # phases it took back (they run again; what they said before stays here).
+    rewinds: list[dict[str, Any]] = attrs.field(factory=list)
+    # A run made by ``orchestrate fork``: the run, directory and phase it started from.
+    forked_from: dict[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)
