@@ -206,6 +206,33 @@ class PhaseContext:
         engine.record_step(position, name, stored)
         return result
 
+    def patched(self, change_id: str) -> bool:
+        """Whether this run takes the new path of a change made inside a phase.
+
+        True for a new run, and for a run that had not reached this point when the code
+        changed; False for a run whose recorded phase already went past it on the old
+        path, so that an instance in flight keeps that path::
+
+            if ctx.patched("ask-the-critic"):
+                review = ctx.ask("critic", ...)   # the new code
+            else:
+                review = ctx.step("score", old_score, draft)   # what running instances did
+
+        Once no run on the old path is left, remove the check and keep the new path.
+        """
+        if not isinstance(change_id, str) or not change_id:
+            raise RunFailedError(f"phase {self._spec.name!r}: ctx.patched needs a change id")
+        position = self._position
+        entry = self._engine.journal_entry(position)
+        if entry is not None and not (entry.kind == "patch" and entry.fingerprint == [change_id]):
+            return False  # the recorded run took the old path here: it goes on on it
+        self._position += 1
+        if entry is None:
+            self._engine.record_entry(
+                JournalEntry(position=position, kind="patch", fingerprint=[change_id])
+            )
+        return True
+
     def sleep(self, duration: timedelta | float) -> None:
         """Pause the run for ``duration`` (a ``timedelta``, or seconds): a durable timer.
 
@@ -557,7 +584,7 @@ def _describe(entry: JournalEntry) -> str:
         return f"step {entry.fingerprint[0]!r}"
     if entry.kind == "timer":
         return f"ctx.{entry.fingerprint[0]}"
-    if entry.kind in ("event", "artifact"):
+    if entry.kind in ("event", "artifact", "patch"):
         return f"{entry.kind} {entry.fingerprint[0]!r}"
     agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)
     return f"{entry.kind} of {agents}"

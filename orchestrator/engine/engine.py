@@ -34,6 +34,7 @@ from .._ports import (
     Bridge,
     Clock,
     ConsumeInput,
+    EvidenceInput,
     FinishInput,
     HostRequired,
     PublishInput,
@@ -42,6 +43,7 @@ from .._ports import (
 )
 from ..evidence.documents import (
     EVENT_RUN_FORK,
+    EVENT_RUN_MIGRATE,
     EVENT_RUN_RETRY,
     EVENT_RUN_REWIND,
     EVENT_RUN_START,
@@ -58,7 +60,7 @@ from ..formats.bridge import (
     RequestStatus,
     ResponseMetadata,
 )
-from ..formats.bridge_codec import error_type_of
+from ..formats.bridge_codec import dump_document, error_type_of
 from ..formats.convert import unstructure
 from ..formats.step_names import (
     EVENT_DECISION,
@@ -150,6 +152,7 @@ class Engine:
                 run_id=self.new_id(),
                 workflow=workflow_ref,
                 workflow_name=self.workflow_cls.name,
+                workflow_version=self.workflow_cls.version,
                 workdir=str(workdir),
                 started_at=now,
                 inputs=inputs,
@@ -197,7 +200,7 @@ class Engine:
             token, self._paused_token = self._paused_token, None
             if token is None or self._state is None or self.bridge.state_token() != token:
                 state = self.bridge.load_state()
-                self._attach(state, load_record(state, source=self.bridge.location))
+                self._attach_current(state)
                 self.recorder.publish()  # a crash may have cut the last publication
             record = self._require_record()
             if record.status == "cancelled":  # a crash cut the cancel short: finish it
@@ -234,8 +237,7 @@ class Engine:
         runs on anew. Requests left unanswered when the run failed are withdrawn.
         """
         with self.bridge.lock():
-            state = self.bridge.load_state()
-            self._attach(state, load_record(state, source=self.bridge.location))
+            self._attach_current(self.bridge.load_state())
             record = self._require_record()
             if run_id is not None and run_id != record.run_id:
                 raise UsageError(
@@ -300,7 +302,7 @@ class Engine:
             else:
                 self.bridge.load_state()  # says there is no instance here
                 raise AssertionError("unreachable")
-            self._attach(state, load_record(state, source=self.bridge.location))
+            self._attach_current(state)
             record = self._require_record()
             target = self._phase_for(to_phase, "rewind to")
             ended_before = record.status in ("failed", "completed", "cancelled")
@@ -376,6 +378,7 @@ class Engine:
                 run_id=self.new_id(),
                 workflow=origin.workflow,
                 workflow_name=self.workflow_cls.name,
+                workflow_version=self.workflow_cls.version,
                 workdir=str(workdir),
                 started_at=now,
                 inputs=copy_json(origin.inputs),
@@ -420,6 +423,55 @@ class Engine:
                 f"{origin.run_id} at phase {target.number} ({target.name}); 'orchestrate "
                 "resume' (or drive) runs it"
             )
+
+    def _attach_current(self, state: CheckpointState) -> None:
+        """Attach a loaded state, migrated first when an older version of the workflow
+        wrote it (see :class:`Workflow`); a state of a newer version, or one that a hook
+        is missing for, is refused with nothing changed."""
+        record = load_record(state, source=self.bridge.location)
+        have, want = record.workflow_version, self.workflow_cls.version
+        name = f"{self.bridge.location}: run {record.run_id}"
+        if have > want:
+            raise UsageError(
+                f"{name} was written by version {have} of {self.workflow_cls.name}, and this "
+                f"code is version {want}: resume it with the newer code"
+            )
+        self._attach(state, record)
+        if have == want:
+            return
+        hooks = [f"migrate_v{v}_to_v{v + 1}" for v in range(have, want)]
+        missing = [hook for hook in hooks if not callable(getattr(self.workflow_cls, hook, None))]
+        if missing:
+            raise UsageError(
+                f"{name} was written by version {have} of {self.workflow_cls.name}, and this "
+                f"code (version {want}) has no {missing[0]}: add it, or resume with the code "
+                f"of version {have}"
+            )
+        before = dump_document(state)
+        outputs = {k: copy_json(v) for k, v in state.phase_data.items() if k != ENGINE_KEY}
+        workflow = self.workflow_cls(copy_json(record.inputs))
+        for hook in hooks:
+            try:
+                outputs = getattr(workflow, hook)(outputs)
+            except Exception as exc:
+                raise UsageError(
+                    f"{name}: {hook} raised {type(exc).__name__}: {exc}; nothing was changed"
+                ) from None
+            if not isinstance(outputs, dict) or ENGINE_KEY in outputs:
+                raise UsageError(
+                    f"{name}: {hook} must return the outputs as a dict by phase name; "
+                    "nothing was changed"
+                )
+            outputs = to_json_value(outputs, where=f"what {hook} returned")
+        kept = f"state.v{have}.json"  # the state as it was, in the run's history
+        self.bridge.write_evidence(EvidenceInput(run_id=record.run_id, files=[(kept, before)]))
+        state.phase_data = {**outputs, ENGINE_KEY: state.phase_data[ENGINE_KEY]}
+        record.workflow_version = want
+        record.migrations.append(
+            {"at": format_time(self.clock.now()), "from": have, "to": want, "kept": kept}
+        )
+        self.recorder.emit(EVENT_RUN_MIGRATE, {"from": have, "to": want, "kept": kept})
+        self._save("migrated")
 
     def _phase_for(self, name: str, what: str) -> PhaseSpec:
         try:

@@ -99,6 +99,10 @@ class EngineRecord:
     rewinds: list[dict[str, Any]] = attrs.field(factory=list)
     # A run made by ``orchestrate fork``: the run, directory and phase it started from.
     forked_from: dict[str, Any] | None = None
+    # The ``version`` of the workflow that last wrote the state, and each migration
+    # from an older one (when, from, to, and where the state before it is kept).
+    workflow_version: int = 1
+    migrations: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 @attrs.frozen(kw_only=True)

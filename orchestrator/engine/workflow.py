@@ -86,8 +86,15 @@ class Workflow:
     agent names the workflow may ask) and declare phases with :func:`phase`. Class
     options: ``purpose`` (words used in the generated JSON Schemas), ``max_retries`` (for
     TIMEOUT and INVOCATION_FAILED), ``archive_after`` (how many finished requests of
-    completed phases gather in the state before they move to the run's history). A base
-    class meant for further subclassing says ``class Base(Workflow, abstract=True)``.
+    completed phases gather in the state before they move to the run's history),
+    ``version`` (an integer, recorded in each run's state). A base class meant for further
+    subclassing says ``class Base(Workflow, abstract=True)``.
+
+    When a change of the code changes what the phases store, raise ``version`` and give a
+    hook per step, ``migrate_v1_to_v2(self, outputs) -> outputs``: it gets the recorded
+    outputs of the run's phases (a dict by phase name; ``self.inputs`` are the run's
+    inputs) and returns them as the new version expects. A run that a newer version
+    resumes passes through every hook from its version to the code's, in order.
     """
 
     name: ClassVar[str]
@@ -95,6 +102,7 @@ class Workflow:
     purpose: ClassVar[str] = ""
     max_retries: ClassVar[int] = 2
     archive_after: ClassVar[int] = 16
+    version: ClassVar[int] = 1
     phases: ClassVar[tuple[PhaseSpec, ...]] = ()
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -173,6 +181,8 @@ def _check_definition(cls: type[Workflow]) -> None:
         raise WorkflowDefinitionError(f"{where}: 'max_retries' must be an integer >= 0")
     if not isinstance(cls.archive_after, int) or cls.archive_after < 1:
         raise WorkflowDefinitionError(f"{where}: 'archive_after' must be an integer >= 1")
+    if isinstance(cls.version, bool) or not isinstance(cls.version, int) or cls.version < 1:
+        raise WorkflowDefinitionError(f"{where}: 'version' must be an integer >= 1")
     if not cls.phases:
         raise WorkflowDefinitionError(f"{where}: no phases; decorate methods with @phase(n)")
     previous = 0

@@ -53,6 +53,7 @@ EVENT_RUN_END = "run.end"
 EVENT_RUN_RETRY = "run.retry"
 EVENT_RUN_REWIND = "run.rewind"
 EVENT_RUN_FORK = "run.fork"
+EVENT_RUN_MIGRATE = "run.migrate"
 EVENT_AGENT_LATE_ANSWER = "agent.late_answer"
 RESERVED_PREFIXES = ("run.", "agent.", "skill.", "tool.")
 RESERVED_NAMES = frozenset({"artifact.written"})
