@@ -18,10 +18,18 @@ from typing import Any
 from ._errors import AgentInvocationError
 from .engine.engine import Engine
 from .engine.record import Outcome
+from .engine.replay import ReplayReport, replay_run
 from .engine.workflow import Workflow
 from .formats.times import format_time
 
-__all__ = ["AgentInvocationError", "FakeClock", "MockAgentInvoker", "WorkflowHarness"]
+__all__ = [
+    "AgentInvocationError",
+    "FakeClock",
+    "MockAgentInvoker",
+    "ReplayReport",
+    "WorkflowHarness",
+    "replay_run",
+]
 
 
 class MockAgentInvoker:
@@ -65,6 +73,35 @@ class MockAgentInvoker:
         if callable(answer):
             return str(answer(prompt))
         return str(answer)
+
+    @classmethod
+    def from_run(cls, run: str | Path) -> MockAgentInvoker:
+        """A mock that answers as a recorded run's agents did: for each agent, the answer
+        it gave to the same prompt (``run``: a run's directory or a state file). A prompt
+        the run never asked is AGENT_NOT_FOUND, so a test sees what is new."""
+        from .engine.replay import load_recorded_run
+
+        _, state = load_recorded_run(run)
+        answers: dict[str, dict[str, str]] = {}
+        for item in state.agent_requests:
+            response = item.x_response
+            if item.x_request is None or response is None or response.response is None:
+                continue
+            if response.error_type is None:
+                answers.setdefault(item.agent_name, {})[item.x_request.prompt] = response.response
+
+        def answering(agent: str) -> Any:
+            def answer(prompt: str) -> str:
+                if prompt not in answers[agent]:
+                    raise AgentInvocationError(
+                        f"the recorded run never asked {agent} this prompt",
+                        error_type="AGENT_NOT_FOUND",
+                    )
+                return answers[agent][prompt]
+
+            return answer
+
+        return cls({agent: answering(agent) for agent in answers})
 
     def get_invocations(self, agent_name: str | None = None) -> list[dict[str, Any]]:
         """Recorded invocations, optionally only those of one agent."""

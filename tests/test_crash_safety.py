@@ -75,6 +75,7 @@ STEPS = (
     "copy_templates",
     "write_agents",
     "write_claude_md",
+    "find_missing",
 )
 RETRYABLE_ERRORS = {"TIMEOUT", "INVOCATION_FAILED"}
 # Two drives at a time (the machine has two cores); CRASH_SAFETY_WORKERS overrides it. A

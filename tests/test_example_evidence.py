@@ -43,7 +43,8 @@ STORY = [
     "tool.call write_agents", "tool.result write_agents", "skill.end agent_enhancement",
     "skill.start claude_md_generation", "tool.call write_claude_md",
     "tool.result write_claude_md", "skill.end claude_md_generation",
-    "skill.start template_validation", "artifact.written template_validation",
+    "skill.start template_validation", "tool.call find_missing", "tool.result find_missing",
+    "artifact.written template_validation",
     "skill.end template_validation",
     "run.end",
 ]  # fmt: skip

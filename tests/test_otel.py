@@ -432,7 +432,7 @@ def test_the_endpoint_receives_the_same_json_with_its_headers(driven: Path, tmp_
             "events", "--workdir", str(driven), "--otlp-endpoint", collector.url, env=env
         )
     assert sent.returncode == 0, sent.stderr.decode()
-    assert b"sent 25 spans" in sent.stderr
+    assert b"sent 26 spans" in sent.stderr  # the run, 9 phases, 9 asks, 7 steps
     ((path, headers, body),) = collector.received
     assert path == "/v1/traces"
     assert headers["content-type"] == "application/json"

@@ -120,8 +120,10 @@ PUBLIC_MODULE_NAMES = {
         "AgentInvocationError",
         "FakeClock",
         "MockAgentInvoker",
+        "ReplayReport",
         "SequentialIds",
         "WorkflowHarness",
+        "replay_run",
     ],
     "orchestrator.otel": [
         "OtlpExportError",

@@ -104,6 +104,11 @@ def scan_project(root: Path) -> dict[str, Any]:
     }
 
 
+def find_missing(root: str, expected: list[str]) -> list[str]:
+    """The files of ``expected`` that are not under ``root``."""
+    return [name for name in expected if not (Path(root) / name).is_file()]
+
+
 def write_text(path: Path, text: str) -> str:
     """Write a file whole, by rename, so that a crash leaves the old or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -298,7 +303,9 @@ class TemplateCreate(Workflow):
         expected = ["manifest.json", "settings.json", "CLAUDE.md"]
         expected += [f"agents/{n}" for n in ctx.output("agent_enhancement")["agent_files"]]
         expected += ctx.output("template_files")["templates"]
-        missing = [p for p in expected if not (ctx.output_path / p).is_file()]
+        # What is on disk varies between runs: asked in a step, so a replay sees what the
+        # run saw.
+        missing = ctx.step("find_missing", find_missing, str(ctx.output_path), expected)
         if missing:
             raise RuntimeError(f"template incomplete, missing: {', '.join(missing)}")
         # An artifact of the phase: kept in its output directory, listed in its results.json.

@@ -108,6 +108,7 @@ COMMANDS = (
     "retry",
     "rewind",
     "fork",
+    "replay",
     "status",
     "respond",
     "drive",
@@ -259,6 +260,20 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="the new run's output path (default: the source's, moved into the new "
         "work directory; required when the source writes outside its own)",
+    )
+
+    replay = command(
+        "replay",
+        _cmd_replay,
+        "Replay a recorded run against a workflow's current code, calling no agent; exit 1 "
+        "at the first call that differs.",
+    )
+    replay.add_argument("workflow", metavar="WORKFLOW", help="pkg.module:Class or file.py:Class")
+    replay.add_argument(
+        "--run",
+        type=Path,
+        required=True,
+        help="the run: its directory (.orchestrator/runs/<run_id>) or a state file",
     )
 
     status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
@@ -688,6 +703,16 @@ def _cmd_fork(args: argparse.Namespace) -> int:
     message = engine.fork(state, from_phase=args.from_phase, workdir=target, output_path=output)
     print(f"orchestrate: {printable(message)}", file=sys.stderr)
     return EXIT_OK
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.replay import replay_run
+
+    workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+    report = replay_run(args.run, workflow_cls)
+    print(f"orchestrate: {printable(report.describe())}", file=sys.stderr)
+    return EXIT_OK if report.ok else EXIT_ERROR
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

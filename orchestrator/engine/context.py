@@ -379,6 +379,13 @@ class PhaseContext:
         """
         entry = self._engine.journal_entry(position)
         if entry is None:
+            if self._engine.replay_only:
+                raise NonDeterminismError(
+                    f"phase {self._spec.name!r} (phase {self._spec.number}), position "
+                    f"{position}: the recorded run made no call here, this code makes {what}",
+                    phase_name=self._spec.name,
+                    position=position,
+                )
             return None
         if self._engine.reopened():
             if entry.kind != kind or entry.fingerprint != fingerprint:

@@ -126,6 +126,8 @@ class Engine:
         self._paused_token: object | None = None
         # The engine tells what happens; the recorder writes the run's evidence.
         self.recorder = Recorder(bridge=bridge, clock=self.clock)
+        # A replay (``engine.replay``): every call must be in the journal; none is made.
+        self.replay_only = False
 
     # -- entry points -------------------------------------------------------------------
 
@@ -1155,7 +1157,12 @@ class Engine:
                 steps += 1
             elif entry.kind in ("ask", "ask_all"):
                 request_ids += entry.request_ids
-        tally = PhaseTally(request_ids=tuple(request_ids), steps=steps, artifacts=tuple(artifacts))
+        tally = PhaseTally(
+            request_ids=tuple(request_ids),
+            steps=steps,
+            artifacts=tuple(artifacts),
+            journal=tuple(unstructure(entry) for entry in self._require_record().journal),
+        )
         self.recorder.close_phase(
             spec.number, spec.name, status=status, summary=summary, tally=tally
         )

@@ -58,6 +58,9 @@ EVENT_AGENT_LATE_ANSWER = "agent.late_answer"
 RESERVED_PREFIXES = ("run.", "agent.", "skill.", "tool.")
 RESERVED_NAMES = frozenset({"artifact.written"})
 PROMPT_FILE = "prompt.md"
+#: A phase's journal (its asks, steps and other calls, by position, with what they
+#: returned), kept beside its ``results.json`` so that a run can be replayed later.
+JOURNAL_FILE = "journal.json"
 _EVENT_NAME = re.compile(EVENT_NAME_PATTERN)
 
 

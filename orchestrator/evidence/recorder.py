@@ -36,6 +36,7 @@ from .documents import (
     EVENT_AGENT_LATE_ANSWER,
     EVENT_RUN_END,
     EVENT_RUN_PAUSE,
+    JOURNAL_FILE,
     agent_dir,
     agent_files,
     agent_outcome,
@@ -61,6 +62,8 @@ class OutboxEvent:
     data: dict[str, Any]
     request_id: str | None = None
     results: dict[str, Any] | None = None
+    # A phase's journal, written as its ``journal.json`` with its ``results.json``.
+    journal: list[dict[str, Any]] | None = None
 
 
 class RunBook(Protocol):
@@ -84,6 +87,7 @@ class PhaseTally:
     request_ids: tuple[str, ...] = ()
     steps: int = 0
     artifacts: tuple[dict[str, Any], ...] = ()
+    journal: tuple[dict[str, Any], ...] = ()
 
 
 class Recorder:
@@ -112,6 +116,7 @@ class Recorder:
         ts: str | None = None,
         request_id: str | None = None,
         results: dict[str, Any] | None = None,
+        journal: list[dict[str, Any]] | None = None,
     ) -> int:
         """Queue an event in the outbox; the checkpoint that saves it publishes it."""
         book = self._require_book()
@@ -127,6 +132,7 @@ class Recorder:
                 data={k: v for k, v in data.items() if v is not None},
                 request_id=request_id,
                 results=results,
+                journal=journal,
             )
         )
         return sequence
@@ -181,6 +187,9 @@ class Recorder:
             if event.results is not None:
                 where = f"{event.data['output_dir']}/{RESULTS_FILE}"
                 files.append((where, dumps_canonical(event.results)))
+            if event.journal is not None:
+                where = f"{event.data['output_dir']}/{JOURNAL_FILE}"
+                files.append((where, dumps_canonical({"entries": event.journal})))
             if event.request_id is not None and event.event != EVENT_AGENT_START:
                 ended[event.request_id] = None
         records = self._records_by_id()
@@ -332,6 +341,7 @@ class Recorder:
                 "output_dir": output_dir,
             },
             results=results,
+            journal=list(tally.journal),
         )
         book.marks = []
         book.phase_started_at = None

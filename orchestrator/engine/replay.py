@@ -1,0 +1,172 @@
+"""Replay before deploy: a recorded run, played against the current code, calls no agent.
+
+Each phase of the recorded run is run again with its journal (kept beside its
+``results.json`` as ``journal.json``, and in the state for the phase a live run is in):
+every ask and step returns what it recorded, nothing new is asked or run, and the first
+call that differs is reported with its phase, position and what changed. So a change to
+a workflow can be checked, in a test, against the runs it would resume.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._errors import NonDeterminismError, OrchestratorError, StateDamagedError
+from ..evidence.documents import JOURNAL_FILE, phase_dir
+from ..formats.bridge import CheckpointState
+from ..formats.bridge_codec import parse_state, restore_archived
+from ..formats.convert import structure
+from ..storage.files import STATE_MAX_BYTES, read_json_file
+from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
+from .engine import Engine
+from .record import JournalEntry, Pause, copy_json, load_record
+from .workflow import Workflow
+
+__all__ = ["ReplayReport", "load_recorded_run", "replay_run"]
+
+
+@attrs.frozen(kw_only=True)
+class ReplayReport:
+    """What a replay found: the phases that replayed clean, and the first difference."""
+
+    run_id: str
+    replayed: tuple[str, ...] = ()
+    problem: str | None = None
+    phase_name: str | None = None
+    position: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def describe(self) -> str:
+        if self.problem is None:
+            phases = ", ".join(self.replayed) or "none"
+            return f"run {self.run_id} replays clean ({len(self.replayed)} phases: {phases})"
+        return f"run {self.run_id} does not replay: {self.problem}"
+
+
+def load_recorded_run(path: str | Path) -> tuple[Path, CheckpointState]:
+    """A recorded run's directory and its state, every archived request whole again.
+
+    ``path`` is a run's directory (``.orchestrator/runs/<run_id>``, or a copy of one), or
+    a state file: a live instance's ``.<workflow>-state.json``, or a run's ``state.json``.
+    """
+    given = Path(path)
+    state_file = given / "state.json" if given.is_dir() else given
+    data = read_json_file(state_file, max_bytes=STATE_MAX_BYTES)
+    state = parse_state(data, source=str(state_file))
+    if state_file.name == "state.json":
+        run_dir = state_file.parent
+    else:
+        record = load_record(state, source=str(state_file))
+        run_dir = runs_dir(state_file.parent) / record.run_id
+    archive = run_dir / ARCHIVE_FILE
+    if any(item.x_archived for item in state.agent_requests) and archive.exists():
+        state = restore_archived(state, archive.read_bytes(), source=str(archive))
+    return run_dir, state
+
+
+def replay_run(path: str | Path, workflow_cls: type[Workflow]) -> ReplayReport:
+    """Replay the run at ``path`` (see :func:`load_recorded_run`) against
+    ``workflow_cls`` as the code is now, without calling any agent or running any step.
+
+    Phases replay in order, each from its own journal; the report names the first call
+    the code makes differently (or a phase that now raises), else says the run replays
+    clean. A phase the recorded run was waiting in replays up to where it waits.
+    """
+    run_dir, state = load_recorded_run(path)
+    record = load_record(state, source=str(run_dir))
+    engine = Engine(workflow_cls, bridge=_NoStore(), clock=_EndOfTime())
+    engine.replay_only = True
+    workflow = workflow_cls(copy_json(record.inputs))
+    done = [p.phase_name for p in state.completed_phases]
+    replayed: list[str] = []
+    for spec in workflow_cls.phases:
+        if spec.name in done:
+            journal = _journal_of(run_dir, spec.number, spec.name)
+        elif spec.name == state.phase_name and record.status not in ("completed",):
+            journal = list(record.journal)
+        else:
+            break
+        earlier = {k: v for k, v in state.phase_data.items() if k in _names_before(done, spec.name)}
+        engine._attach(
+            attrs.evolve(
+                state,
+                phase=spec.number,
+                phase_name=spec.name,
+                phase_data={**copy_json(earlier), ENGINE_KEY: state.phase_data.get(ENGINE_KEY)},
+            ),
+            attrs.evolve(
+                record,
+                journal=journal,
+                evidence=False,
+                status="running",
+                reopened=False,
+                marks=[],
+                events=[],
+            ),
+        )
+        try:
+            engine._run_phase(workflow, spec)
+        except Pause:
+            break  # the recorded run waits here: replayed as far as it went
+        except NonDeterminismError as exc:
+            return ReplayReport(
+                run_id=record.run_id,
+                replayed=tuple(replayed),
+                problem=str(exc),
+                phase_name=exc.phase_name,
+                position=exc.position,
+            )
+        except Exception as exc:
+            if spec.name not in done:
+                break  # the phase the recorded run failed in fails again: as recorded
+            return ReplayReport(
+                run_id=record.run_id,
+                replayed=tuple(replayed),
+                problem=f"phase {spec.name!r} raises on replay: {type(exc).__name__}: {exc}",
+                phase_name=spec.name,
+            )
+        replayed.append(spec.name)
+    return ReplayReport(run_id=record.run_id, replayed=tuple(replayed))
+
+
+def _names_before(done: list[str], name: str) -> set[str]:
+    return set(done[: done.index(name)]) if name in done else set(done)
+
+
+def _journal_of(run_dir: Path, number: int, name: str) -> list[JournalEntry]:
+    where = run_dir / phase_dir(number, name) / JOURNAL_FILE
+    try:
+        data = read_json_file(where)
+    except FileNotFoundError:
+        raise StateDamagedError(
+            f"phase {name} has no {JOURNAL_FILE}: the run was recorded by a version that kept "
+            "no journals, or its evidence is not all here; replay a newer run",
+            source=str(where),
+            json_path="$",
+            rule="required",
+        ) from None
+    entries: Any = data.get("entries") if isinstance(data, dict) else None
+    return list(structure(entries, list[JournalEntry], source=str(where)))
+
+
+class _EndOfTime:
+    """The clock of a replay: every recorded timer is due."""
+
+    def now(self) -> datetime:
+        return datetime(9999, 1, 1, tzinfo=timezone.utc)
+
+
+class _NoStore:
+    """A replay writes nothing: any call on its bridge is a bug of the replay."""
+
+    location = "<replay>"
+
+    def __getattr__(self, name: str) -> Any:
+        raise OrchestratorError(f"a replay does not {name}: it writes nothing")

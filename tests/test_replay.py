@@ -1,0 +1,129 @@
+"""Replay before deploy: a recorded run of the template-create example, shipped as a
+fixture, replays clean against today's code, calling no agent; a copy of the workflow
+with one prompt changed is reported at the right phase and position; and a mock invoker
+made from the run answers as its agents did."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from orchestrator.testing import MockAgentInvoker, WorkflowHarness, replay_run
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "template_create" / "workflow.py"
+RECORDED = Path(__file__).parent / "fixtures" / "replay" / "template-create"
+PHASES = (
+    "codebase_analysis", "manifest_generation", "settings_generation", "template_files",
+    "agent_recommendation", "agent_creation", "agent_enhancement", "claude_md_generation",
+    "template_validation",
+)  # fmt: skip
+# The title of the prompt that phase 7 (agent_enhancement) sends for each agent.
+ENHANCE = "# Agent Enhancement Request"
+
+
+def module_from(source: str, path: Path) -> ModuleType:
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def changed_copy(tmp_path: Path) -> tuple[Path, Any]:
+    source = EXAMPLE.read_text()
+    assert source.count(ENHANCE) == 1, "the test changes this sentence of the example"
+    path = tmp_path / "changed_flow.py"
+    module = module_from(source.replace(ENHANCE, ENHANCE + ", briefly"), path)
+    return path, module.TemplateCreate
+
+
+def test_the_recorded_run_replays_clean_against_todays_code(tmp_path: Path) -> None:
+    example = module_from(EXAMPLE.read_text(), tmp_path / "example_today.py")
+    report = replay_run(RECORDED, example.TemplateCreate)
+    assert report.ok, report.describe()
+    assert report.replayed == PHASES
+    assert "replays clean (9 phases" in report.describe()
+
+
+def test_a_changed_prompt_is_reported_at_its_phase_and_position(tmp_path: Path) -> None:
+    _, changed = changed_copy(tmp_path)
+    report = replay_run(RECORDED, changed)
+    assert not report.ok
+    assert (report.phase_name, report.position) == ("agent_enhancement", 0)
+    assert report.replayed == PHASES[:6]
+    assert "the prompt changed" in str(report.problem)
+
+
+def orchestrate(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_orchestrate_replay_exits_0_clean_and_1_at_a_difference(tmp_path: Path) -> None:
+    clean = orchestrate("replay", f"{EXAMPLE}:TemplateCreate", "--run", RECORDED)
+    assert clean.returncode == 0, clean.stderr
+    assert "replays clean (9 phases" in clean.stderr
+    path, _ = changed_copy(tmp_path)
+    differs = orchestrate("replay", f"{path}:TemplateCreate", "--run", RECORDED)
+    assert differs.returncode == 1
+    (line,) = differs.stderr.splitlines()
+    assert "does not replay" in line and "phase 'agent_enhancement'" in line
+    assert "position 0" in line and "the prompt changed" in line
+
+
+def test_a_replay_writes_nothing(tmp_path: Path) -> None:
+    before = {p: p.read_bytes() for p in RECORDED.rglob("*") if p.is_file()}
+    example = module_from(EXAMPLE.read_text(), tmp_path / "example_again.py")
+    assert replay_run(RECORDED / "state.json", example.TemplateCreate).ok
+    assert {p: p.read_bytes() for p in RECORDED.rglob("*") if p.is_file()} == before
+
+
+def test_a_live_run_replays_up_to_where_it_waits(tmp_path: Path) -> None:
+    example = module_from(EXAMPLE.read_text(), tmp_path / "example_live.py")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    harness = WorkflowHarness(example.TemplateCreate, workdir=workdir)
+    inputs = {"project_path": str(EXAMPLE.parent / "sample_project"), "template_name": "demo"}
+    paused = harness.run(inputs)
+    assert paused.status == "paused"
+    report = replay_run(workdir / ".template-create-state.json", example.TemplateCreate)
+    assert report.ok and report.replayed == (), report.describe()
+
+
+def test_a_mock_made_from_the_run_answers_as_its_agents_did(tmp_path: Path) -> None:
+    """The example run again, in process, answered by the recording: the same outputs."""
+    import json
+
+    example = module_from(EXAMPLE.read_text(), tmp_path / "example_mock.py")
+    invoker = MockAgentInvoker.from_run(RECORDED)
+    assert set(invoker.responses) == {"architectural-reviewer", "agent-content-enhancer"}
+    recorded = json.loads((RECORDED / "state.json").read_text())
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    harness = WorkflowHarness(example.TemplateCreate, workdir=workdir, invoker=invoker)
+    inputs = recorded["phase_data"]["x_orchestrator"]["inputs"]
+    inputs = {**inputs, "project_path": str(EXAMPLE.parent / "sample_project")}
+    done = harness.run(inputs, output_path=str(workdir / "template"))
+    assert done.status == "completed", done.message
+    for name in ("agent_creation", "agent_enhancement"):
+        assert done.outputs[name] == recorded["phase_data"][name], name
+    assert len(invoker.invocations) == 9  # one analysis, four agents, four enhancements
+    with pytest.raises(Exception, match="never asked architectural-reviewer this prompt"):
+        invoker.responses["architectural-reviewer"]("a prompt the run never saw")
