@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,10 @@ def test_a_rewound_run_rewrites_only_the_phases_it_took_back(
     assert names.count("run.rewind") == 1 and names.count("run.end") == 2
     shown = orchestrate("events", "--workdir", workdir, "--type", "run.rewind")
     assert "run.rewind" in shown.stdout
+    history = orchestrate("history", "--workdir", workdir).stdout
+    assert "rewind from phase template_validation (completed) to phase settings_generation" in (
+        history
+    )
 
 
 def test_a_paused_run_rewound_withdraws_its_requests(tmp_path: Path) -> None:
@@ -174,6 +179,8 @@ def test_a_fork_leaves_the_original_as_it_was(finished: tuple[Path, Host], tmp_p
     assert [e["event"] for e in events][:2] == ["run.start", "run.fork"]
     record = json.loads((run / "state.json").read_text())["phase_data"]["x_orchestrator"]
     assert record["forked_from"]["phase"] == "template_files"
+    history = orchestrate("history", "--workdir", fork).stdout
+    assert f"forked from run {record['forked_from']['run_id']}" in history
 
 
 def test_a_fork_of_a_run_writing_outside_its_directory_needs_output(tmp_path: Path) -> None:
@@ -189,3 +196,109 @@ def test_a_fork_of_a_run_writing_outside_its_directory_needs_output(tmp_path: Pa
     )
     assert refused.returncode == 2 and "give --output" in refused.stderr
     assert list(fork.iterdir()) == []
+
+
+# -- kill -9 at every durable write of a rewind and of a fork ------------------------------
+
+FLOW = """
+from pathlib import Path
+from orchestrator import Workflow, phase
+
+
+def write(path, text):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
+    return text
+
+
+class Three(Workflow):
+    name = "three"
+
+    @phase(1)
+    def one(self, ctx):
+        return ctx.step("one", write, str(ctx.output_path / "one.txt"), "1")
+
+    @phase(2)
+    def two(self, ctx):
+        return ctx.step("two", write, str(ctx.output_path / "two.txt"), ctx.output("one") + "2")
+
+    @phase(3)
+    def three(self, ctx):
+        return ctx.step("three", write, str(ctx.output_path / "three.txt"), ctx.output("two") + "3")
+"""
+
+
+def crash_env(point: int | str, log: Path) -> dict[str, str]:
+    return {"ORCHESTRATOR_CRASH_AT": str(point), "ORCHESTRATOR_CRASH_LOG": str(log)}
+
+
+def orchestrate_env(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        timeout=120,
+        check=False,
+    )
+
+
+def finished_three(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "flow.py").write_text(FLOW)
+    workdir = root / "work"
+    workdir.mkdir()
+    done = orchestrate(
+        "run", f"{root / 'flow.py'}:Three", "--workdir", workdir, "--output", workdir / "out"
+    )
+    assert done.returncode == 0, done.stderr
+    return workdir
+
+
+def final_outputs(workdir: Path) -> dict[str, Any]:
+    return dict(json.loads(orchestrate("output", "--workdir", workdir).stdout))
+
+
+def test_kill_9_at_every_write_of_a_rewind(tmp_path: Path) -> None:
+    probe = finished_three(tmp_path / "probe")
+    log = tmp_path / "points.log"
+    rewind = ("rewind", "--to", "two", "--workdir")
+    assert orchestrate_env(crash_env("count", log), *rewind, probe).returncode == 0
+    points = log.read_text().splitlines()
+    assert len(points) >= 3, points
+    for number, point in enumerate(points, start=1):
+        workdir = finished_three(tmp_path / f"k{number}")
+        killed = orchestrate_env(crash_env(number, log), *rewind, workdir)
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+        again = orchestrate(*rewind, workdir)  # the rewind again, whole this time
+        assert again.returncode == 0, (point, again.stderr)
+        assert orchestrate("resume", "--workdir", workdir).returncode == 0, point
+        assert final_outputs(workdir) == {"one": "1", "two": "12", "three": "123"}, point
+        (run,) = (workdir / ".orchestrator" / "runs").iterdir()
+        check_run_evidence(run)
+
+
+def test_kill_9_at_every_write_of_a_fork(tmp_path: Path) -> None:
+    source = finished_three(tmp_path / "source")
+    original = snapshot(source)
+    log = tmp_path / "points.log"
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    fork = ("fork", "--source", source, "--from", "three", "--workdir")
+    assert orchestrate_env(crash_env("count", log), *fork, probe).returncode == 0
+    points = log.read_text().splitlines()
+    assert any(".out.copying" in p for p in points), points
+    for number, point in enumerate(points, start=1):
+        target = tmp_path / f"k{number}"
+        target.mkdir()
+        killed = orchestrate_env(crash_env(number, log), *fork, target)
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+        again = orchestrate(*fork, target)
+        if again.returncode != 0:  # the fork had made its instance: it only runs on
+            assert "an instance already lives here" in again.stderr, (point, again.stderr)
+        assert orchestrate("resume", "--workdir", target).returncode == 0, point
+        assert final_outputs(target) == {"one": "1", "two": "12", "three": "123"}, point
+        assert (target / "out" / "one.txt").read_text() == "1", point  # copied whole
+        assert not (target / ".out.copying").exists(), point
+    assert snapshot(source) == original

@@ -50,6 +50,13 @@ def test_a_version_1_state_resumes_under_version_2_through_its_migration(
     assert (migration["from"], migration["to"], migration["kept"]) == (1, 2, "state.v1.json")
     kept = workdir / ".orchestrator" / "runs" / record["run_id"] / "state.v1.json"
     assert kept.read_bytes() == FIXTURE.read_bytes()
+    from orchestrator.evidence.history import load_run, timeline
+
+    lines = timeline(load_run(workdir)[0])
+    assert any(
+        "migrated from version 1 to 2 (the state before kept as state.v1.json)" in line
+        for line in lines
+    )
     harness.respond(REQUEST, "mostly yes")
     done = harness.resume()
     assert done.status == "completed"

@@ -696,10 +696,7 @@ def _cmd_fork(args: argparse.Namespace) -> int:
         target.glob(".*-state.json")
     )
     if forkable and Path(state.output_path).is_dir() and not Path(output).exists():
-        import shutil
-
-        # What the earlier phases wrote comes along: the fork goes on from their files.
-        shutil.copytree(state.output_path, output, symlinks=True)
+        _copy_whole(Path(state.output_path), Path(output))
     message = engine.fork(state, from_phase=args.from_phase, workdir=target, output_path=output)
     print(f"orchestrate: {printable(message)}", file=sys.stderr)
     return EXIT_OK
@@ -713,6 +710,22 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     report = replay_run(args.run, workflow_cls)
     print(f"orchestrate: {printable(report.describe())}", file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _copy_whole(source: Path, target: Path) -> None:
+    """Copy the tree ``source`` to ``target`` whole or not at all: into a temporary
+    directory beside it, then renamed into place (a copy cut short is started again)."""
+    import shutil
+
+    from ..storage.durable import crash_point, fsync_directory
+
+    partial = target.with_name(f".{target.name}.copying")
+    shutil.rmtree(partial, ignore_errors=True)
+    # What the earlier phases wrote comes along: the fork goes on from their files.
+    shutil.copytree(source, partial, symlinks=True)
+    crash_point(f"before-rename {partial.name}")
+    partial.rename(target)
+    fsync_directory(target.parent)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -113,6 +113,28 @@ def timeline(state: CheckpointState) -> list[str]:
                 f"({len(attempt.get('dropped') or [])} entries): {attempt['because']}"
             )
         events.append((_moment(attempt.get("at")) or start, 0, 0, text))
+    for rewind in record.get("rewinds") or []:
+        if isinstance(rewind, dict):
+            moved = ", ".join(sorted(rewind.get("outputs") or {})) or "none"
+            text = (
+                f"rewind from phase {rewind.get('from_phase')} ({rewind.get('from_status')}) "
+                f"to phase {rewind.get('to_phase')}; outputs taken back: {moved}"
+            )
+            events.append((_moment(rewind.get("at")) or start, 0, 0, text))
+    for migration in record.get("migrations") or []:
+        if isinstance(migration, dict):
+            text = (
+                f"migrated from version {migration.get('from')} to {migration.get('to')} "
+                f"(the state before kept as {migration.get('kept')})"
+            )
+            events.append((_moment(migration.get("at")) or start, 0, 0, text))
+    forked = record.get("forked_from")
+    if isinstance(forked, dict):
+        text = (
+            f"forked from run {forked.get('run_id')} in {forked.get('workdir')}, "
+            f"at phase {forked.get('phase')}"
+        )
+        events.append((start, 0, 0, text))
     lines = []
     for moment, _, _, text in sorted(events, key=lambda e: e[:3]):
         lines.append(f"{_offset(start, moment)}  {text}")
