@@ -43,6 +43,7 @@ _EXPORTS = {
     "RequestStatus": "formats.bridge",
     "ResponseMetadata": "formats.bridge",
     "ResponseRejectedError": "_errors",
+    "RetryPolicy": "engine.workflow",
     "RunFailedError": "_errors",
     "StepFailedError": "_errors",
     "Task": "formats.board",
@@ -84,6 +85,7 @@ __all__ = [
     "RequestStatus",
     "ResponseMetadata",
     "ResponseRejectedError",
+    "RetryPolicy",
     "RunFailedError",
     "StepFailedError",
     "Task",
@@ -118,7 +120,7 @@ if TYPE_CHECKING:
     from .engine.context import PhaseContext
     from .engine.engine import Engine
     from .engine.record import Outcome
-    from .engine.workflow import Ask, PhaseResult, Workflow, phase
+    from .engine.workflow import Ask, PhaseResult, RetryPolicy, Workflow, phase
     from .formats.board import ErrorCode, Priority, Task, TaskStatus, TaskType
     from .formats.bridge import (
         AgentRequest,

@@ -37,6 +37,7 @@ PUBLIC = [
     "RequestStatus",
     "ResponseMetadata",
     "ResponseRejectedError",
+    "RetryPolicy",
     "RunFailedError",
     "StepFailedError",
     "Task",

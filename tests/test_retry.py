@@ -279,6 +279,7 @@ def test_an_ended_run_cannot_be_retried(workflow_harness: Any) -> None:
         harness.retry()
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path) -> None:
     """A retry killed at each of its crash points in turn: running ``retry`` again (or
     ``resume``, which it becomes once the run is re-opened) completes the run, the step

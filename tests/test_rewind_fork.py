@@ -260,6 +260,7 @@ def final_outputs(workdir: Path) -> dict[str, Any]:
     return dict(json.loads(orchestrate("output", "--workdir", workdir).stdout))
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_write_of_a_rewind(tmp_path: Path) -> None:
     probe = finished_three(tmp_path / "probe")
     log = tmp_path / "points.log"
@@ -279,6 +280,7 @@ def test_kill_9_at_every_write_of_a_rewind(tmp_path: Path) -> None:
         check_run_evidence(run)
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_write_of_a_fork(tmp_path: Path) -> None:
     source = finished_three(tmp_path / "source")
     original = snapshot(source)

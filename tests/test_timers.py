@@ -326,6 +326,7 @@ def test_resume_before_the_wake_time_exits_42_and_writes_nothing(
     assert steps_log(workdir) == ["before", "after", "more"]
 
 
+@pytest.mark.slow
 def test_kill_9_around_the_wake_loses_nothing_and_repeats_no_step(
     tmp_path: Path, flow: Path
 ) -> None:

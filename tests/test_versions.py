@@ -185,6 +185,7 @@ def test_the_cli_refuses_in_one_line_without_the_hook(tmp_path: Path) -> None:
     assert (workdir / ".survey-state.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_write_of_a_migration_never_leaves_it_half_done(tmp_path: Path) -> None:
     later = {"ORCHESTRATOR_NOW": LATER}
     probe = paused_v1(tmp_path / "probe")

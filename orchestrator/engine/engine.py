@@ -632,10 +632,9 @@ class Engine:
             return HistoryStatus.COMPLETED
         if response.status is RequestStatus.CANCELLED:
             return HistoryStatus.CANCELLED
-        limit = (
-            self.workflow_cls.max_retries if record.x_max_retries is None else record.x_max_retries
-        )
-        if error in RETRYABLE and record.request().retry_count < limit:
+        policy = self.workflow_cls.policy()
+        limit = policy.attempts - 1 if record.x_max_retries is None else record.x_max_retries
+        if error.value in policy.retry_on and record.request().retry_count < limit:
             return HistoryStatus.RETRIED
         return HistoryStatus.FAILED
 
@@ -1020,6 +1019,8 @@ class Engine:
             current: AgentRequestRecord | None = record
             while current is not None:
                 request = current.request()
+                if request.retry_count:  # a retry: wait as the policy says, then ask
+                    self._wait(self.workflow_cls.policy().delay(request.retry_count))
                 started = self.clock.now()
                 try:
                     text = self.invoker.invoke(
@@ -1052,6 +1053,15 @@ class Engine:
                 answered = True
                 current = self._apply_response(current, response, digest=None)
         return answered
+
+    def _wait(self, seconds: float) -> None:
+        """Wait on the engine's clock (a test's clock moves at once)."""
+        sleep = getattr(self.clock, "sleep", None)
+        if sleep is None:
+            import time
+
+            sleep = time.sleep
+        sleep(seconds)
 
     def record_by_id(self, request_id: str) -> AgentRequestRecord:
         return self._records_by_id()[request_id]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import attrs
 
@@ -59,6 +59,43 @@ class Ask:
     answer_within: timedelta | None = None
 
 
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How a workflow retries an agent's error answers.
+
+    An answer whose error type is in ``retry_on`` is asked again as a new request, up to
+    ``attempts`` tries in all (the first included). An agent answered in process is asked
+    again after a wait that grows from ``initial_delay`` seconds, doubling each time up to
+    ``max_delay``, plus up to ``jitter`` seconds at random, so that many runs retrying at
+    once do not all ask at the same moment; a host answers a retry when it answers it.
+    The count lives in each request's ``retry_count``, in the state: a resume goes on
+    counting where the run was.
+    """
+
+    attempts: int = 3
+    initial_delay: float = 1.0
+    max_delay: float = 30.0
+    jitter: float = 1.0
+    retry_on: frozenset[str] = frozenset({"TIMEOUT", "INVOCATION_FAILED"})
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
+        import tenacity
+
+        wait = tenacity.wait_exponential(
+            multiplier=self.initial_delay, max=self.max_delay
+        ) + tenacity.wait_random(0, self.jitter)
+        # The strategy reads only ``attempt_number`` of the state tenacity would pass.
+        return float(wait(cast("tenacity.RetryCallState", _Attempt(retry))))
+
+
+@attrs.frozen
+class _Attempt:
+    """What tenacity's wait strategies read of a retry: its number (1 for the first)."""
+
+    attempt_number: int
+
+
 def phase(
     number: int, *, name: str | None = None, fallback: str | None = None, asks_agents: bool = False
 ) -> Callable[[F], F]:
@@ -85,9 +122,10 @@ class Workflow:
     Set ``name`` (kebab-case: the state file is ``.<name>-state.json``), ``agents`` (the
     agent names the workflow may ask) and declare phases with :func:`phase`. Class
     options: ``purpose`` (words used in the generated JSON Schemas), ``max_retries`` (for
-    TIMEOUT and INVOCATION_FAILED), ``archive_after`` (how many finished requests of
-    completed phases gather in the state before they move to the run's history),
-    ``version`` (an integer, recorded in each run's state). A base class meant for further
+    TIMEOUT and INVOCATION_FAILED) or a whole ``retry_policy`` (:class:`RetryPolicy`),
+    ``archive_after`` (how many finished requests of completed phases gather in the state
+    before they move to the run's history), ``version`` (an integer, recorded in each
+    run's state). A base class meant for further
     subclassing says ``class Base(Workflow, abstract=True)``.
 
     When a change of the code changes what the phases store, raise ``version`` and give a
@@ -101,6 +139,7 @@ class Workflow:
     agents: ClassVar[tuple[str, ...]] = ()
     purpose: ClassVar[str] = ""
     max_retries: ClassVar[int] = 2
+    retry_policy: ClassVar[RetryPolicy | None] = None
     archive_after: ClassVar[int] = 16
     version: ClassVar[int] = 1
     phases: ClassVar[tuple[PhaseSpec, ...]] = ()
@@ -121,6 +160,12 @@ class Workflow:
             if spec.name == name:
                 return spec
         raise KeyError(name)
+
+    @classmethod
+    def policy(cls) -> RetryPolicy:
+        """The retry policy: ``retry_policy``, else ``max_retries`` retries with the
+        default waits."""
+        return cls.retry_policy or RetryPolicy(attempts=cls.max_retries + 1)
 
     @classmethod
     def max_phase(cls) -> int:
@@ -179,6 +224,17 @@ def _check_definition(cls: type[Workflow]) -> None:
         raise WorkflowDefinitionError(f"{where}: 'agents' lists a name twice: {agents!r}")
     if not isinstance(cls.max_retries, int) or cls.max_retries < 0:
         raise WorkflowDefinitionError(f"{where}: 'max_retries' must be an integer >= 0")
+    policy = cls.retry_policy
+    if policy is not None and (
+        not isinstance(policy, RetryPolicy)
+        or policy.attempts < 1
+        or not 0 <= policy.initial_delay <= policy.max_delay
+        or policy.jitter < 0
+    ):
+        raise WorkflowDefinitionError(
+            f"{where}: 'retry_policy' must be a RetryPolicy with attempts >= 1 and "
+            "0 <= initial_delay <= max_delay, jitter >= 0"
+        )
     if not isinstance(cls.archive_after, int) or cls.archive_after < 1:
         raise WorkflowDefinitionError(f"{where}: 'archive_after' must be an integer >= 1")
     if isinstance(cls.version, bool) or not isinstance(cls.version, int) or cls.version < 1:
