@@ -68,7 +68,9 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
         ],
         "request_counts": counts,
         "sleeping_until": None if pending else record.waiting_until,
-        "next": _next_step(record.status, bool(pending)),
+        "next": None
+        if record.waiting_until and not pending
+        else _next_step(record.status, bool(pending)),
     }
 
 
@@ -80,6 +82,8 @@ def _next_step(status: str, pending: bool) -> str | None:
         )
     if pending:
         return "answer each request (or 'orchestrate respond'), then 'orchestrate resume'"
+    if status in ("paused", "running"):
+        return "'orchestrate resume' (or drive) goes on"
     return None
 
 

@@ -437,7 +437,8 @@ class PhaseContext:
         if ask.agent not in self._engine.workflow_cls.agents:
             raise RunFailedError(
                 f"{where} asks agent {ask.agent!r}, which the workflow does not declare in "
-                f"'agents' {list(self._engine.workflow_cls.agents)}"
+                f"'agents' {list(self._engine.workflow_cls.agents)}: add it there (or ask a "
+                "declared one)"
             )
         if self._spec not in self._engine.workflow_cls.asking_phases():
             raise RunFailedError(
