@@ -6,14 +6,13 @@ made from the run answers as its agents did."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from process_support import orchestrate
 
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness, replay_run
 
@@ -62,18 +61,6 @@ def test_a_changed_prompt_is_reported_at_its_phase_and_position(tmp_path: Path) 
     assert (report.phase_name, report.position) == ("agent_enhancement", 0)
     assert report.replayed == PHASES[:6]
     assert "the prompt changed" in str(report.problem)
-
-
-def orchestrate(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_orchestrate_replay_exits_0_clean_and_1_at_a_difference(tmp_path: Path) -> None:

@@ -4,10 +4,9 @@ instance is live, and ``orchestrate output`` prints what its phases returned."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from process_support import orchestrate
 
 FLOWS = Path(__file__).parent / "fixtures" / "drive" / "flows.py"
 FAILING = """
@@ -25,20 +24,6 @@ class Brittle(Workflow):
     def second(self, ctx):
         raise RuntimeError("the disk is not there")
 """
-
-
-def orchestrate(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
 
 
 def completed(workdir: Path, answer: str = "high tide at noon") -> Path:

@@ -9,13 +9,13 @@ no ask that still matched was asked again, and ``history`` shows the failed try.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from process_support import orchestrate
 
 from orchestrator import Workflow, phase
 from orchestrator.testing import MockAgentInvoker
@@ -76,20 +76,6 @@ if edit.exists() and edit.read_text().split("\\n", 1)[0] == topic:
     (here / "flow.py").write_text(edit.read_text().split("\\n", 1)[1])
 sys.stdout.write("ok " + topic)
 """
-
-
-def orchestrate(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
 
 
 def flow(**changes: str) -> str:
@@ -296,14 +282,14 @@ def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path) 
     probe = failed_run("count/run")
     log = tmp_path / "points.log"
     counting = {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
-    assert orchestrate_with(counting, "retry", "--workdir", probe.workdir).returncode == 42
+    assert orchestrate("retry", "--workdir", probe.workdir, env=counting).returncode == 42
     points = log.read_text().splitlines()
     assert len(points) >= 5
     for number, point in enumerate(points, start=1):
         (tmp_path / f"k{number}").mkdir()
         run = failed_run(f"k{number}/run")
         crash = {"ORCHESTRATOR_CRASH_AT": str(number), "ORCHESTRATOR_CRASH_LOG": str(log)}
-        killed = orchestrate_with(crash, "retry", "--workdir", run.workdir)
+        killed = orchestrate("retry", "--workdir", run.workdir, env=crash)
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
         again = orchestrate("retry", "--workdir", run.workdir)
         if again.returncode == 2:  # the retry had re-opened the run and paused: as it says,
@@ -318,15 +304,3 @@ def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path) 
         assert run.asked() == ["writer gather", "writer first", "critic second"], point
         statuses = [r["status"] for r in run.finished()["agent_requests"]]
         assert statuses == ["completed", "completed", "completed"], point
-
-
-def orchestrate_with(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**base, **env},
-        timeout=120,
-        check=False,
-    )

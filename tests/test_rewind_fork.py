@@ -8,16 +8,15 @@ another directory at a phase, and leaves every file of the original as it was.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from evidence_support import EXAMPLE, check_run_evidence, example_args, run_dir_of
+from process_support import orchestrate
 
 # Logs the phase of each request, then answers as the example's fake agent does.
 LOGGING_HANDLER = """
@@ -29,20 +28,6 @@ answer = subprocess.run([sys.executable, sys.argv[2]], input=request, capture_ou
                         text=True, check=True)
 sys.stdout.write(answer.stdout)
 """
-
-
-def orchestrate(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-        check=False,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -232,18 +217,6 @@ def crash_env(point: int | str, log: Path) -> dict[str, str]:
     return {"ORCHESTRATOR_CRASH_AT": str(point), "ORCHESTRATOR_CRASH_LOG": str(log)}
 
 
-def orchestrate_env(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**base, **env},
-        timeout=120,
-        check=False,
-    )
-
-
 def finished_three(root: Path) -> Path:
     root.mkdir(parents=True)
     (root / "flow.py").write_text(FLOW)
@@ -265,12 +238,12 @@ def test_kill_9_at_every_write_of_a_rewind(tmp_path: Path) -> None:
     probe = finished_three(tmp_path / "probe")
     log = tmp_path / "points.log"
     rewind = ("rewind", "--to", "two", "--workdir")
-    assert orchestrate_env(crash_env("count", log), *rewind, probe).returncode == 0
+    assert orchestrate(*rewind, probe, env=crash_env("count", log)).returncode == 0
     points = log.read_text().splitlines()
     assert len(points) >= 3, points
     for number, point in enumerate(points, start=1):
         workdir = finished_three(tmp_path / f"k{number}")
-        killed = orchestrate_env(crash_env(number, log), *rewind, workdir)
+        killed = orchestrate(*rewind, workdir, env=crash_env(number, log))
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
         again = orchestrate(*rewind, workdir)  # the rewind again, whole this time
         assert again.returncode == 0, (point, again.stderr)
@@ -288,13 +261,13 @@ def test_kill_9_at_every_write_of_a_fork(tmp_path: Path) -> None:
     probe = tmp_path / "probe"
     probe.mkdir()
     fork = ("fork", "--source", source, "--from", "three", "--workdir")
-    assert orchestrate_env(crash_env("count", log), *fork, probe).returncode == 0
+    assert orchestrate(*fork, probe, env=crash_env("count", log)).returncode == 0
     points = log.read_text().splitlines()
     assert any(".out.copying" in p for p in points), points
     for number, point in enumerate(points, start=1):
         target = tmp_path / f"k{number}"
         target.mkdir()
-        killed = orchestrate_env(crash_env(number, log), *fork, target)
+        killed = orchestrate(*fork, target, env=crash_env(number, log))
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
         again = orchestrate(*fork, target)
         if again.returncode != 0:  # the fork had made its instance: it only runs on

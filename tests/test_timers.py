@@ -10,15 +10,13 @@ through real ``orchestrate`` processes whose clock ``ORCHESTRATOR_NOW`` fixes.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from process_support import orchestrate
 
 from orchestrator import Workflow, phase
 from orchestrator.testing import FakeClock, WorkflowHarness
@@ -232,26 +230,6 @@ class Nap(Workflow):
 
 def at(moment: datetime) -> dict[str, str]:
     return {"ORCHESTRATOR_NOW": moment.isoformat().replace("+00:00", "Z")}
-
-
-def orchestrate(
-    *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ORCHESTRATOR_CRASH", "ORCHESTRATOR_NOW"))
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
 
 
 @pytest.fixture

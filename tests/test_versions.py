@@ -11,15 +11,13 @@ path, and takes new runs, and runs that had not reached it, on the new one.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lifecycle_flows import Patchy, SurveyV1, SurveyV2, SurveyV2NoHook
+from process_support import orchestrate
 
 from orchestrator import OrchestratorError
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
@@ -144,20 +142,6 @@ class Survey(Workflow):
 """
 
 START, LATER = "2026-03-02T09:00:00Z", "2026-03-02T11:00:00Z"
-
-
-def orchestrate(
-    *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=120,
-        check=False,
-    )
 
 
 def paused_v1(root: Path) -> Path:
