@@ -310,7 +310,7 @@ class Engine:
             ended_before = record.status in ("failed", "completed", "cancelled")
             if record.status == "cancelled":
                 raise UsageError(f"run {record.run_id} was cancelled; it cannot be rewound")
-            if target.number > state.phase and not ended_before:
+            if target.number > state.phase and record.status != "completed":
                 raise UsageError(
                     f"phase {target.name} comes after the run's current phase "
                     f"{state.phase_name}: a rewind goes back ('orchestrate resume' goes on)"
