@@ -241,7 +241,8 @@ class PhaseContext:
         recorded the first time the phase gets here, so a replay waits for the same moment.
         """
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
-        if not isinstance(seconds, (int, float)) or not 0 <= seconds < 10**9:
+        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+        if not number or not 0 <= seconds < 10**9:
             raise RunFailedError(
                 f"phase {self._spec.name!r}: ctx.sleep takes a timedelta or seconds, "
                 f"from 0 to 10**9, not {duration!r}"

@@ -7,6 +7,7 @@ and inputs, the current phase's journal of asks and steps, and the evidence outb
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -134,6 +135,15 @@ def step_type(fn: Any, output_type: Any = None) -> Any:
     for plain JSON data (no annotation, or ``Any``)."""
     if output_type is not None:
         return output_type
+    try:
+        return _return_type(fn)
+    except TypeError:  # not hashable: look it up each time
+        return _return_type.__wrapped__(fn)
+
+
+@functools.lru_cache(maxsize=1024)
+def _return_type(fn: Any) -> Any:
+    # A replay asks at every recorded step; resolving annotations is not free.
     import typing
 
     try:
