@@ -687,3 +687,40 @@ def test_appends_from_four_processes_stay_whole(tmp_path: Path) -> None:
         seen[event.data["writer"]].append(event.data["seq"])
     assert seen == {writer: list(range(count)) for writer in range(4)}
     assert len(events) == 4 * (count + count // 10)
+
+
+# -- writers validate exactly as readers do ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "path", "rule"),
+    [
+        ({"status": "unknown"}, "$.status", "enum"),
+        ({"artifacts": None}, "$", "required"),
+        ({"confidence": "high"}, "$.confidence", "type"),
+        ({"metadata": {"when": object()}}, "$", "type"),
+        ({"summary": 7}, "$.summary", "type"),
+        ({"metadata": {"score": float("nan")}}, "$", "type"),
+    ],
+)
+def test_a_writer_refuses_what_a_reader_would(fields: dict[str, Any], path: str, rule: str) -> None:
+    """``Results(...).validate()`` and ``dump_results`` raise the contract's own error for a
+    value ``parse_results`` would refuse, never a ``TypeError``, and write nothing."""
+    good: dict[str, Any] = {
+        "status": StepStatus.PASS,
+        "confidence": 0.5,
+        "summary": "done",
+        "artifacts": [],
+    }
+    results = Results(**{**good, **fields})
+    with pytest.raises(ContractError) as refused:
+        results.validate()
+    assert (refused.value.json_path, refused.value.rule) == (path, rule), refused.value
+    with pytest.raises(ContractError):
+        dump_results(results)
+
+
+def test_an_event_writer_refuses_what_a_reader_would() -> None:
+    with pytest.raises(ContractError) as refused:
+        encode_event(Event(ts="2026-01-01T00:00:00Z", event="tool.call", data=None))  # type: ignore[arg-type]
+    assert refused.value.rule == "required"

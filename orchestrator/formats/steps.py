@@ -178,8 +178,16 @@ class Event:
 
 
 def validate_results(results: Results, *, source: str) -> None:
-    """The seed's rules for ``results.json`` beyond types; ``ContractError`` names the first
-    problem's file (``source``), JSON path and rule."""
+    """Every rule a reader of ``results.json`` applies, to a document about to be written:
+    its types and values as :func:`parse_results` reads them back, then the rules beyond
+    types. ``ContractError`` names the first problem's file (``source``), JSON path and
+    rule; a writer never writes what a reader would refuse."""
+    _as_read(results, Results, source)
+    _results_rules(results, source=source)
+    _finite(results, source)
+
+
+def _results_rules(results: Results, *, source: str) -> None:
     _check_version(results.schema_version, source, "$.schema_version")
     _check_confidence(results.confidence, source, "$.confidence")
     for index, artifact in enumerate(results.artifacts):
@@ -187,7 +195,43 @@ def validate_results(results: Results, *, source: str) -> None:
 
 
 def validate_event(event: Event, *, source: str) -> None:
-    """The seed's rules for one event: an RFC 3339 ``ts``, a dot-namespaced ``event``."""
+    """Every rule a reader of ``events.ndjson`` applies to one event about to be written:
+    its types as :func:`parse_event` reads them back, an RFC 3339 ``ts``, a
+    dot-namespaced ``event``."""
+    _as_read(event, Event, source)
+    _event_rules(event, source=source)
+    _finite(event, source)
+
+
+def _as_read(document: Any, cls: type[Any], source: str) -> None:
+    """``document`` as a reader would structure its JSON: a wrong type or enum value is
+    the same ``ContractError`` the reader raises, not a crash of the writer."""
+    try:
+        data = unstructure(document)
+        json.dumps(data)  # types; a NaN is for the rules to name, then refused below
+    except Exception as exc:  # a value no JSON document can hold
+        raise ContractError(
+            f"a {cls.__name__} holds a value JSON cannot: {exc}",
+            source=source,
+            json_path="$",
+            rule="type",
+        ) from None
+    structure(data, cls, source=source)
+
+
+def _finite(document: Any, source: str) -> None:
+    try:
+        json.dumps(unstructure(document), allow_nan=False)
+    except ValueError:
+        raise ContractError(
+            "holds a number that is not finite (NaN or infinity), which JSON cannot",
+            source=source,
+            json_path="$",
+            rule="type",
+        ) from None
+
+
+def _event_rules(event: Event, *, source: str) -> None:
     check_date_time(event.ts, source=source, json_path="$.ts")
     if not isinstance(event.event, str) or _EVENT_NAME.match(event.event) is None:
         raise ContractError(
@@ -304,7 +348,7 @@ def parse_results(data: Any, *, source: str, strict: bool = False) -> Results:
             if isinstance(artifacts, list):
                 data["artifacts"] = [_known(item, _ARTIFACT_KEYS) for item in artifacts]
     results = structure(data, Results, source=source)
-    validate_results(results, source=source)
+    _results_rules(results, source=source)
     return results
 
 
@@ -313,7 +357,7 @@ def parse_event(data: Any, *, source: str, strict: bool = False) -> Event:
     if isinstance(data, dict) and not strict:
         data = _known(data, _EVENT_KEYS)
     event = structure(data, Event, source=source)
-    validate_event(event, source=source)
+    _event_rules(event, source=source)
     return event
 
 
