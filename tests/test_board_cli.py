@@ -1330,3 +1330,24 @@ def test_the_offline_example_runs_to_the_end(tmp_path: Path) -> None:
     assert in_progress("T-1") and in_progress("T-2")
     assert (workdir / ".board" / "handoff.md").exists()
     assert "== the ledger, one line per delta" in result.stdout
+
+
+def test_check_result_refuses_a_secret_in_its_notes_with_or_without_a_packet(
+    workdir: Path,
+) -> None:
+    """notes_for_orchestrator are untrusted: a secret there is UNTRUSTED_CONTEXT_BLOCK,
+    alone as against the packet (the gateway's rule, from the same function)."""
+    board = board_of(workdir)
+    board.assign(["T-1"], owner="coder")
+    packet_path = workdir / ".board" / "packets" / "T-1.1.json"
+    result = result_for(read(packet_path))
+    result["notes_for_orchestrator"] = [f"the deploy key is {AWS_KEY}"]
+    alone = check("result", result)
+    with_packet = check("result", result, "--packet", packet_path)
+    for verdict in (alone, with_packet):
+        assert (verdict["allow"], verdict["code"]) == (False, "UNTRUSTED_CONTEXT_BLOCK"), verdict
+        assert "notes_for_orchestrator[0] holds a secret" in verdict["reason"]
+        assert AWS_KEY not in json.dumps(verdict)
+    assert alone["details"] == {"json_path": "$.notes_for_orchestrator[0]"}
+    result["notes_for_orchestrator"] = ["all done"]
+    assert check("result", result)["allow"] is True

@@ -194,20 +194,13 @@ def _check_scope(
 def _check_secrets(document: SubagentResult | Submit | None, problems: list[Problem]) -> None:
     if not isinstance(document, SubagentResult):
         return
-    from ..formats.secrets import first_secret_kind
+    from ..formats.board import secret_in_untrusted_fields
 
-    for index, note in enumerate(document.notes_for_orchestrator):
-        kind = first_secret_kind(note)
-        if kind is not None:
-            problems.append(
-                Problem(
-                    ErrorCode.UNTRUSTED_CONTEXT_BLOCK,
-                    FailCode.POLICY_VIOLATION,
-                    f"notes_for_orchestrator[{index}] holds a secret ({kind}); notes must be "
-                    "scrubbed before they are sent",
-                )
-            )
-            return
+    found = secret_in_untrusted_fields(document)
+    if found is not None:
+        problems.append(
+            Problem(ErrorCode.UNTRUSTED_CONTEXT_BLOCK, FailCode.POLICY_VIOLATION, found[1])
+        )
 
 
 def _check_outcome(document: SubagentResult | Submit | None, problems: list[Problem]) -> bool:

@@ -536,11 +536,23 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     data = loads_strict(raw, source=source)
     if kind == "locks":
         return _check_locks(data, strict=args.strict)
-    from ..formats.board import parse_board_document
+    from ..formats.board import (
+        SubagentResult,
+        parse_board_document,
+        secret_in_untrusted_fields,
+    )
 
-    parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
+    document = parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
     if args.packet is not None and kind in ("result", "submit"):
         return _check_against_packet(raw, args.packet)
+    found = secret_in_untrusted_fields(document) if isinstance(document, SubagentResult) else None
+    if found is not None:  # refused as the gateway refuses it, with or without a packet
+        return {
+            "allow": False,
+            "code": "UNTRUSTED_CONTEXT_BLOCK",
+            "reason": found[1],
+            "details": {"json_path": found[0]},
+        }
     return {"allow": True, "code": "OK", "reason": f"a valid {kind} document"}
 
 

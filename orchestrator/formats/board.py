@@ -998,6 +998,23 @@ def parse_board_document(kind: str, data: Any, *, source: str, strict: bool = Fa
     return BOARD_PARSERS[kind](data, source=source, strict=strict)
 
 
+def secret_in_untrusted_fields(result: SubagentResult) -> tuple[str, str] | None:
+    """The first untrusted field of a subagent result that holds a secret, as (JSON path,
+    the reason to give); ``None`` when none does. That is UNTRUSTED_CONTEXT_BLOCK, whether
+    the result is judged against its packet or alone."""
+    from .secrets import first_secret_kind
+
+    for index, note in enumerate(result.notes_for_orchestrator):
+        kind = first_secret_kind(note)
+        if kind is not None:
+            return (
+                f"$.notes_for_orchestrator[{index}]",
+                f"notes_for_orchestrator[{index}] holds a secret ({kind}); notes must be "
+                "scrubbed before they are sent",
+            )
+    return None
+
+
 def error_code_for(exc: ContractError) -> ErrorCode:
     """The seed 003 error code a validator reports for ``exc``."""
     if isinstance(exc, UnknownVersionError):
