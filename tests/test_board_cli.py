@@ -1014,11 +1014,24 @@ BAD = {
         "UNKNOWN_SCHEMA_VERSION",
         "major 2",
     ),
+    # A done result whose acceptance does not hold is well formed: its acceptance fails.
     "result-done-failing": (
         "result",
         changed(RESULT, "acceptance_check.0.status", "fail"),
-        "SCHEMA_INVALID",
+        "ACCEPTANCE_FAILED",
         "report 'blocked' or 'failed'",
+    ),
+    "result-done-without-evidence": (
+        "result",
+        changed(RESULT, "acceptance_check.0.evidence", ""),
+        "ACCEPTANCE_FAILED",
+        "has no evidence",
+    ),
+    "result-done-unchecked": (
+        "result",
+        changed(RESULT, "acceptance_check", []),
+        "ACCEPTANCE_FAILED",
+        "acceptance_check is empty",
     ),
     "result-no-changes": (
         "result",

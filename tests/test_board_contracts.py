@@ -629,6 +629,9 @@ def test_python_refuses_each_bad_document_naming_source_path_and_rule(
     expected = {
         "version": ErrorCode.UNKNOWN_SCHEMA_VERSION,
         "required": ErrorCode.MISSING_REQUIRED_INPUT,
+        # A done result whose criteria fail or lack evidence is well formed: the error-code
+        # table gives ACCEPTANCE_FAILED ("acceptance criterion failed or missing evidence").
+        "completion": ErrorCode.ACCEPTANCE_FAILED,
     }.get(row.rule, ErrorCode.SCHEMA_INVALID)
     assert error_code_for(error) is expected
     assert isinstance(error, UnknownVersionError) == (row.rule == "version")

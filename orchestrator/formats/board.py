@@ -1021,6 +1021,8 @@ def error_code_for(exc: ContractError) -> ErrorCode:
         return ErrorCode.UNKNOWN_SCHEMA_VERSION
     if exc.rule == "required":
         return ErrorCode.MISSING_REQUIRED_INPUT
+    if exc.rule == "completion":  # well formed; what fails is the acceptance
+        return ErrorCode.ACCEPTANCE_FAILED
     return ErrorCode.SCHEMA_INVALID
 
 
