@@ -1364,3 +1364,49 @@ def test_check_result_refuses_a_secret_in_its_notes_with_or_without_a_packet(
     assert alone["details"] == {"json_path": "$.notes_for_orchestrator[0]"}
     result["notes_for_orchestrator"] = ["all done"]
     assert check("result", result)["allow"] is True
+
+
+@pytest.mark.parametrize(
+    ("lock_scope", "forbidden_scope", "where"),
+    [
+        (["  "], [], "$.task.lock_scope[0]"),
+        (["../etc"], [], "$.task.lock_scope[0]"),
+        (["src/a.py"], ["src/"], "$.task.forbidden_scope[0]"),
+    ],
+)
+def test_check_packet_and_board_create_judge_a_scope_alike(
+    tmp_path: Path, lock_scope: list[str], forbidden_scope: list[str], where: str
+) -> None:
+    """The lock rules refuse these scopes: the packet validator and the board's create
+    say so with the same code (one rule, in the formats, under both)."""
+    packet = copy.deepcopy(PACKET)
+    packet["task"]["lock_scope"] = lock_scope
+    packet["task"]["forbidden_scope"] = forbidden_scope
+    packet["active_locks"] = []
+    verdict = check("packet", packet)
+    assert (verdict["allow"], verdict["code"]) == (False, "SCHEMA_INVALID"), verdict
+    assert verdict["details"]["json_path"] == where
+    made = orchestrate(
+        "board", "init", "--workdir", tmp_path, "--run-id", RUN_ID, "--objective", "o"
+    )
+    assert made.returncode == 0, made.stderr
+    bad = {**task("T-1", lock_scope), "forbidden_scope": forbidden_scope}
+    created = orchestrate("board", "create", "--workdir", tmp_path, stdin=json.dumps([bad]))
+    refused(created, "SCHEMA_INVALID")
+
+
+def test_check_packet_refuses_a_lock_another_task_holds(tmp_path: Path) -> None:
+    packet = copy.deepcopy(PACKET)
+    packet["task"]["lock_scope"] = ["src/a.py"]
+    packet["task"]["forbidden_scope"] = []
+    mine = packet["task"]["task_id"]
+    packet["active_locks"] = [{"task_id": "T-99", "resource": "src", "active": True}]
+    verdict = check("packet", packet)
+    assert (verdict["allow"], verdict["code"]) == (False, "LOCK_CONFLICT"), verdict
+    assert "locked by T-99" in verdict["reason"]
+    packet["active_locks"] = [
+        {"task_id": "T-99", "resource": "src", "active": False},  # released
+        {"task_id": mine, "resource": "src/a.py", "active": True},  # its own
+        {"task_id": "T-98", "resource": "src2", "active": True},  # not under src
+    ]
+    assert check("packet", packet)["allow"] is True

@@ -241,8 +241,13 @@ def _cmd_create(args: argparse.Namespace) -> int:
     tasks = []
     for index, item in enumerate(items):
         where = f"<tasks>[{index}]"
-        task = structure(item, Task, source=where)
-        validate_task(task, source=where)
+        try:
+            task = structure(item, Task, source=where)
+            validate_task(task, source=where)
+        except ContractError as exc:  # the code a validator of the same task gives
+            from ..formats.board import error_code_for
+
+            raise BoardError(str(exc), code=error_code_for(exc).value) from None
         tasks.append(task)
     applied = _board(args).create_tasks(tasks)
     for delta in applied:

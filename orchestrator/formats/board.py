@@ -614,6 +614,58 @@ def _task(task: Task, at: _At) -> None:
     _non_empty_strings(task.acceptance_criteria, at.key("acceptance_criteria"))
     _length(task.worklog_path, at.key("worklog_path"), *WORKLOG_PATH_LENGTH)
     _timing(task.timeout_seconds, task.heartbeat_interval_seconds, at)
+    _scopes(task, at)
+
+
+def _scopes(task: Task, at: _At) -> None:
+    """The lock rules of a task's scopes, as the board applies them when it creates the
+    task: every entry normalises (not empty, no ``..``), and no forbidden entry overlaps
+    a locked one."""
+    from .scope import ScopeError, check_scope_pair
+
+    try:
+        check_scope_pair(task.lock_scope, task.forbidden_scope)
+    except ScopeError as exc:
+        if exc.related:  # a forbidden entry overlaps a locked one
+            field = "forbidden_scope"
+        else:  # an entry that does not normalise, in lock_scope or else forbidden_scope
+            locked = any(_names(entry, exc.value) for entry in task.lock_scope)
+            field = "lock_scope" if locked or not task.forbidden_scope else "forbidden_scope"
+        entries = task.forbidden_scope if field == "forbidden_scope" else task.lock_scope
+        where = at.key(field)
+        index = next((i for i, entry in enumerate(entries) if _names(entry, exc.value)), None)
+        if index is not None:
+            where = where.item(index)
+        where.fail(str(exc), "scope")
+
+
+def _names(entry: str, value: str) -> bool:
+    """Whether scope ``entry`` is ``value`` as written or once normalised."""
+    from .scope import ScopeError, normalize_resource
+
+    if entry == value:
+        return True
+    try:
+        return normalize_resource(entry) == value
+    except ScopeError:
+        return False
+
+
+def _lock_conflicts(packet: AssignmentPacket, at: _At) -> None:
+    """A packet's task may not lock what another task's active lock holds (LOCK_CONFLICT)."""
+    from .scope import ScopeError, lock_conflicts
+
+    held = [(lock.task_id, lock.resource) for lock in packet.active_locks if lock.active]
+    try:
+        conflicts = lock_conflicts(held, packet.task.task_id, packet.task.lock_scope)
+    except ScopeError as exc:  # an active lock on a resource no lock can name
+        at.key("active_locks").fail(str(exc), "scope")
+    for held_task, held_resource, wanted in conflicts:
+        at.key("task").key("lock_scope").fail(
+            f"lock_scope entry {wanted!r} conflicts with {held_resource!r}, locked by "
+            f"{held_task} (an active lock of this packet); wait for its release",
+            "lock-conflict",
+        )
 
 
 def _timing(timeout_seconds: int, heartbeat_interval_seconds: int, at: _At) -> None:
@@ -669,6 +721,7 @@ def _packet(packet: AssignmentPacket, at: _At) -> None:
     _length(packet.global_objective, at.key("global_objective"), *OBJECTIVE_LENGTH)
     _task(packet.task, at.key("task"))
     _active_locks(packet.active_locks, at.key("active_locks"))
+    _lock_conflicts(packet, at)
     _const(packet.required_output_schema, SUBAGENT_RESULT_V1, at.key("required_output_schema"))
     _date_time(packet.generated_at, at.key("generated_at"))
 
@@ -1023,6 +1076,8 @@ def error_code_for(exc: ContractError) -> ErrorCode:
         return ErrorCode.MISSING_REQUIRED_INPUT
     if exc.rule == "completion":  # well formed; what fails is the acceptance
         return ErrorCode.ACCEPTANCE_FAILED
+    if exc.rule == "lock-conflict":
+        return ErrorCode.LOCK_CONFLICT
     return ErrorCode.SCHEMA_INVALID
 
 
