@@ -20,6 +20,7 @@ from .bridge import (
     CheckpointState,
     ErrorType,
     RequestStatus,
+    ResponseMetadata,
 )
 from .convert import (
     check_date_time,
@@ -35,6 +36,26 @@ from .strict_json import dumps_canonical, loads_strict
 PROMPT_MIN_LENGTH = 100
 TIMEOUT_RANGE = (30, 600)
 CONTEXT_STRING_KEYS = ("project_path", "output_path", "template_name")
+
+
+def _refuse_nulls(data: Any, cls: type[Any], source: str, path: str = "$") -> None:
+    """The bridge format's schemas give no field a null: an optional field is left out.
+    Every null field of the object is named at once."""
+    if not isinstance(data, dict):
+        return
+    fields = {f.name for f in attrs.fields(cls)} - {"extra"}
+    nulls = [key for key, value in data.items() if value is None and key in fields]
+    if nulls:
+        names = ", ".join(nulls)
+        raise ContractError(
+            f"{names} {'is' if len(nulls) == 1 else 'are'} null; the format has no null: "
+            "leave an optional field out instead",
+            source=source,
+            json_path=f"{path}.{nulls[0]}",
+            rule="type",
+        )
+    if cls is AgentResponse:
+        _refuse_nulls(data.get("metadata"), ResponseMetadata, source, f"{path}.metadata")
 
 
 def _check_version_first(data: Any, source: str) -> None:
@@ -158,6 +179,7 @@ def parse_request(
 ) -> AgentRequest:
     """A request; with a workflow's enums and phase range when they are given."""
     _check_version_first(data, source)
+    _refuse_nulls(data, AgentRequest, source)
     request = structure(data, AgentRequest, source=source)
     validate_request(
         request,
@@ -171,6 +193,7 @@ def parse_request(
 
 def parse_response(data: Any, *, source: str) -> AgentResponse:
     _check_version_first(data, source)
+    _refuse_nulls(data, AgentResponse, source)
     response = structure(data, AgentResponse, source=source)
     validate_response(response, source=source)
     return response
@@ -178,6 +201,7 @@ def parse_response(data: Any, *, source: str) -> AgentResponse:
 
 def parse_state(data: Any, *, source: str, max_phase: int | None = None) -> CheckpointState:
     _check_version_first(data, source)
+    _refuse_nulls(data, CheckpointState, source)
     state = structure(data, CheckpointState, source=source)
     validate_state(state, source=source, max_phase=max_phase)
     return state
