@@ -15,7 +15,12 @@ from typing import Any
 
 import attrs
 
-from .._errors import NonDeterminismError, OrchestratorError, StateDamagedError
+from .._errors import (
+    NoInstanceError,
+    NonDeterminismError,
+    OrchestratorError,
+    StateDamagedError,
+)
 from ..evidence.documents import JOURNAL_FILE, phase_dir
 from ..formats.bridge import CheckpointState
 from ..formats.bridge_codec import parse_state, restore_archived
@@ -58,7 +63,13 @@ def load_recorded_run(path: str | Path) -> tuple[Path, CheckpointState]:
     """
     given = Path(path)
     state_file = given / "state.json" if given.is_dir() else given
-    data = read_json_file(state_file, max_bytes=STATE_MAX_BYTES)
+    try:
+        data = read_json_file(state_file, max_bytes=STATE_MAX_BYTES)
+    except FileNotFoundError:
+        raise NoInstanceError(
+            f"{state_file}: no recorded run here; name a run's directory "
+            "(.orchestrator/runs/<run_id>) or a state file"
+        ) from None
     state = parse_state(data, source=str(state_file))
     if state_file.name == "state.json":
         run_dir = state_file.parent
