@@ -11,23 +11,37 @@ class ContractError(OrchestratorError, ValueError):
     """A document does not follow its contract.
 
     ``source`` names the file (or ``<stdin>``), ``json_path`` the place inside it
-    (``$.metadata.confidence``), ``rule`` the rule that was broken.
+    (``$.metadata.confidence``), ``rule`` the rule that was broken. A document with
+    several problems found together (unknown fields and missing ones, say) names the
+    first in these and the others in ``also``, each as (json_path, rule, message); the
+    text names them all.
     """
 
     #: words appended after the location, saying what to do (subclasses set it)
     advice = ""
 
     def __init__(
-        self, message: str, *, source: str = "", json_path: str = "$", rule: str = ""
+        self,
+        message: str,
+        *,
+        source: str = "",
+        json_path: str = "$",
+        rule: str = "",
+        also: tuple[tuple[str, str, str], ...] = (),
     ) -> None:
         self.source = source
         self.json_path = json_path
         self.rule = rule
         self.detail = message
+        self.also = also
         where = f"{source}: " if source else ""
-        at = f" at {json_path}" if json_path and json_path != "$" else ""
+        others = "".join(f"; and {text}{_at(path)}" for path, _, text in also)
         advice = f"; {self.advice}" if self.advice else ""
-        super().__init__(f"{where}{message}{at}{advice}")
+        super().__init__(f"{where}{message}{_at(json_path)}{others}{advice}")
+
+
+def _at(json_path: str) -> str:
+    return f" at {json_path}" if json_path and json_path != "$" else ""
 
 
 class UntrustedJSONError(ContractError):
@@ -51,11 +65,16 @@ class StateDamagedError(ContractError):
         cls, exc: ContractError, *, source: str = "", path_prefix: str = ""
     ) -> StateDamagedError:
         """The same problem, reported as a damaged state (``path_prefix`` roots a sub-document)."""
+
+        def rooted(json_path: str) -> str:
+            return path_prefix + json_path[1:] if path_prefix else json_path
+
         return cls(
             exc.detail,
             source=source or exc.source,
-            json_path=path_prefix + exc.json_path[1:] if path_prefix else exc.json_path,
+            json_path=rooted(exc.json_path),
             rule=exc.rule,
+            also=tuple((rooted(path), rule, text) for path, rule, text in exc.also),
         )
 
 

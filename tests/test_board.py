@@ -35,8 +35,10 @@ from orchestrator.formats.board import (
     TaskStatus,
     TaskType,
     WorklogEntry,
-    board_schema,
     dump_board_document,
+)
+from orchestrator.formats.board_rules import (
+    board_schema,
     parse_handoff,
     parse_packet,
     parse_verdict,

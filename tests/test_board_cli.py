@@ -32,7 +32,7 @@ import pytest
 from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator import Board, Task
-from orchestrator.formats.board import board_schema
+from orchestrator.formats.board_rules import board_schema
 from orchestrator.formats.convert import structure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1073,19 +1073,19 @@ BAD = {
     "ledger-stale": (
         "ledger",
         ndjson(CREATE, START, STALE | {"delta_id": "T-12/again"}),
-        "CONCURRENCY_CONFLICT",
+        "LEDGER_INCONSISTENT",
         "the writer saw 0",
     ),
     "ledger-todo-done": (
         "ledger",
         ndjson(CREATE, SKIPPED | {"x_base_version": 1, "x_seq": 2}),
-        "INVALID_TRANSITION",
+        "LEDGER_INCONSISTENT",
         "cannot go to done",
     ),
     "ledger-locks": (
         "ledger",
         ndjson(CREATE, START, OTHER, OTHER_START),
-        "LOCK_CONFLICT",
+        "LEDGER_INCONSISTENT",
         "T-12 holds tests/test_api.py",
     ),
     "ledger-not-created": (
@@ -1097,10 +1097,10 @@ BAD = {
     "ledger-no-verdict": (
         "ledger",
         ndjson(CREATE, START, SKIPPED),
-        "ACCEPTANCE_FAILED",
+        "LEDGER_INCONSISTENT",
         "PASS verdict",
     ),
-    "ledger-bad-line": ("ledger", ndjson(CREATE) + "{oops\n", "SCHEMA_INVALID", "line 2"),
+    "ledger-bad-line": ("ledger", ndjson(CREATE) + "{oops\n", "LEDGER_INCONSISTENT", "line 2"),
     "submit-v2": (
         "submit",
         changed(SUBMIT, "schema_version", "scc.submit.v2"),
@@ -1211,9 +1211,33 @@ def test_strict_refuses_an_unknown_field_deep_inside() -> None:
     assert verdict["code"] == "SCHEMA_INVALID" and "owner_hint" in verdict["reason"]
 
 
-def test_strict_ledger_refuses_an_unknown_field() -> None:
-    verdict = check("ledger", ndjson({**CREATE, "comment": "x"}, START), "--strict")
-    assert (verdict["allow"], verdict["code"]) == (False, "SCHEMA_INVALID")
+# A ledger holds only what the board appended: a line it would refuse is the ledger's.
+LEDGER_CAUSES = {
+    "ledger-forged": "LEDGER_INCONSISTENT",
+    "ledger-stale": "CONCURRENCY_CONFLICT",
+    "ledger-todo-done": "INVALID_TRANSITION",
+    "ledger-locks": "LOCK_CONFLICT",
+    "ledger-not-created": "LEDGER_INCONSISTENT",
+    "ledger-no-verdict": "ACCEPTANCE_FAILED",
+    "ledger-bad-line": "SCHEMA_INVALID",
+}
+
+
+@pytest.mark.parametrize("case", LEDGER_CAUSES)
+def test_a_ledger_the_board_cannot_reconcile_names_the_rule_as_its_cause(case: str) -> None:
+    verdict = check("ledger", BAD[case][1])
+    assert verdict["code"] == "LEDGER_INCONSISTENT"
+    assert verdict["details"]["cause"] == LEDGER_CAUSES[case]
+
+
+@pytest.mark.parametrize("flags", [(), ("--strict",)])
+def test_a_ledger_with_an_unknown_field_is_refused_as_the_board_refuses_it(
+    flags: tuple[str, ...],
+) -> None:
+    verdict = check("ledger", ndjson({**CREATE, "comment": "x"}, START), *flags)
+    assert (verdict["allow"], verdict["code"]) == (False, "LEDGER_INCONSISTENT")
+    assert verdict["details"]["cause"] == "SCHEMA_INVALID"
+    assert "unknown field 'comment'" in verdict["reason"]
 
 
 @pytest.mark.parametrize("where", ["in a lock", "beside active_locks"])
@@ -1361,7 +1385,10 @@ def test_check_result_refuses_a_secret_in_its_notes_with_or_without_a_packet(
         assert (verdict["allow"], verdict["code"]) == (False, "UNTRUSTED_CONTEXT_BLOCK"), verdict
         assert "notes_for_orchestrator[0] holds a secret" in verdict["reason"]
         assert AWS_KEY not in json.dumps(verdict)
-    assert alone["details"] == {"json_path": "$.notes_for_orchestrator[0]"}
+    assert alone["details"] == {
+        "json_path": "$.notes_for_orchestrator[0]",
+        "rule": "untrusted-secret",
+    }
     result["notes_for_orchestrator"] = ["all done"]
     assert check("result", result)["allow"] is True
 

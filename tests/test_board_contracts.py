@@ -33,9 +33,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator._errors import ContractError, UnknownVersionError, UntrustedJSONError
-from orchestrator.formats import board
+from orchestrator.formats import board, board_rules
 from orchestrator.formats.board import (
-    BOARD_SCHEMA_KINDS,
     AcceptanceCheck,
     CheckStatus,
     ErrorCode,
@@ -45,8 +44,11 @@ from orchestrator.formats.board import (
     Task,
     TaskStatus,
     TaskType,
-    board_schema,
     dump_board_document,
+)
+from orchestrator.formats.board_rules import (
+    BOARD_SCHEMA_KINDS,
+    board_schema,
     error_code_for,
     parse_board_document,
     parse_ledger_delta,
@@ -284,7 +286,7 @@ def test_seed_examples_parse_to_what_they_say() -> None:
     assert packet.task.type is TaskType.PARALLELIZABLE
     assert packet.task.priority is Priority.HIGH
     assert packet.active_locks[0].active is True
-    result = board.parse_subagent_result(RESULT, source="result.json", strict=True)
+    result = board_rules.parse_subagent_result(RESULT, source="result.json", strict=True)
     assert result.acceptance_check == [
         AcceptanceCheck(
             criterion="All endpoint tests pass",
@@ -312,7 +314,7 @@ def test_submit_and_verdict_have_exactly_the_canonical_shapes() -> None:
     # The canonical shapes themselves are placeholders, not documents.
     assert complaints("submit", SUBMIT_SHAPE) != []
     with pytest.raises(ContractError):
-        board.parse_submit(SUBMIT_SHAPE, source="shape")
+        board_rules.parse_submit(SUBMIT_SHAPE, source="shape")
 
 
 def test_the_seed_task_input_example_is_refused_where_its_syntax_error_is() -> None:
@@ -678,7 +680,7 @@ def test_seed_002_versions_are_exact(kind: str, version: str) -> None:
 
 
 def test_built_objects_are_validated_too() -> None:
-    result = board.parse_subagent_result(RESULT, source="r")
+    result = board_rules.parse_subagent_result(RESULT, source="r")
     result.schema_version = "3.0.0"
     with pytest.raises(UnknownVersionError):
         validate_subagent_result(result, source="built")
@@ -794,7 +796,7 @@ def test_importing_and_reading_good_documents_does_not_import_cattrs() -> None:
     # cattrs is slow to import; the fast path reads every good document without it.
     code = (
         "import json, sys\n"
-        "from orchestrator.formats.board import parse_board_document\n"
+        "from orchestrator.formats.board_rules import parse_board_document\n"
         "loaded = 'cattrs' in sys.modules\n"
         "for kind, document in json.loads(sys.stdin.read()).items():\n"
         "    parse_board_document(kind, document, source=kind, strict=True)\n"

@@ -35,13 +35,8 @@ from hypothesis.stateful import (
 
 from orchestrator._errors import BoardError
 from orchestrator.board.ledger import Ledger, LedgerState
-from orchestrator.formats.board import (
-    LedgerDelta,
-    Task,
-    TaskStatus,
-    TaskType,
-    parse_ledger_delta,
-)
+from orchestrator.formats.board import LedgerDelta, Task, TaskStatus, TaskType
+from orchestrator.formats.board_rules import parse_ledger_delta
 from orchestrator.formats.scope import normalize_resource, resources_conflict
 
 AT = "2025-11-18T10:30:00.000Z"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator._errors import ContractError
-from orchestrator.formats.board import LedgerDelta, TaskStatus, validate_ledger_delta
+from orchestrator.formats.board import LedgerDelta, TaskStatus
+from orchestrator.formats.board_rules import validate_ledger_delta
 from orchestrator.formats.convert import check_date_time, check_uuid, check_version
 
 
@@ -47,7 +48,7 @@ def test_a_task_id_with_a_final_newline_or_odd_digits_is_refused(task_id: str) -
 def test_the_shipped_board_schemas_refuse_a_final_newline_too() -> None:
     import jsonschema
 
-    from orchestrator.formats.board import board_schema
+    from orchestrator.formats.board_rules import board_schema
 
     schema = board_schema("ledger-delta")
     good = {"task_id": "T-1", "status": "todo", "owner": "", "reason": "r", "delta_id": "d-1"}

@@ -156,17 +156,17 @@ class Board:
     def create_tasks(self, tasks: Sequence[Task], *, owner: str = "") -> list[LedgerDelta]:
         """Create ``tasks`` (in dependency order; a cycle is refused before anything is
         written). Creating the same tasks again changes nothing."""
-        from ..formats.scope import ScopeError, normalize_resource
+        from ..formats.board_rules import error_code_for, refuse_untrusted_secret, validate_task
 
         for task in tasks:
             where = f"task {task.task_id}"
             try:
                 validate_task(task, source=where)
-                normalize_resource(task.worklog_path)
-            except (ContractError, ScopeError) as exc:
+                refuse_untrusted_secret(task, source=where)
+            except ContractError as exc:
                 raise BoardError(
-                    f"{where}: {exc}; nothing was created",
-                    code=ErrorCode.SCHEMA_INVALID.value,
+                    f"{exc}; nothing was created",
+                    code=error_code_for(exc).value,
                     task_id=task.task_id,
                 ) from None
         ordered = topological_order(tasks)
@@ -289,7 +289,7 @@ class Board:
         return packets
 
     def _read_packet(self, task_id: str, attempt: int) -> AssignmentPacket:
-        from ..formats.board import parse_packet
+        from ..formats.board_rules import parse_packet
         from ..storage.files import read_json_file
 
         path = self.packet_path(task_id, attempt)
@@ -301,9 +301,10 @@ class Board:
     def _packet(
         self, state: LedgerState, row: TaskRow, context: Sequence[ContextItem]
     ) -> AssignmentPacket:
-        _refuse_secrets([item.value for item in context], "a context_package value")
+        from ..formats.board_rules import untrusted_secret
+
         info = self.info
-        return AssignmentPacket(
+        packet = AssignmentPacket(
             run_id=info.run_id,
             global_objective=info.objective,
             task=row.task,
@@ -315,6 +316,14 @@ class Board:
                 *context,
             ],
         )
+        found = untrusted_secret(packet)
+        if found is not None:  # as `orchestrate check packet` refuses it
+            raise BoardError(
+                f"the packet of task {row.task_id}: {found[1]}; it was not written",
+                code=ErrorCode.UNTRUSTED_CONTEXT_BLOCK.value,
+                task_id=row.task_id,
+            )
+        return packet
 
     # -- the subagent's side -------------------------------------------------------------
 
@@ -351,7 +360,8 @@ class Board:
     def append_worklog(self, entry: WorklogEntry) -> WorklogEntry:
         """Append one entry to its task's worklog, any process at once. Secrets in
         ``decision``/``result`` (untrusted) refuse it; elsewhere they are redacted."""
-        from ..formats.secrets import first_secret_kind, redact
+        from ..formats.board_rules import untrusted_secret
+        from ..formats.secrets import redact
 
         if entry.run_id.lower() != self.run_id.lower():
             raise BoardError(
@@ -360,15 +370,14 @@ class Board:
                 task_id=entry.task_id,
             )
         row = self.state().row(entry.task_id)
-        for name in ("decision", "result"):
-            kind = first_secret_kind(getattr(entry, name))
-            if kind is not None:
-                raise BoardError(
-                    f"the worklog entry's {name} holds a secret ({kind}); it was not written: "
-                    "scrub it and append again",
-                    code=ErrorCode.UNTRUSTED_CONTEXT_BLOCK.value,
-                    task_id=entry.task_id,
-                )
+        found = untrusted_secret(entry)
+        if found is not None:  # as `orchestrate check worklog` refuses it
+            raise BoardError(
+                f"the worklog entry's {found[1]}; it was not written: append it again once "
+                "scrubbed",
+                code=ErrorCode.UNTRUSTED_CONTEXT_BLOCK.value,
+                task_id=entry.task_id,
+            )
         clean = attrs.evolve(
             entry,
             actor=redact(entry.actor),
@@ -474,7 +483,8 @@ class Board:
     def _settled(self, row: TaskRow, attempt: int, state: LedgerState) -> Judgement | None:
         """The judgement recorded for ``attempt`` of ``row``'s task, if it was judged; a
         PASS that lost the race to another settlement (the watchdog) is reported failed."""
-        from ..formats.board import FailCode, VerdictOutcome, parse_verdict
+        from ..formats.board import FailCode, VerdictOutcome
+        from ..formats.board_rules import parse_verdict
         from ..formats.strict_json import loads_strict
         from .gateway import Problem
 
@@ -777,13 +787,6 @@ class Board:
         return cap_handoff(bundle)
 
 
-def validate_task(task: Task, *, source: str) -> None:
-    """The seed 003 rules of a task object (ids, lengths, timing), naming ``source``."""
-    from ..formats.board import _At, _task
-
-    _task(task, _At(source))
-
-
 def adopt_handoff(directory: Path, bundle: HandoffBundle, *, clock: Clock | None = None) -> Board:
     """A new board in ``directory`` that continues the run ``bundle`` describes: every
     task recreated and brought to its recorded status (finished tasks stay finished,
@@ -815,6 +818,8 @@ def adopt_handoff(directory: Path, bundle: HandoffBundle, *, clock: Clock | None
         for row in bundle.ledger
     ]
     for task in tasks:
+        from ..formats.board_rules import validate_task
+
         validate_task(task, source=f"handoff ledger {task.task_id}")
     board.create_tasks(tasks, owner="handoff")
     by_id = {row.task_id: row for row in bundle.ledger}

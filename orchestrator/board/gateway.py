@@ -17,9 +17,9 @@ from pathlib import Path
 
 import attrs
 
-from .._errors import ContractError, UnknownVersionError
+from .._errors import ContractError
 from ..formats.board import (
-    SUBMIT_SCHEMA_VERSION,
+    SUBMIT_VERSION_PREFIX,
     CheckStatus,
     ErrorCode,
     FailCode,
@@ -112,22 +112,19 @@ def evaluate(
 def _read(
     raw: bytes, *, source: str, task: Task, run_id: str, problems: list[Problem]
 ) -> SubagentResult | Submit | None:
-    from ..formats.board import parse_subagent_result, parse_submit
+    from ..formats.board_rules import error_code_for, parse_subagent_result, parse_submit
     from ..formats.strict_json import loads_strict
 
     try:
         data = loads_strict(raw, source=source, max_bytes=MAX_RESULT_BYTES)
-        if isinstance(data, dict) and data.get("schema_version") == SUBMIT_SCHEMA_VERSION:
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, str) and version.startswith(SUBMIT_VERSION_PREFIX):
             document: SubagentResult | Submit = parse_submit(data, source=source)
-        else:
-            document = parse_subagent_result(data, source=source)
-    except UnknownVersionError as exc:
-        problems.append(
-            Problem(ErrorCode.UNKNOWN_SCHEMA_VERSION, FailCode.SCHEMA_VIOLATION, str(exc))
-        )
-        return None
+        else:  # acceptance is judged below, against the task's own criteria
+            document = parse_subagent_result(data, source=source, acceptance=False)
     except ContractError as exc:
-        problems.append(Problem(ErrorCode.SCHEMA_INVALID, FailCode.SCHEMA_VIOLATION, str(exc)))
+        code = error_code_for(exc)
+        problems.append(Problem(code, FailCode.SCHEMA_VIOLATION, str(exc)))
         return None
     wrong = []
     if document.task_id != task.task_id:
@@ -192,11 +189,9 @@ def _check_scope(
 
 
 def _check_secrets(document: SubagentResult | Submit | None, problems: list[Problem]) -> None:
-    if not isinstance(document, SubagentResult):
-        return
-    from ..formats.board import secret_in_untrusted_fields
+    from ..formats.board_rules import untrusted_secret
 
-    found = secret_in_untrusted_fields(document)
+    found = untrusted_secret(document)
     if found is not None:
         problems.append(
             Problem(ErrorCode.UNTRUSTED_CONTEXT_BLOCK, FailCode.POLICY_VIOLATION, found[1])
@@ -263,7 +258,9 @@ def _check_evidence(
     document: SubagentResult | Submit | None, workspace: Path | None, problems: list[Problem]
 ) -> bool:
     if isinstance(document, SubagentResult):
-        bare = [c.criterion for c in document.acceptance_check if not c.evidence.strip()]
+        from ..formats.board_rules import has_evidence
+
+        bare = [c.criterion for c in document.acceptance_check if not has_evidence(c)]
         if bare:
             problems.append(
                 Problem(

@@ -529,45 +529,71 @@ class Ledger:
         with open(self.path, "rb") as ledger:
             ledger.seek(offset)
             data = ledger.read()
-        end = data.rfind(b"\n") + 1  # a torn last line is left for the next writer to cut
-        state = self._state
-        position = offset
-        # Only "\n" ends a line: a bare "\r" is JSON whitespace, not a line break.
-        for line in data[:end].split(b"\n")[:-1]:
-            line += b"\n"
-            position += len(line)
-            if not line.strip():
-                continue
-            where = f"{self.path} line {state.seq + 1}"
-            delta = _parse_line(line, where)
+        fold = fold_ledger(self._state, data, source=str(self.path))
+        if fold.last_line:
+            self._last_line = fold.last_line
+        self._offset = offset + fold.consumed
+
+
+@attrs.define
+class Fold:
+    """What :func:`fold_ledger` did: bytes consumed (whole lines), the last line folded,
+    how many deltas applied and how many were duplicates."""
+
+    consumed: int = 0
+    last_line: bytes = b""
+    applied: int = 0
+    duplicates: int = 0
+
+
+def fold_ledger(state: LedgerState, data: bytes, *, source: str) -> Fold:
+    """Fold the whole lines of ``data`` (ledger bytes from a line start) into ``state``,
+    as every reader of a ledger does: the board and ``orchestrate check ledger``.
+
+    A torn last line (no newline: a writer killed mid-append) is not folded. A line that
+    cannot be read, or holds a delta the board would refuse, is LEDGER_INCONSISTENT: the
+    ledger cannot be reconciled; ``details["cause"]`` is the code of the rule it breaks.
+    """
+    fold = Fold()
+    end = data.rfind(b"\n") + 1  # a torn last line is left for the next writer to cut
+    # Only "\n" ends a line: a bare "\r" is JSON whitespace, not a line break.
+    for line in data[:end].split(b"\n")[:-1]:
+        line += b"\n"
+        fold.consumed += len(line)
+        if not line.strip():
+            continue
+        where = f"{source} line {state.seq + 1}"
+        delta = _parse_line(line, where)
+        try:
             if delta.x_seq != state.seq + 1:
                 raise BoardError(
-                    f"{where}: x_seq is {delta.x_seq}, expected {state.seq + 1}; the ledger "
-                    "was edited or two files were joined; restore it from a copy",
+                    f"x_seq is {delta.x_seq}, expected {state.seq + 1}; the ledger was "
+                    "edited or two files were joined",
                     code=ErrorCode.LEDGER_INCONSISTENT.value,
-                    task_id=delta.task_id,
-                    delta_id=delta.delta_id,
                 )
-            try:
-                fresh = state.judge(delta)
-            except BoardError as exc:
-                raise BoardError(
-                    f"{where}: {exc.reason}; the ledger holds a delta the board would refuse "
-                    "(edited by hand?); restore it from a copy",
-                    code=ErrorCode.LEDGER_INCONSISTENT.value,
-                    task_id=delta.task_id,
-                    delta_id=delta.delta_id,
-                ) from None
-            if fresh:
-                state.apply(delta)
-                state.index.add(delta.delta_id, delta_digest(delta))
-            self._last_line = line
-        self._offset = position
+            fresh = state.judge(delta)
+        except BoardError as exc:
+            raise BoardError(
+                f"{where}: {exc.reason}; the ledger holds a delta the board would refuse "
+                "(edited by hand?); restore it from a copy",
+                code=ErrorCode.LEDGER_INCONSISTENT.value,
+                task_id=delta.task_id,
+                delta_id=delta.delta_id,
+                details={"cause": exc.code, **exc.details},
+            ) from None
+        if fresh:
+            state.apply(delta)
+            state.index.add(delta.delta_id, delta_digest(delta))
+            fold.applied += 1
+        else:
+            fold.duplicates += 1
+        fold.last_line = line
+    return fold
 
 
 def _check_contract(deltas: Sequence[LedgerDelta], at: str) -> None:
     """Refuse, before anything is written, a delta the ledger's readers would refuse."""
-    from ..formats.board import validate_ledger_delta
+    from ..formats.board_rules import validate_ledger_delta
     from ..formats.convert import check_date_time
 
     for delta in deltas:
@@ -586,7 +612,7 @@ def _check_contract(deltas: Sequence[LedgerDelta], at: str) -> None:
 
 def _parse_line(line: bytes, where: str) -> LedgerDelta:
     # The converter refuses unknown fields without the x_ prefix (strict mode) by itself.
-    from ..formats.board import validate_ledger_delta
+    from ..formats.board_rules import error_code_for, validate_ledger_delta
 
     try:
         delta = structure(loads_strict(line, source=where), LedgerDelta, source=where)
@@ -596,4 +622,5 @@ def _parse_line(line: bytes, where: str) -> LedgerDelta:
         raise BoardError(
             f"{exc}; the ledger line cannot be read; restore the ledger from a copy",
             code=ErrorCode.LEDGER_INCONSISTENT.value,
+            details={"cause": error_code_for(exc).value, "json_path": exc.json_path},
         ) from None

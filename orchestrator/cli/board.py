@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_REFUSED = 0, 1
 # The validators' short names, and the document kind each one reads.
 CHECK_KINDS = {
+    "task": "task",
     "packet": "assignment-packet",
     "result": "subagent-result",
     "locks": "locks",
@@ -50,7 +51,7 @@ def add_board_commands(board: Any, formatter: Any) -> None:
 
     def sub(name: str, handler: Callable[[argparse.Namespace], int], text: str) -> Any:
         parser = subs.add_parser(name, help=text, description=text, formatter_class=formatter)
-        parser.set_defaults(run_command=handler)
+        parser.set_defaults(run_command=_with_codes(handler))
         parser.add_argument("--workdir", type=Path, default=None, help="default: current directory")
         parser.add_argument("--board", type=Path, default=None, help="default: WORKDIR/.board")
         return parser
@@ -137,6 +138,23 @@ def add_board_commands(board: Any, formatter: Any) -> None:
 
     adopt = sub("adopt", _cmd_adopt, "Make a new board from a handoff bundle and continue it.")
     _add_input(adopt)
+
+
+def _with_codes(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """``handler``, with a document it refuses reported under the code ``orchestrate
+    check`` gives the same document."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except ContractError as exc:
+            from ..formats.board_rules import error_code_for
+
+            raise BoardError(str(exc), code=error_code_for(exc).value) from None
+
+    return run
 
 
 def add_check_command(check: Any) -> None:
@@ -230,25 +248,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_create(args: argparse.Namespace) -> int:
-    from ..board.board import validate_task
-    from ..formats.board import Task
-    from ..formats.convert import structure, unstructure
+    from ..formats.board_rules import parse_task
+    from ..formats.convert import unstructure
 
     data = _json_input(args, "<stdin>")
     items = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(items, list):
-        raise UsageError('give a JSON list of seed 003 task objects (or {"tasks": [...]})')
-    tasks = []
-    for index, item in enumerate(items):
-        where = f"<tasks>[{index}]"
-        try:
-            task = structure(item, Task, source=where)
-            validate_task(task, source=where)
-        except ContractError as exc:  # the code a validator of the same task gives
-            from ..formats.board import error_code_for
-
-            raise BoardError(str(exc), code=error_code_for(exc).value) from None
-        tasks.append(task)
+        raise UsageError('give a JSON list of task objects (or {"tasks": [...]})')
+    tasks = [parse_task(item, source=f"<tasks>[{i}]") for i, item in enumerate(items)]
     applied = _board(args).create_tasks(tasks)
     for delta in applied:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
@@ -335,7 +342,8 @@ def _cmd_heartbeat(args: argparse.Namespace) -> int:
 
 
 def _cmd_worklog(args: argparse.Namespace) -> int:
-    from ..formats.board import WorklogEntry, parse_worklog_entry
+    from ..formats.board import WorklogEntry
+    from ..formats.board_rules import parse_worklog_entry
 
     board = _board(args)
     if args.json_stdin:
@@ -455,7 +463,7 @@ def _cmd_handoff(args: argparse.Namespace) -> int:
 
 def _cmd_adopt(args: argparse.Namespace) -> int:
     from ..board.board import adopt_handoff
-    from ..formats.board import parse_handoff
+    from ..formats.board_rules import parse_handoff
 
     bundle = parse_handoff(_json_input(args, "<stdin>"), source=str(args.file or "<stdin>"))
     board = adopt_handoff(_board(args).directory, bundle)
@@ -516,7 +524,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "reason": f"{exc.filename}: {exc.strerror}",
         }
     except ContractError as exc:
-        from ..formats.board import error_code_for
+        from ..formats.board_rules import error_code_for
 
         verdict = {
             "allow": False,
@@ -537,33 +545,26 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     source = "<stdin>"
     kind = args.kind
     if kind == "ledger":
-        return _check_ledger(raw, strict=args.strict)
+        return _check_ledger(raw)
     data = loads_strict(raw, source=source)
     if kind == "locks":
         return _check_locks(data, strict=args.strict)
-    from ..formats.board import (
-        SubagentResult,
-        parse_board_document,
-        secret_in_untrusted_fields,
-    )
+    from ..formats.board_rules import parse_board_document, parse_task, refuse_untrusted_secret
 
-    document = parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
+    if kind == "task":
+        document = parse_task(data, source=source, strict=args.strict)
+    else:
+        document = parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
     if args.packet is not None and kind in ("result", "submit"):
         return _check_against_packet(raw, args.packet)
-    found = secret_in_untrusted_fields(document) if isinstance(document, SubagentResult) else None
-    if found is not None:  # refused as the gateway refuses it, with or without a packet
-        return {
-            "allow": False,
-            "code": "UNTRUSTED_CONTEXT_BLOCK",
-            "reason": found[1],
-            "details": {"json_path": found[0]},
-        }
+    # a secret in an untrusted field, refused as the board refuses it
+    refuse_untrusted_secret(document, source=source)
     return {"allow": True, "code": "OK", "reason": f"a valid {kind} document"}
 
 
 def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
     from ..board.gateway import evaluate
-    from ..formats.board import parse_packet
+    from ..formats.board_rules import parse_packet
     from ..formats.times import SystemClock, format_time
     from ..storage.files import read_json_file
 
@@ -592,31 +593,10 @@ def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
 
 
 def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
-    from ..formats.board import parse_active_lock
+    from ..formats.board_rules import parse_lock_table
     from ..formats.scope import ScopeError, check_lock_table
 
-    items = data
-    if isinstance(data, dict):
-        extra = [k for k in data if k != "active_locks" and not k.startswith("x_")]
-        if strict and extra:
-            raise ContractError(
-                f"unknown field {', '.join(map(repr, extra))}: not in the lock table "
-                "(extension fields need the 'x_' prefix)",
-                source="<stdin>",
-                json_path="$",
-                rule="additionalProperties",
-            )
-        items = data.get("active_locks")
-    if not isinstance(items, list):
-        raise ContractError(
-            "expected a list of locks (or an object with active_locks)",
-            source="<stdin>",
-            rule="type",
-        )
-    locks = [
-        parse_active_lock(item, source=f"<stdin>[{index}]", strict=strict)
-        for index, item in enumerate(items)
-    ]
+    locks = parse_lock_table(data, source="<stdin>", strict=strict)
     try:
         conflicts = check_lock_table((lock.task_id, lock.resource, lock.active) for lock in locks)
     except ScopeError as exc:
@@ -631,34 +611,17 @@ def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
     return {"allow": True, "code": "OK", "reason": f"{len(locks)} locks, no conflict"}
 
 
-def _check_ledger(raw: bytes, *, strict: bool) -> dict[str, Any]:
-    """Fold the deltas (NDJSON) and reconcile: every rule of D1-D5 and the lock table."""
-    from ..board.ledger import LedgerState
-    from ..formats.board import parse_ledger_delta
-    from ..formats.strict_json import loads_strict
+def _check_ledger(raw: bytes) -> dict[str, Any]:
+    """Fold the deltas (NDJSON) as the board reads its ledger: every rule of D1-D5 and
+    the lock table; a torn last line is left out, as the board leaves it."""
+    from ..board.ledger import LedgerState, fold_ledger
 
     state = LedgerState()
-    applied = duplicates = 0
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"<stdin> line {number}"
-        delta = parse_ledger_delta(loads_strict(line, source=where), source=where, strict=strict)
-        if delta.x_seq is not None and delta.x_seq != state.seq + 1:
-            raise BoardError(
-                f"{where}: x_seq is {delta.x_seq}, expected {state.seq + 1} (D1: deltas apply "
-                "in order, numbered without gaps)",
-                code="LEDGER_INCONSISTENT",
-                task_id=delta.task_id,
-                delta_id=delta.delta_id,
-            )
-        if state.apply_batch([delta], at=delta.x_at or "") == []:
-            duplicates += 1
-        else:
-            applied += 1
+    fold = fold_ledger(state, raw, source="<stdin>")
+    torn = " (a torn last line left out)" if raw[fold.consumed :].strip() else ""
     return {
         "allow": True,
         "code": "OK",
-        "reason": f"{applied} deltas apply cleanly ({duplicates} duplicates ignored); "
-        f"{len(state.rows)} tasks, {len(state.active_locks())} locks held",
+        "reason": f"{fold.applied} deltas apply cleanly ({fold.duplicates} duplicates "
+        f"ignored){torn}; {len(state.rows)} tasks, {len(state.active_locks())} locks held",
     }

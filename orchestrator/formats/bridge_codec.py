@@ -8,7 +8,7 @@ versions), always naming the file and the JSON path of the first problem.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -27,35 +27,49 @@ from .convert import (
     check_range,
     check_uuid,
     check_version,
+    null_problem,
+    refusal,
     structure,
     unstructure,
 )
 from .fastpath import shallow
 from .strict_json import dumps_canonical, loads_strict
 
+T = TypeVar("T")
 PROMPT_MIN_LENGTH = 100
 TIMEOUT_RANGE = (30, 600)
 CONTEXT_STRING_KEYS = ("project_path", "output_path", "template_name")
 
 
-def _refuse_nulls(data: Any, cls: type[Any], source: str, path: str = "$") -> None:
-    """The bridge format's schemas give no field a null: an optional field is left out.
-    Every null field of the object is named at once."""
-    if not isinstance(data, dict):
-        return
-    fields = {f.name for f in attrs.fields(cls)} - {"extra"}
-    nulls = [key for key, value in data.items() if value is None and key in fields]
+def _structured(data: Any, cls: type[T], source: str) -> T:
+    """``data`` as ``cls``, refused with every problem named at once: the null fields
+    (the bridge format's schemas give no field a null: an optional field is left out)
+    together with what the converter finds (unknown fields, missing ones, wrong types)."""
+    nulls = _nulls(data, cls, "$")
+    try:
+        document = structure(data, cls, source=source)
+    except ContractError as exc:
+        if not nulls:
+            raise
+        null_paths = {f"{path}.{key}" for path, keys in nulls for key in keys}
+        found = [(exc.json_path, exc.rule, exc.detail), *exc.also]
+        others = [problem for problem in found if problem[0] not in null_paths]
+        raise refusal([*(null_problem(*n) for n in nulls), *others], source=source) from None
     if nulls:
-        names = ", ".join(nulls)
-        raise ContractError(
-            f"{names} {'is' if len(nulls) == 1 else 'are'} null; the format has no null: "
-            "leave an optional field out instead",
-            source=source,
-            json_path=f"{path}.{nulls[0]}",
-            rule="type",
-        )
+        raise refusal([null_problem(*n) for n in nulls], source=source)
+    return document
+
+
+def _nulls(data: Any, cls: type[Any], path: str) -> list[tuple[str, list[str]]]:
+    """Each object's null fields, as (its JSON path, the fields)."""
+    if not isinstance(data, dict):
+        return []
+    fields = {f.name for f in attrs.fields(cls)} - {"extra"}
+    keys = [key for key, value in data.items() if value is None and key in fields]
+    found = [(path, keys)] if keys else []
     if cls is AgentResponse:
-        _refuse_nulls(data.get("metadata"), ResponseMetadata, source, f"{path}.metadata")
+        found += _nulls(data.get("metadata"), ResponseMetadata, f"{path}.metadata")
+    return found
 
 
 def _check_version_first(data: Any, source: str) -> None:
@@ -179,8 +193,7 @@ def parse_request(
 ) -> AgentRequest:
     """A request; with a workflow's enums and phase range when they are given."""
     _check_version_first(data, source)
-    _refuse_nulls(data, AgentRequest, source)
-    request = structure(data, AgentRequest, source=source)
+    request = _structured(data, AgentRequest, source)
     validate_request(
         request,
         source=source,
@@ -193,16 +206,14 @@ def parse_request(
 
 def parse_response(data: Any, *, source: str) -> AgentResponse:
     _check_version_first(data, source)
-    _refuse_nulls(data, AgentResponse, source)
-    response = structure(data, AgentResponse, source=source)
+    response = _structured(data, AgentResponse, source)
     validate_response(response, source=source)
     return response
 
 
 def parse_state(data: Any, *, source: str, max_phase: int | None = None) -> CheckpointState:
     _check_version_first(data, source)
-    _refuse_nulls(data, CheckpointState, source)
-    state = structure(data, CheckpointState, source=source)
+    state = _structured(data, CheckpointState, source)
     validate_state(state, source=source, max_phase=max_phase)
     return state
 

@@ -118,3 +118,23 @@ def check_range(
         raise ContractError(
             f"{value} is outside {bounds}", source=source, json_path=json_path, rule="range"
         )
+
+
+# -- refusals naming every problem ----------------------------------------------------------
+
+
+def null_problem(path: str, keys: list[str]) -> tuple[str, str, str]:
+    """The problem of an object at ``path`` whose fields ``keys`` hold ``null``: no
+    format of the project gives a field a null (an optional field is left out)."""
+    verb = "is" if len(keys) == 1 else "are"
+    text = (
+        f"{', '.join(keys)} {verb} null; the format has no null: give a value, or leave an "
+        "optional field out"
+    )
+    return (f"{path}.{keys[0]}", "type", text)
+
+
+def refusal(problems: list[tuple[str, str, str]], *, source: str) -> ContractError:
+    """One error naming ``problems`` (json_path, rule, message), the first as primary."""
+    (path, rule, text), also = problems[0], tuple(problems[1:])
+    return ContractError(text, source=source, json_path=path, rule=rule, also=also)

@@ -41,9 +41,13 @@ def _open_map_hook(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any
                 known["extra"] = {k: value[k] for k in unknown}
                 return inner(known, cls)
             undeclared = [k for k in unknown if not k.startswith(EXTENSION_PREFIX)]
-            if undeclared:
-                raise _UnknownKeys(undeclared)
             value = {k: v for k, v in value.items() if k in names}
+            if undeclared:  # named together with what else is wrong in the declared ones
+                try:
+                    inner(value, cls)
+                except Exception as exc:
+                    raise _UnknownKeys(undeclared, also=exc) from None
+                raise _UnknownKeys(undeclared)
         return inner(value, cls)
 
     return structure
@@ -63,8 +67,9 @@ def _drop_none_hook(cls: type[Any], converter: cattrs.Converter) -> Callable[[An
 
 
 class _UnknownKeys(Exception):
-    def __init__(self, keys: list[str]) -> None:
+    def __init__(self, keys: list[str], also: BaseException | None = None) -> None:
         self.keys = keys
+        self.also = also  # what failed in the declared keys of the same object
         super().__init__(", ".join(keys))
 
 
@@ -104,6 +109,14 @@ class _AtIndex(Exception):
         super().__init__(f"{step}: {cause}")
 
 
+class _Several(Exception):
+    """Failures in several items of one list or members of one object."""
+
+    def __init__(self, failures: list[_AtIndex]) -> None:
+        self.failures = failures
+        super().__init__("; ".join(map(str, failures)))
+
+
 def _is_list_type(cls: Any) -> bool:
     return getattr(cls, "__origin__", None) is list
 
@@ -121,12 +134,14 @@ def _list_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], An
             raise TypeError(f"expected an array, got {_json_type(value)}")
         if item_type is Any:
             return list(value)
-        items = []
+        items, failed = [], []
         for index, item in enumerate(value):
             try:
                 items.append(converter.structure(item, item_type))
             except Exception as exc:
-                raise _AtIndex(f"[{index}]", exc) from None
+                failed.append(_AtIndex(f"[{index}]", exc))
+        if failed:
+            raise failed[0] if len(failed) == 1 else _Several(failed)
         return items
 
     return structure
@@ -140,12 +155,14 @@ def _dict_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], An
             raise TypeError(f"expected an object, got {_json_type(value)}")
         if value_type is Any:
             return dict(value)
-        members = {}
+        members, failed = {}, []
         for key, item in value.items():
             try:
                 members[key] = converter.structure(item, value_type)
             except Exception as exc:
-                raise _AtIndex(f".{key}", exc) from None
+                failed.append(_AtIndex(f".{key}", exc))
+        if failed:
+            raise failed[0] if len(failed) == 1 else _Several(failed)
         return members
 
     return structure
@@ -186,49 +203,71 @@ converter = _make_converter()
 
 
 def contract_error(exc: Exception, source: str) -> ContractError:
-    first = _first_leaf(exc, "$")
-    path, leaf = first
-    if isinstance(leaf, _UnknownKeys):
-        keys = ", ".join(repr(k) for k in leaf.keys)
-        return ContractError(
-            f"unknown field {keys}: not in the contract (extension fields need the 'x_' prefix)",
-            source=source,
-            json_path=path,
-            rule="additionalProperties",
-        )
-    if isinstance(leaf, KeyError):
-        return ContractError(
-            f"required field {leaf.args[0]!r} is missing",
-            source=source,
-            json_path=path,
-            rule="required",
-        )
-    if isinstance(leaf, ValueError) and "is not a valid" in str(leaf):
-        return ContractError(f"{leaf}", source=source, json_path=path, rule="enum")
-    return ContractError(f"{leaf}", source=source, json_path=path, rule="type")
+    """One error naming every problem cattrs found (the first is the primary one):
+    unknown fields, missing ones and wrong types, at every depth, together."""
+    from .convert import refusal
+
+    return refusal(_problems(_leaves(exc, "$")), source=source)
 
 
-def _first_leaf(exc: BaseException, path: str) -> tuple[str, BaseException]:
-    """Walk cattrs' exception groups to the first real failure and its JSON path."""
+def _problems(leaves: list[tuple[str, BaseException]]) -> list[tuple[str, str, str]]:
+    """(json_path, rule, message) of each leaf; the missing fields of one object in one."""
+    problems: list[tuple[str, str, str]] = []
+    missing: dict[str, list[str]] = {}
+    for path, leaf in leaves:
+        if isinstance(leaf, _UnknownKeys):
+            keys = ", ".join(repr(k) for k in leaf.keys)
+            text = (
+                f"unknown field {keys}: not in the contract (extension fields need the 'x_' prefix)"
+            )
+            problems.append((path, "additionalProperties", text))
+        elif isinstance(leaf, KeyError):
+            if path not in missing:
+                missing[path] = []
+                problems.append((path, "required", ""))
+            missing[path].append(repr(leaf.args[0]))
+        elif isinstance(leaf, ValueError) and "is not a valid" in str(leaf):
+            problems.append((path, "enum", f"{leaf}"))
+        else:
+            problems.append((path, "type", f"{leaf}"))
+    return [(path, rule, text or _missing_text(missing[path])) for path, rule, text in problems]
+
+
+def _missing_text(names: list[str]) -> str:
+    if len(names) == 1:
+        return f"required field {names[0]} is missing"
+    return f"required fields {', '.join(names)} are missing"
+
+
+def _leaves(exc: BaseException, path: str) -> list[tuple[str, BaseException]]:
+    """Walk cattrs' exception groups to every real failure and its JSON path."""
     from cattrs.errors import ClassValidationError, IterableValidationError
 
+    found: list[tuple[str, BaseException]] = []
     if isinstance(exc, ClassValidationError):
         with_notes, without_notes = exc.group_exceptions()
         for sub, note in with_notes:
             if isinstance(sub, KeyError) and not isinstance(sub, _UnknownKeys):
-                return path, KeyError(note.name)
-            return _first_leaf(sub, f"{path}.{note.name}")
+                found.append((path, KeyError(note.name)))
+            else:
+                found.extend(_leaves(sub, f"{path}.{note.name}"))
         for sub in without_notes:
-            return _first_leaf(sub, path)
+            found.extend(_leaves(sub, path))
+        return found
     if isinstance(exc, IterableValidationError):
         items, without_notes = exc.group_exceptions()
         for sub, item_note in items:
-            return _first_leaf(sub, f"{path}[{item_note.index}]")
+            found.extend(_leaves(sub, f"{path}[{item_note.index}]"))
         for sub in without_notes:
-            return _first_leaf(sub, path)
+            found.extend(_leaves(sub, path))
+        return found
     if isinstance(exc, _AtIndex):
-        return _first_leaf(exc.cause, f"{path}{exc.step}")
+        return _leaves(exc.cause, f"{path}{exc.step}")
+    if isinstance(exc, _Several):
+        return [leaf for failure in exc.failures for leaf in _leaves(failure, path)]
+    if isinstance(exc, _UnknownKeys) and exc.also is not None:
+        return [(path, exc), *_leaves(exc.also, path)]
     nested = getattr(exc, "exceptions", None)  # an ExceptionGroup (a backport on 3.10)
     if nested:
-        return _first_leaf(nested[0], path)
-    return path, exc
+        return [leaf for sub in nested for leaf in _leaves(sub, path)]
+    return [(path, exc)]

@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 
 from .._errors import ContractError, UnknownVersionError
-from .convert import check_date_time, structure, unstructure
+from .convert import check_date_time, null_problem, refusal, structure, unstructure
 from .step_names import (
     EVENT_AGENT_END,
     EVENT_AGENT_START,
@@ -342,9 +342,15 @@ def parse_results(data: Any, *, source: str, strict: bool = False) -> Results:
             raise ContractError(
                 "required field 'schema_version' is missing", source=source, rule="required"
             )
+        artifacts = data.get("artifacts")
+        items = artifacts if isinstance(artifacts, list) else []
+        _refuse_nulls(
+            [("$", data, _RESULTS_KEYS)]
+            + [(f"$.artifacts[{i}]", item, _ARTIFACT_KEYS) for i, item in enumerate(items)],
+            source,
+        )
         if not strict:
             data = _known(data, _RESULTS_KEYS)
-            artifacts = data.get("artifacts")
             if isinstance(artifacts, list):
                 data["artifacts"] = [_known(item, _ARTIFACT_KEYS) for item in artifacts]
     results = structure(data, Results, source=source)
@@ -354,11 +360,26 @@ def parse_results(data: Any, *, source: str, strict: bool = False) -> Results:
 
 def parse_event(data: Any, *, source: str, strict: bool = False) -> Event:
     """One ``events.ndjson`` line's value as an :class:`Event`; errors as :func:`parse_results`."""
-    if isinstance(data, dict) and not strict:
-        data = _known(data, _EVENT_KEYS)
+    if isinstance(data, dict):
+        _refuse_nulls([("$", data, _EVENT_KEYS)], source)
+        if not strict:
+            data = _known(data, _EVENT_KEYS)
     event = structure(data, Event, source=source)
     _event_rules(event, source=source)
     return event
+
+
+def _refuse_nulls(objects: list[tuple[str, Any, frozenset[str]]], source: str) -> None:
+    """No field of the format holds ``null`` (an optional field is left out, as the
+    schemas say): every null field of the ``objects`` (path, value, field names) named."""
+    problems = []
+    for path, value, names in objects:
+        if isinstance(value, dict):
+            keys = [key for key, item in value.items() if item is None and key in names]
+            if keys:
+                problems.append(null_problem(path, keys))
+    if problems:
+        raise refusal(problems, source=source)
 
 
 def _known(value: Any, names: frozenset[str]) -> Any:
@@ -391,10 +412,6 @@ def steps_schema(kind: str) -> dict[str, Any]:
     """The shipped JSON Schema (draft-07, strict mode) of ``results`` or one ``event``."""
     if kind not in STEPS_SCHEMA_KINDS:
         raise ValueError(f"no steps schema {kind!r}; the kinds are {', '.join(STEPS_SCHEMA_KINDS)}")
-    from importlib import resources
+    from .schemas import shipped_schema
 
-    schema_file = resources.files("orchestrator.formats.schemas.steps").joinpath(
-        f"{kind}.schema.json"
-    )
-    schema: dict[str, Any] = json.loads(schema_file.read_text(encoding="utf-8"))
-    return schema
+    return shipped_schema("steps", f"{kind}.schema.json")

@@ -10,8 +10,6 @@ template-create example the result equals the seed's schemas exactly.
 from __future__ import annotations
 
 import copy
-import json
-from importlib import resources
 from typing import Any
 
 KINDS = ("request", "response", "state")
@@ -25,13 +23,9 @@ _SEED_PURPOSE = "template creation"
 
 def seed_schema(kind: str) -> dict[str, Any]:
     """Seed 004's schema for ``kind`` (request, response or state), as printed."""
-    text = (
-        resources.files("orchestrator.formats.schemas")
-        .joinpath(_FILES[kind])
-        .read_text(encoding="utf-8")
-    )
-    data: dict[str, Any] = json.loads(text)
-    return data
+    from .schemas import shipped_schema
+
+    return shipped_schema("", _FILES[kind])
 
 
 def bridge_schemas(

@@ -3,3 +3,20 @@
 ``agent-request``, ``agent-response`` and ``state`` are seed 004's schemas as printed;
 :func:`orchestrator.bridge_schemas` derives a workflow's own from them.
 """
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def shipped_schema(folder: str, file_name: str) -> dict[str, Any]:
+    """The shipped JSON Schema ``file_name`` in ``folder`` (``""``, ``board`` or
+    ``steps``), parsed."""
+    from importlib import resources
+
+    package = "orchestrator.formats.schemas" + (f".{folder}" if folder else "")
+    schema: dict[str, Any] = json.loads(
+        resources.files(package).joinpath(file_name).read_text(encoding="utf-8")
+    )
+    return schema

@@ -3,6 +3,6 @@
 Seed 003: ``assignment-packet``, ``orchestrator-output``, ``subagent-result``,
 ``ledger-delta``, ``worklog-entry``, ``handoff-bundle``, ``validator-output``. Seed 002:
 ``task-input``, ``submit``, ``verdict``. They describe strict mode: ``x_`` keys are
-accepted, any other unknown key is refused. :func:`orchestrator.formats.board.board_schema`
+accepted, any other unknown key is refused. :func:`orchestrator.formats.board_rules.board_schema`
 loads them.
 """
