@@ -51,6 +51,7 @@ from ..formats.bridge_codec import (
     restore_archived,
 )
 from ..formats.strict_json import loads_strict
+from ..storage import beneath
 from ..storage.durable import (
     InstanceLock,
     atomic_write,
@@ -93,13 +94,16 @@ class FileBridge:
         self.private_dir = workdir / HISTORY_DIR
         self._swept = False
         self._swept_dirs: set[Path] = set()
+        beneath.guard(workdir)  # nothing under it is reached through a link
 
     def lock(self) -> InstanceLock:
-        self.private_dir.mkdir(exist_ok=True)
+        beneath.make_directories(self.private_dir)
         return InstanceLock(self.private_dir / f"{self.workflow_name}.lock")
 
     def exists(self) -> bool:
-        return self.state_path.exists()
+        # Anything at the state's name counts: a link or a FIFO there is refused when it
+        # is read, never taken for "no instance here".
+        return beneath.entry_exists(self.state_path)
 
     def load_state(self) -> CheckpointState:
         try:
@@ -121,11 +125,11 @@ class FileBridge:
         """Move a (damaged) state file into ``.orchestrator/damaged/`` and clear the
         request and response files; returns where the state went."""
         kept = None
-        if self.state_path.exists():
+        if beneath.entry_exists(self.state_path):
             damaged = self.private_dir / "damaged"
-            damaged.mkdir(parents=True, exist_ok=True)
+            beneath.make_directories(damaged)
             kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
-            os.replace(self.state_path, kept)
+            beneath.rename(self.state_path, kept)
         self._clear_bridge_files()
         fsync_directory(self.workdir)
         return kept
@@ -139,12 +143,11 @@ class FileBridge:
             self._swept = True
         pending = list(request.pending)
         wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
-        if self.requests_dir.is_dir():
-            for stale in self.requests_dir.iterdir():
-                if stale.name not in wanted:
-                    remove_file(stale)
+        for stale in beneath.list_directory(self.requests_dir):
+            if stale not in wanted:
+                remove_file(self.requests_dir / stale)
         if len(pending) > 1:
-            self.requests_dir.mkdir(exist_ok=True)
+            beneath.make_directories(self.requests_dir)
             for item in pending:
                 atomic_write(
                     self.requests_dir / f"{item.request_id}.json",
@@ -158,8 +161,8 @@ class FileBridge:
 
     def read_responses(self) -> list[ReceivedResponse]:
         candidates = [self.response_path]
-        if self.responses_dir.is_dir():
-            candidates += sorted(p for p in self.responses_dir.iterdir() if p.suffix == ".json")
+        names = beneath.list_directory(self.responses_dir)
+        candidates += sorted(self.responses_dir / n for n in names if n.endswith(".json"))
         received = []
         for path in candidates:
             try:
@@ -203,8 +206,8 @@ class FileBridge:
         for path, _ in files:
             for directory in reversed(path.relative_to(run_dir).parents[:-1]):
                 absolute = run_dir / directory
-                if absolute not in created and not absolute.is_dir():
-                    absolute.mkdir()
+                if absolute not in created and not beneath.is_directory(absolute):
+                    beneath.make_directories(absolute)
                     created[absolute.parent] = None
             if path.parent not in created and path.parent not in self._swept_dirs:
                 # Written again after a crash: a killed writer's temporary may be here.
@@ -222,19 +225,20 @@ class FileBridge:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
         # is not), and unlike inode and timestamps it cannot match a different state.
         try:
-            return self.state_path.read_bytes()
+            return read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
         except FileNotFoundError:
             return None
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self._run_dir(request.run_id)
         # The run's own directories too: a writer killed mid-write left its temporary there.
-        evidence = [d for d in run_dir.rglob("*") if d.is_dir()]
+        evidence = [Path(top) for top, _, _ in os.walk(run_dir)][1:]  # links not walked
         self._sweep(run_dir, *evidence)
         state = request.state
         archive = run_dir / ARCHIVE_FILE
-        if archive.exists():
-            state = restore_archived(state, archive.read_bytes(), source=str(archive))
+        if beneath.is_file(archive):
+            lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+            state = restore_archived(state, lines, source=str(archive))
         history = run_dir / "state.json"
         atomic_write(history, dump_document(state))
         # The state goes last: until it is gone, a crash resumes the run from it.
@@ -245,8 +249,8 @@ class FileBridge:
 
     def _run_dir(self, run_id: str) -> Path:
         run_dir = runs_dir(self.workdir) / run_id
-        if not run_dir.is_dir():
-            run_dir.mkdir(parents=True, exist_ok=True)
+        if not beneath.is_directory(run_dir):
+            beneath.make_directories(run_dir)
             fsync_directory(run_dir.parent)  # the new run's entry must last too
         return run_dir
 
@@ -257,10 +261,10 @@ class FileBridge:
 
     def _clear_bridge_files(self) -> None:
         for directory in (self.requests_dir, self.responses_dir):
-            if directory.is_dir():
-                for leftover in directory.iterdir():
-                    remove_file(leftover)
-                os.rmdir(directory)
+            if beneath.is_directory(directory):
+                for leftover in beneath.list_directory(directory):
+                    remove_file(directory / leftover)
+                beneath.remove_directory(directory)
         for path in (self.request_path, self.response_path):
             remove_file(path)
 

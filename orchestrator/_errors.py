@@ -44,6 +44,16 @@ def _at(json_path: str) -> str:
     return f" at {json_path}" if json_path and json_path != "$" else ""
 
 
+class UnsafePathError(OrchestratorError):
+    """A path under the work directory is a symbolic link, or not the kind of entry the
+    engine keeps there (a FIFO where a file belongs, a file where a directory belongs);
+    nothing was written through it. ``path`` names it."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
 class UntrustedJSONError(ContractError):
     """Bytes read from outside could not be accepted as JSON (size, nesting, encoding, syntax)."""
 

@@ -262,7 +262,12 @@ def test_a_symlinked_response_is_refused(tmp_path: Path) -> None:
     state_before = instance.state_bytes()
     instance.response_path.symlink_to(target)
     refused(instance, state_before, "symbolic link", "write the file itself", FIX_HINT)
-    # respond replaces the link itself, never writes through it
+    # respond refuses the link too, in one line naming it, and never writes through it
+    responded = instance.respond(ANSWER)
+    assert responded.returncode == 1, describe(responded)
+    assert_one_line_error(responded.stderr, str(instance.response_path), "symbolic link")
+    assert target.read_bytes() == target_bytes
+    instance.response_path.unlink()  # what the refusal says to do
     still_answerable(instance)
     assert target.read_bytes() == target_bytes
 

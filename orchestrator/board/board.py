@@ -42,7 +42,9 @@ from ..formats.board import (
 )
 from ..formats.convert import structure, unstructure
 from ..formats.times import SystemClock, format_time, parse_time
+from ..storage import beneath
 from ..storage.durable import atomic_write
+from ..storage.files import read_regular_file
 from .gateway import Judgement, evaluate
 from .ledger import TERMINAL, Ledger, LedgerState, TaskRow
 
@@ -51,6 +53,10 @@ INFO_FILE = "board.json"
 PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
 HANDOFF_MAX_BYTES = 256 * 1024
 ORCHESTRATOR_ACTOR = "orchestrator"
+
+
+INFO_MAX_BYTES = 16 * 1024 * 1024  # board.json, a verdict
+HEARTBEAT_MAX_BYTES = 256  # one RFC 3339 time
 
 
 @attrs.define(kw_only=True)
@@ -72,6 +78,7 @@ class Board:
         self.directory = directory
         self.clock: Clock = clock or SystemClock()
         self.ledger = Ledger(directory)
+        beneath.guard(directory.parent)  # the board and all in it: never through a link
         self._info: BoardInfo | None = None
 
     # -- creating and opening -----------------------------------------------------------
@@ -109,7 +116,7 @@ class Board:
         )
         _check_info(info)
         for sub in ("", "worklogs", "packets", "results", "verdicts", "heartbeats"):
-            (directory / sub).mkdir(parents=True, exist_ok=True)
+            beneath.make_directories(directory / sub)
         atomic_write(path, _dump(info))
         board._info = info
         return board
@@ -119,7 +126,7 @@ class Board:
         if self._info is None:
             path = self.directory / INFO_FILE
             try:
-                raw = path.read_bytes()
+                raw = read_regular_file(path, max_bytes=INFO_MAX_BYTES)
             except FileNotFoundError:
                 raise BoardError(
                     f"{self.directory}: no task board here (no {INFO_FILE}); a workflow's "
@@ -350,10 +357,12 @@ class Board:
 
     def last_heartbeat(self, row: TaskRow) -> str | None:
         """The later of the task's last heartbeat and the start of its current attempt."""
+        path = self.directory / "heartbeats" / row.task_id
         try:
-            beat = (self.directory / "heartbeats" / row.task_id).read_text().strip()
-        except FileNotFoundError:
-            beat = ""
+            beat = read_regular_file(path, max_bytes=HEARTBEAT_MAX_BYTES).decode().strip()
+            parse_time(beat)
+        except (FileNotFoundError, ValueError, ContractError):
+            beat = ""  # a heartbeat that cannot be read is no heartbeat
         candidates = [t for t in (beat, row.updated_at) if t]
         return max(candidates, key=parse_time) if candidates else None
 
@@ -403,14 +412,14 @@ class Board:
                 task_id=task.task_id,
             ) from None
         path = self.directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
+        beneath.make_directories(path.parent)
         return path
 
     def worklog(self, task_id: str) -> list[dict[str, Any]]:
         from ..storage.ndjson import iter_records
 
         path = self.worklog_path(self.state().row(task_id).task)
-        if not path.exists():
+        if not beneath.is_file(path):
             return []
         return [record for _, record in iter_records(path)]
 
@@ -492,12 +501,14 @@ class Board:
         done = state.index.get(f"{task_id}/{attempt}/done") is not None
         blocked_id = f"{task_id}/{attempt}/blocked"
         verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
-        if not (done or state.index.get(blocked_id) is not None) or not verdict_path.exists():
+        if not (done or state.index.get(blocked_id) is not None):
             return None
-        verdict = parse_verdict(
-            loads_strict(verdict_path.read_bytes(), source=str(verdict_path)),
-            source=str(verdict_path),
-        )
+        try:
+            raw = read_regular_file(verdict_path, max_bytes=INFO_MAX_BYTES)
+        except FileNotFoundError:
+            return None
+        source = str(verdict_path)
+        verdict = parse_verdict(loads_strict(raw, source=source), source=source)
         problem = None
         if not done:
             if verdict.verdict is VerdictOutcome.FAIL and verdict.x_code:
@@ -996,11 +1007,13 @@ def topological_order(tasks: Sequence[Task]) -> list[Task]:
 def _has_entry_for(path: Path, delta_id: str) -> bool:
     """Whether the worklog at ``path`` holds the board's entry for ``delta_id``; the last
     line is looked at first (where such an entry almost always is)."""
-    if not path.exists():
+    if not beneath.is_file(path):
         return False
+    import os
+
     from ..storage.ndjson import iter_records
 
-    with open(path, "rb") as worklog:
+    with open(beneath.open_file(path, os.O_RDONLY), "rb") as worklog:
         size = worklog.seek(0, 2)
         worklog.seek(max(0, size - 65536))
         tail = worklog.read().rstrip(b"\n").rpartition(b"\n")[2]

@@ -249,7 +249,9 @@ def _sleep(board: Board, seconds: float) -> None:
 
 def _ask_for(board: Board, item: dict[str, Any]) -> Ask:
     packet_path = board.directory / "packets" / item["packet"]
-    packet_text = packet_path.read_text(encoding="utf-8")
+    from ..storage.files import read_regular_file
+
+    packet_text = read_regular_file(packet_path, max_bytes=16 * 1024 * 1024).decode("utf-8")
     packet = json.loads(packet_text)
     task = packet["task"]
     low, high = TIMEOUT_RANGE

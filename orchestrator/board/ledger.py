@@ -28,7 +28,9 @@ from .._errors import BoardError, ContractError
 from ..formats.board import ErrorCode, LedgerDelta, Task, TaskStatus
 from ..formats.convert import structure, unstructure
 from ..formats.strict_json import loads_strict
+from ..storage import beneath
 from ..storage.durable import atomic_write, crash_point, sha256_hex
+from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.ndjson import append_joined_lines
 
 LEDGER_FILE = "ledger.ndjson"
@@ -443,7 +445,7 @@ class Ledger:
         :meth:`append`, with no other writer in between."""
         import fcntl
 
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = beneath.open_file(self.lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._locked = True
@@ -504,12 +506,12 @@ class Ledger:
     def _load_snapshot(self, size: int) -> bool:
         """Adopt ``ledger.snapshot.json`` if it matches the ledger file; False otherwise."""
         try:
-            raw = self.snapshot_path.read_bytes()
+            raw = read_regular_file(self.snapshot_path, max_bytes=STATE_MAX_BYTES)
             document = json.loads(raw)
             offset, length = int(document["offset"]), int(document["last_line_length"])
             if document.get("format") != SNAPSHOT_FORMAT or not 0 < offset <= size:
                 return False
-            with open(self.path, "rb") as ledger:
+            with open(beneath.open_file(self.path, os.O_RDONLY), "rb") as ledger:
                 ledger.seek(offset - length)
                 last_line = ledger.read(length)
             if sha256_hex(last_line) != document["last_line_sha256"]:
@@ -526,7 +528,7 @@ class Ledger:
         return True
 
     def _fold_from(self, offset: int) -> None:
-        with open(self.path, "rb") as ledger:
+        with open(beneath.open_file(self.path, os.O_RDONLY), "rb") as ledger:
             ledger.seek(offset)
             data = ledger.read()
         fold = fold_ledger(self._state, data, source=str(self.path))

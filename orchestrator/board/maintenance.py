@@ -33,12 +33,16 @@ def maintenance(directory: Path, *, timeout: float) -> Iterator[None]:
     Where there is no board yet there is nothing to maintain, and no lock is made: a
     lock file must not be what creates a board's directory.
     """
-    if not directory.is_dir():
+    from ..storage import beneath
+
+    if not beneath.is_directory(directory):
         yield
         return
     import filelock
 
     path = directory / MAINTENANCE_LOCK
+    # filelock opens the path itself: make sure no link is on the way or at it first.
+    os.close(beneath.open_file(path, os.O_RDWR | os.O_CREAT))
     lock = filelock.FileLock(os.fspath(path), timeout=timeout)
     try:
         lock.acquire()
@@ -59,8 +63,9 @@ def maintenance_if_free(directory: Path) -> Iterator[bool]:
     """Hold the same lock if no one does, without waiting: yields whether it is held."""
     import fcntl
 
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(directory / MAINTENANCE_LOCK, flags, 0o644)
+    from ..storage.beneath import open_file
+
+    fd = open_file(directory / MAINTENANCE_LOCK, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

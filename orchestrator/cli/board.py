@@ -181,7 +181,7 @@ def _board(args: argparse.Namespace) -> Board:
     from ..board.board import BOARD_DIR, Board
 
     workdir = (args.workdir or Path.cwd()).resolve()
-    directory = (args.board or workdir / BOARD_DIR).resolve()
+    directory = args.board.resolve() if args.board else workdir / BOARD_DIR
     return Board(directory)
 
 
@@ -474,12 +474,15 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
 def _answered_tasks(workdir: Path, waiting: dict[tuple[str, int], tuple[Path, str]]) -> set[str]:
     """Tasks whose subagent's answer waits in a response file: alive, not to time out."""
     from ..formats.bridge import RESPONSE_FILE, RESPONSES_DIR
+    from ..storage.beneath import list_directory
+    from ..storage.files import read_regular_file
 
-    answered_ids = {p.stem for p in (workdir / RESPONSES_DIR).glob("*.json")}
+    names = list_directory(workdir / RESPONSES_DIR)
+    answered_ids = {name[:-5] for name in names if name.endswith(".json")}
     try:
-        single = json.loads((workdir / RESPONSE_FILE).read_bytes())
-        answered_ids.add(str(single.get("request_id")))
-    except (OSError, ValueError, AttributeError):
+        raw = read_regular_file(workdir / RESPONSE_FILE, max_bytes=16 * 1024 * 1024)
+        answered_ids.add(str(json.loads(raw).get("request_id")))
+    except (OSError, ValueError, AttributeError):  # ContractError is a ValueError
         pass
     return {task_id for (task_id, _), (_, rid) in waiting.items() if rid in answered_ids}
 

@@ -31,6 +31,7 @@ from ..formats.bridge_codec import dump_document, parse_response
 from ..formats.convert import unstructure
 from ..formats.strict_json import dumps_canonical
 from ..formats.times import FixedClock, SystemClock, format_time, parse_time
+from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
 
 
@@ -57,7 +58,7 @@ def drive(
             outcome = resume()
             print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
             continue
-        responses_dir.mkdir(exist_ok=True)
+        make_directories(responses_dir)
         pending = outcome.pending
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
             documents = list(

@@ -20,6 +20,7 @@ to watch a run from its start, begin in a directory without finished runs, or pa
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any
@@ -337,7 +338,9 @@ class EventTail:
         """How many blank lines (skipped by the reader) lie between two offsets."""
         if end <= start:
             return 0
-        with open(self.path, "rb") as file:
+        from ..storage.beneath import open_file
+
+        with open(open_file(self.path, os.O_RDONLY), "rb") as file:
             file.seek(start)
             return file.read(end - start).count(b"\n")
 

@@ -16,6 +16,7 @@ from ..formats.bridge import (
 )
 from ..formats.bridge_codec import dump_document, parse_request, parse_response, parse_state
 from ..formats.times import SystemClock, format_time
+from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
 from ..storage.files import STATE_MAX_BYTES, read_json_file
 
@@ -169,7 +170,7 @@ def write_response(
         document["metadata"] = metadata
     response = parse_response(document, source="response")
     target = _response_target(state_path.parent, request_id, len(pending))
-    target.parent.mkdir(exist_ok=True)
+    make_directories(target.parent)
     atomic_write(target, dump_document(response))
     return target
 

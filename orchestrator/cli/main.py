@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if hasattr(args, "workdir"):  # nothing under it is reached through a link
+        import os
+
+        from ..storage.beneath import guard
+
+        guard(args.workdir or os.getcwd())
     try:
         code: int = args.run_command(args)
         return code

@@ -25,7 +25,7 @@ from ..evidence.documents import JOURNAL_FILE, phase_dir
 from ..formats.bridge import CheckpointState
 from ..formats.bridge_codec import parse_state, restore_archived
 from ..formats.convert import structure
-from ..storage.files import STATE_MAX_BYTES, read_json_file
+from ..storage.files import STATE_MAX_BYTES, read_json_file, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
 from .record import JournalEntry, Pause, copy_json, load_record
@@ -78,7 +78,8 @@ def load_recorded_run(path: str | Path) -> tuple[Path, CheckpointState]:
         run_dir = runs_dir(state_file.parent) / record.run_id
     archive = run_dir / ARCHIVE_FILE
     if any(item.x_archived for item in state.agent_requests) and archive.exists():
-        state = restore_archived(state, archive.read_bytes(), source=str(archive))
+        lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+        state = restore_archived(state, lines, source=str(archive))
     return run_dir, state
 
 

@@ -30,7 +30,7 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
     """The state of the live instance in ``workdir`` (or of run ``run_id``, or of the
     latest finished run), with every archived request whole again; and where it is."""
     from ..formats.bridge_codec import parse_state, restore_archived
-    from ..storage.files import STATE_MAX_BYTES, read_json_file
+    from ..storage.files import STATE_MAX_BYTES, read_json_file, read_regular_file
 
     runs = runs_dir(workdir)
     live = live_state_files(workdir)
@@ -50,7 +50,8 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
         state = parse_state(data, source=str(path))
         archive = runs / str(own_run) / ARCHIVE_FILE
         if any(r.x_archived for r in state.agent_requests) and archive.exists():
-            state = restore_archived(state, archive.read_bytes(), source=str(archive))
+            lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+            state = restore_archived(state, lines, source=str(archive))
         return state, str(path)
     wanted = f"run {run_id}" if run_id else "workflow instance and no finished run"
     raise NoInstanceError(f"{workdir}: no {wanted} here (nothing under {runs})")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InstanceBusyError
+from .beneath import check_entry, list_directory, open_directory, open_file, parent, unlink
 
 # ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
 # every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
@@ -24,6 +25,7 @@ _crash_setting = os.environ.get("ORCHESTRATOR_CRASH_AT", "")
 _crash_at = -1 if _crash_setting == "count" else int(_crash_setting or 0)
 _crash_log = os.environ.get("ORCHESTRATOR_CRASH_LOG", "")
 _crash_points_seen = 0
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def crash_point(label: str) -> None:
@@ -74,7 +76,7 @@ def _find_sha256() -> Any:
 
 def fsync_directory(directory: Path) -> None:
     """Make a rename or unlink inside ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    fd = open_directory(directory)
     try:
         os.fsync(fd)
     finally:
@@ -86,29 +88,36 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True, sync_data: bo
 
     ``durable=False`` still renames atomically but skips both fsyncs: for files that are
     derived from durable state and are rebuilt from it after a crash. ``sync_data`` syncs
-    the file's data but not its directory (the caller syncs that).
+    the file's data but not its directory (the caller syncs that). No component of
+    ``path`` is followed if it is a link (:mod:`orchestrator.storage.beneath`), and what
+    ``path`` names must be a regular file or nothing.
     """
-    directory = path.parent
-    tmp = directory / f".{path.name}.{os.getpid()}.tmp"
-    crash_point(f"before-write {path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if durable or sync_data:
-            os.fsync(fd)
-    except BaseException:
+    with parent(path) as (directory, name):
+        tmp = os.path.join(os.path.dirname(name), f".{os.path.basename(name)}.{os.getpid()}.tmp")
+        crash_point(f"before-write {path.name}")
+        check_entry(directory, name, path)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable or sync_data:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=directory)
+            raise
         os.close(fd)
-        _unlink_quietly(tmp)
-        raise
-    os.close(fd)
-    crash_point(f"before-rename {path.name}")
-    os.replace(tmp, path)
-    crash_point(f"after-rename {path.name}")
-    if durable:
-        fsync_directory(directory)
+        crash_point(f"before-rename {path.name}")
+        os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+        crash_point(f"after-rename {path.name}")
+        if durable:
+            if directory is None:
+                fsync_directory(path.parent)
+            else:
+                os.fsync(directory)
 
 
 def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
@@ -129,18 +138,15 @@ def sweep_temporaries(directory: Path) -> list[Path]:
     ``orchestrate respond``, say) is left alone.
     """
     removed: list[Path] = []
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return removed
-    for name in names:
+    for name in list_directory(directory):
         if not (name.startswith(".") and name.endswith(".tmp")):
             continue
         pid_text = name[:-4].rpartition(".")[2]
         if not pid_text.isdigit() or _process_alive(int(pid_text)):
             continue
         path = directory / name
-        _unlink_quietly(path)
+        with contextlib.suppress(OSError):
+            unlink(path)
         removed.append(path)
     return removed
 
@@ -160,16 +166,7 @@ def _process_alive(pid: int) -> bool:
 def remove_file(path: Path) -> bool:
     """Unlink ``path`` if it exists; return whether it did. The caller fsyncs the directory."""
     crash_point(f"before-unlink {path.name}")
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _unlink_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+    return unlink(path)
 
 
 class InstanceLock:
@@ -187,7 +184,7 @@ class InstanceLock:
     def acquire(self) -> None:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

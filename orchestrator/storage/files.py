@@ -48,21 +48,26 @@ def read_regular_file(
     if not _HAS_NOFOLLOW and os.path.islink(path):
         # Racy, but the best that can be done where the kernel cannot refuse links itself.
         raise _symlink_error(name)
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        raise
-    except IsADirectoryError:
-        raise _not_a_file_error(name, "a directory") from None
-    except OSError as exc:
-        # O_NOFOLLOW reports a link as ELOOP (EMLINK on some BSDs); lstat tells it from a real loop.
+    from .beneath import parent
+
+    # No component under a work directory is followed if it is a link (beneath.parent).
+    with parent(path) as (directory, entry):
         try:
-            is_link = stat.S_ISLNK(os.lstat(path).st_mode)
-        except OSError:
-            is_link = False
-        if is_link:
-            raise _symlink_error(name) from exc
-        raise
+            fd = os.open(entry, _OPEN_FLAGS, dir_fd=directory)
+        except FileNotFoundError:
+            raise
+        except IsADirectoryError:
+            raise _not_a_file_error(name, "a directory") from None
+        except OSError as exc:
+            # O_NOFOLLOW reports a link as ELOOP (EMLINK on some BSDs); lstat tells it
+            # from a real loop.
+            try:
+                mode = os.stat(entry, dir_fd=directory, follow_symlinks=False).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISLNK(mode):
+                raise _symlink_error(name) from exc
+            raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

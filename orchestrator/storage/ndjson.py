@@ -225,12 +225,29 @@ def _joined_lines(path: Path, lines: Sequence[bytes]) -> bytes:
 
 
 def _open_for_append(path: Path) -> int:
+    from .beneath import parent
+
     try:
-        return os.open(path, _APPEND_FLAGS, 0o644)
+        with parent(path) as (directory, name):
+            fd = os.open(name, _APPEND_FLAGS | os.O_NONBLOCK, 0o644, dir_fd=directory)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader
+            raise ContractError(
+                "is a FIFO, not a regular file; remove it (the engine makes the file)",
+                source=os.fspath(path),
+                rule="not-a-file",
+            ) from None
         if exc.errno == errno.ELOOP and _NOFOLLOW:
             raise _symlink_error(os.fspath(path)) from None
         raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ContractError(
+            "is not a regular file; remove it (the engine makes the file)",
+            source=os.fspath(path),
+            rule="not-a-file",
+        )
+    return fd
 
 
 def _cut_torn_tail(fd: int) -> int:
@@ -354,8 +371,11 @@ def _newlines(block: bytes) -> Iterator[int]:
 
 
 def _open_for_reading(path: Path, name: str) -> int:
+    from .beneath import parent
+
     try:
-        fd = os.open(path, _READ_FLAGS)
+        with parent(path) as (directory, entry):
+            fd = os.open(entry, _READ_FLAGS, dir_fd=directory)
     except OSError as exc:
         if exc.errno == errno.ELOOP and _NOFOLLOW:
             raise _symlink_error(name) from None
