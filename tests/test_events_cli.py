@@ -213,7 +213,7 @@ def test_the_live_instance_comes_first_then_the_latest_finished_run(tmp_path: Pa
 
 def test_no_run_here_says_where_it_looked_and_what_to_do(tmp_path: Path) -> None:
     shown = orchestrate("events", "--workdir", str(tmp_path))
-    assert shown.returncode == 1
+    assert shown.returncode == 2  # as every command that finds no run
     message = shown.stderr.decode()
     assert str(tmp_path) in message and "no run here" in message
     assert "orchestrate run" in message and "--follow" in message
@@ -222,7 +222,7 @@ def test_no_run_here_says_where_it_looked_and_what_to_do(tmp_path: Path) -> None
 
 def test_an_unknown_run_lists_the_runs_there(driven: Path) -> None:
     shown = orchestrate("events", "--workdir", str(driven), "--run", "no-such-run")
-    assert shown.returncode == 1
+    assert shown.returncode == 2
     (run_dir,) = (driven / ".orchestrator" / "runs").iterdir()
     message = shown.stderr.decode()
     assert "no run no-such-run" in message and run_dir.name in message
@@ -231,7 +231,7 @@ def test_an_unknown_run_lists_the_runs_there(driven: Path) -> None:
 def test_a_run_without_a_log_yet_is_named(tmp_path: Path) -> None:
     (tmp_path / ".orchestrator" / "runs" / RUN_ID).mkdir(parents=True)
     shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID)
-    assert shown.returncode == 1
+    assert shown.returncode == 2
     assert b"has written no events.ndjson yet" in shown.stderr and b"--follow" in shown.stderr
 
 

@@ -58,7 +58,7 @@ def add_board_commands(board: Any, formatter: Any) -> None:
 
     init = sub("init", _cmd_init, "Make a board (for tasks no workflow dispatches).")
     init.add_argument("--run-id", required=True, help="the run's UUID")
-    init.add_argument("--objective", required=True)
+    init.add_argument("--objective", required=True, help="the run's objective, given to every task")
     init.add_argument("--constraint", action="append", default=[], help="repeatable")
     init.add_argument("--workspace", type=Path, default=None, help="where results' files live")
 
@@ -66,7 +66,7 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     _add_input(create)
 
     status = sub("status", _cmd_status, "Show every task: status, owner, attempts, locks.")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
     ledger = sub("ledger", _cmd_ledger, "Print the ledger's deltas (NDJSON).")
     ledger.add_argument("--task", default=None, help="only this task's deltas")
@@ -76,25 +76,27 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     locks.add_argument("--history", action="store_true", help="also released locks")
 
     assign = sub("assign", _cmd_assign, "Start a task: write its packet, take its locks.")
-    assign.add_argument("--task", required=True)
-    assign.add_argument("--owner", required=True)
+    assign.add_argument("--task", required=True, help="the task to start (T-<n>)")
+    assign.add_argument("--owner", required=True, help="who works on it (a subagent's name)")
 
     beat = sub("heartbeat", _cmd_heartbeat, "Record that a task's subagent is alive.")
-    beat.add_argument("--task", required=True)
-    beat.add_argument("--attempt", type=int, default=None)
+    beat.add_argument("--task", required=True, help="the task whose subagent is alive")
+    beat.add_argument(
+        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
+    )
 
     worklog = sub(
         "worklog",
         _cmd_worklog,
         "Append a worklog entry: from flags, or a whole JSON entry with --json-stdin.",
     )
-    worklog.add_argument("--task", required=True)
+    worklog.add_argument("--task", required=True, help="the task the entry is about")
     worklog.add_argument("--attempt", type=int, default=None, help="ignored; for symmetry")
-    worklog.add_argument("--actor", default="subagent")
-    worklog.add_argument("--action", default=None)
-    worklog.add_argument("--decision", default="")
-    worklog.add_argument("--result", default="")
-    worklog.add_argument("--next-step", default="")
+    worklog.add_argument("--actor", default="subagent", help="who acted (default: subagent)")
+    worklog.add_argument("--action", default=None, help="what was done, in a few words")
+    worklog.add_argument("--decision", default="", help="what was decided, and why")
+    worklog.add_argument("--result", default="", help="what came of it")
+    worklog.add_argument("--next-step", default="", help="what comes next")
     worklog.add_argument(
         "--file",
         dest="touched",
@@ -102,13 +104,15 @@ def add_board_commands(board: Any, formatter: Any) -> None:
         default=[],
         help="a file touched (repeatable)",
     )
-    worklog.add_argument("--code", default=None)
-    worklog.add_argument("--evidence", default=None)
+    worklog.add_argument("--code", default=None, help="an error code, when something failed")
+    worklog.add_argument("--evidence", default=None, help="where to see it (a path, a command)")
     worklog.add_argument("--json-stdin", action="store_true", help="read the entry as JSON")
 
     submit = sub("submit", _cmd_submit, "Hand in a task's result (subagent result or submit.json).")
-    submit.add_argument("--task", required=True)
-    submit.add_argument("--attempt", type=int, default=None)
+    submit.add_argument("--task", required=True, help="the task the result answers")
+    submit.add_argument(
+        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
+    )
     _add_input(submit)
 
     watchdog = sub("watchdog", _cmd_watchdog, "Time out tasks whose heartbeat is stale.")
@@ -122,13 +126,23 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     )
 
     set_status = sub("set-status", _cmd_set_status, "Block, fail, cancel or requeue a task.")
-    set_status.add_argument("--task", required=True)
+    set_status.add_argument("--task", required=True, help="the task to move")
     set_status.add_argument(
-        "--status", required=True, choices=["todo", "blocked", "failed", "canceled"]
+        "--status",
+        required=True,
+        choices=["todo", "blocked", "failed", "canceled"],
+        help="the task's new status",
     )
-    set_status.add_argument("--reason", required=True)
-    set_status.add_argument("--code", default=None)
-    set_status.add_argument("--base-version", type=int, default=None)
+    set_status.add_argument("--reason", required=True, help="why, in one line")
+    set_status.add_argument(
+        "--code", default=None, help="the error code of a block or a failure (TASK_TIMEOUT, ...)"
+    )
+    set_status.add_argument(
+        "--base-version",
+        type=int,
+        default=None,
+        help="the task's version you read (refused if it changed since: CONCURRENCY_CONFLICT)",
+    )
 
     handoff = sub("handoff", _cmd_handoff, "Print the fresh-context handoff bundle.")
     handoff.add_argument("--markdown", action="store_true", help="the Markdown page instead")
@@ -158,7 +172,7 @@ def _with_codes(
 
 
 def add_check_command(check: Any) -> None:
-    check.add_argument("kind", choices=list(CHECK_KINDS))
+    check.add_argument("kind", choices=list(CHECK_KINDS), help="which document is on stdin")
     check.add_argument(
         "--strict", action="store_true", help="refuse unknown fields without the x_ prefix"
     )

@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Any
 
-from .._errors import ContractError, OrchestratorError, UsageError
+from .._errors import ContractError, NoInstanceError, OrchestratorError, UsageError
 from ..storage.runs import (
     EVENTS_FILE,
     is_run_id,
@@ -67,9 +67,9 @@ _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt]([0-9]{2}:[0-9]{2}:[0-9]{2})(
 _SUMMARY_LIMIT = 160
 
 
-class RunNotFoundError(OrchestratorError, LookupError):
+class RunNotFoundError(NoInstanceError):
     """No run (or no log of it) where the command looked; ``workdir`` and ``run_id`` say
-    where and which."""
+    where and which. A usage error (exit 2), as for every command that finds no run."""
 
     def __init__(self, message: str, *, workdir: str, run_id: str | None = None) -> None:
         self.workdir = workdir

@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
     parser = _parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
+    if getattr(args, "version", False):
+        from importlib.metadata import version
+
+        print(f"orchestrate (checkpoint-orchestrator) {version('checkpoint-orchestrator')}")
+        return EXIT_OK
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -109,6 +114,7 @@ class _Unused:
 
 
 COMMANDS = (
+    "init",
     "run",
     "resume",
     "retry",
@@ -139,6 +145,9 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         description="Run agent workflows that pause with exit 42 and resume where they stopped.",
         epilog="exit codes: 0 done, 1 error (state kept), 2 usage, 42 paused for an agent, "
         "75 another process holds the instance",
+    )
+    parser.add_argument(
+        "--version", action="store_true", help="print the version of checkpoint-orchestrator"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -186,6 +195,20 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         sub.add_argument(
             "--output", default=None, help="the output path (default: the work directory)"
         )
+
+    init = command(
+        "init",
+        _cmd_init,
+        "Write a new workflow file and its test file (two phases, a step, an ask), ready "
+        "to run and to pass: NAME.py and NAME_test.py.",
+    )
+    init.add_argument("name", metavar="NAME", help="the workflow's name, kebab-case: 'demo'")
+    init.add_argument(
+        "--directory",
+        type=Path,
+        default=None,
+        help="where to write the two files (default: the current directory)",
+    )
 
     run = command("run", _cmd_run, "Start a workflow instance; runs until it pauses (42) or ends.")
     add_start(run, required=True)
@@ -304,11 +327,16 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         "--stdin", action="store_true", help="read the answer text from standard input"
     )
     respond.add_argument(
-        "--status", default="success", choices=["success", "error", "timeout", "cancelled"]
+        "--status",
+        default="success",
+        choices=["success", "error", "timeout", "cancelled"],
+        help="how the agent's work ended (default: success; the others need --error-type "
+        "or carry the text as the error message)",
     )
     respond.add_argument(
         "--error-type",
         default=None,
+        help="with --status error: what went wrong",
         choices=[
             "AGENT_NOT_FOUND",
             "INVOCATION_FAILED",
@@ -318,9 +346,16 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
             "UNKNOWN",
         ],
     )
-    respond.add_argument("--model", default=None)
-    respond.add_argument("--tokens-used", type=int, default=None)
-    respond.add_argument("--confidence", type=float, default=None)
+    respond.add_argument("--model", default=None, help="the model that answered (metadata)")
+    respond.add_argument(
+        "--tokens-used", type=int, default=None, help="tokens the answer took (metadata)"
+    )
+    respond.add_argument(
+        "--confidence",
+        type=float,
+        default=None,
+        help="the agent's confidence, 0 to 1 (metadata; checked by an ask's min_confidence)",
+    )
 
     drive = command(
         "drive",
@@ -351,7 +386,12 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         _cmd_validate,
         "Check a bridge file (request, response or state); exit 0 valid, 1 invalid.",
     )
-    validate.add_argument("file", type=Path)
+    validate.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="the file to check: a request, a response or a state file",
+    )
     validate.add_argument(
         "--workflow",
         default=None,
@@ -365,7 +405,9 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     )
 
     schema = command("schema", _cmd_schema, "Print a JSON Schema (seed 004's, or a workflow's).")
-    schema.add_argument("kind", choices=["request", "response", "state"])
+    schema.add_argument(
+        "kind", choices=["request", "response", "state"], help="which file's schema to print"
+    )
     schema.add_argument("--workflow", default=None, help="derive the schema for this workflow")
 
     cancel = command(
@@ -619,6 +661,24 @@ def _report(outcome: Outcome, workdir: Path) -> int:
             for request in outcome.pending:
                 print(workdir / REQUESTS_DIR / f"{request.request_id}.json")
     return outcome.exit_code
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .scaffold import scaffold
+
+    directory = (args.directory or Path.cwd()).resolve()
+    if not directory.is_dir():
+        raise UsageError(f"directory {directory} does not exist")
+    workflow, test = scaffold(args.name, directory)
+    print(workflow)
+    print(test)
+    print(
+        f"orchestrate: wrote {workflow.name} and {test.name}; run the tests with "
+        f"'pytest {test.name}', the workflow with 'orchestrate run {workflow.name}:"
+        f"{workflow.stem.title().replace('_', '')} --input topic=owls'",
+        file=sys.stderr,
+    )
+    return EXIT_OK
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -1,0 +1,111 @@
+"""``orchestrate init NAME``: a workflow file and its test file, ready to run and pass.
+
+The workflow has two phases, a step and an ask; the test runs it in-process with the
+mock invoker, and once more pausing for a host and resuming, as a real run does. Both
+files are the project's own example of how a workflow and its test are written: a
+newcomer edits them rather than starting from an empty file.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+
+from .._errors import UsageError
+
+WORKFLOW_TEMPLATE = '''\
+"""The {name} workflow: ask a writer for a paragraph, then count its words.
+
+Made by `orchestrate init {name}`; edit it freely. Run it with a host answering:
+
+    orchestrate run {module}.py:{cls} --input topic="durable workflows"   # exit 42
+    orchestrate respond --text "..."                                      # the answer
+    orchestrate resume                                                    # exit 0
+"""
+
+from orchestrator import Workflow, phase
+
+
+def count_words(text):
+    return len(text.split())
+
+
+class {cls}(Workflow):
+    name = "{name}"  # the state file is .{name}-state.json
+    agents = ("writer",)  # every agent the workflow may ask
+
+    @phase(1)
+    def draft(self, ctx):
+        topic = ctx.inputs.get("topic", "durable workflows")
+        prompt = (
+            "You are a technical writer. Write one short paragraph, plain text, no "
+            f"headings, that explains this topic to a new colleague: {{topic}}."
+        )  # a prompt has at least 100 characters
+        return {{"draft": ctx.ask("writer", prompt)}}
+
+    @phase(2)
+    def measure(self, ctx):
+        draft = ctx.output("draft")["draft"]
+        # a step's result is recorded: after a pause it is not run again
+        return {{"words": ctx.step("count_words", count_words, draft)}}
+'''
+
+TEST_TEMPLATE = '''\
+"""Tests of the {name} workflow (made by `orchestrate init {name}`): `pytest {module}_test.py`."""
+
+from orchestrator.testing import MockAgentInvoker
+
+from {module} import {cls}
+
+
+def test_it_runs_to_the_end_with_a_mock_agent(workflow_harness):
+    invoker = MockAgentInvoker({{"writer": "Durable workflows keep their state on disk."}})
+    harness = workflow_harness({cls}, invoker=invoker)  # asks answered in-process
+
+    outcome = harness.run({{"topic": "durable workflows"}})
+
+    assert outcome.status == "completed"
+    assert outcome.outputs["measure"] == {{"words": 7}}
+    (call,) = invoker.get_invocations("writer")
+    assert "durable workflows" in call["prompt"]
+
+
+def test_it_pauses_for_the_host_and_resumes(workflow_harness):
+    harness = workflow_harness({cls})  # no invoker: every ask pauses, as for a host
+
+    outcome = harness.run({{"topic": "owls"}})
+    assert outcome.status == "paused"
+    (request,) = outcome.pending
+    assert request.agent_name == "writer"
+
+    harness.respond(request.request_id, "Owls hunt at night.")
+    outcome = harness.resume()
+
+    assert outcome.status == "completed"
+    assert outcome.outputs["measure"] == {{"words": 4}}
+'''
+
+
+def scaffold(name: str, directory: Path) -> list[Path]:
+    """Write ``<module>.py`` and ``<module>_test.py`` for workflow ``name`` in
+    ``directory``; nothing is overwritten."""
+    if re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name) is None:
+        raise UsageError(
+            f"workflow name {name!r}: write lower-case words joined by '-' (for example "
+            "'code-review'); it names the state file and the files made here"
+        )
+    module = name.replace("-", "_")
+    if keyword.iskeyword(module):
+        raise UsageError(f"workflow name {name!r} is a Python keyword; choose another")
+    cls = "".join(part.capitalize() for part in name.split("-"))
+    files = {
+        directory / f"{module}.py": WORKFLOW_TEMPLATE,
+        directory / f"{module}_test.py": TEST_TEMPLATE,
+    }
+    existing = [str(path) for path in files if path.exists() or path.is_symlink()]
+    if existing:
+        raise UsageError(f"{', '.join(existing)} already there; nothing was written")
+    for path, template in files.items():
+        path.write_text(template.format(name=name, module=module, cls=cls), encoding="utf-8")
+    return list(files)

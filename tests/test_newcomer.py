@@ -1,0 +1,94 @@
+"""A newcomer's first hour: ``orchestrate init`` makes a workflow and its test that run
+and pass as written, every option says what it does, and ``--version`` answers."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from process_support import orchestrate
+
+from orchestrator.cli.main import COMMANDS, _parser
+
+
+def test_init_then_its_tests_pass_in_a_fresh_directory(tmp_path: Path) -> None:
+    made = orchestrate("init", "demo", "--directory", tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.split() == [str(tmp_path / "demo.py"), str(tmp_path / "demo_test.py")]
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "demo_test.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "2 passed" in tests.stdout
+
+
+def test_the_made_workflow_runs_as_its_docstring_says(tmp_path: Path) -> None:
+    assert orchestrate("init", "code-review", "--directory", tmp_path).returncode == 0
+    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    started = orchestrate("run", f"{tmp_path / 'code_review.py'}:CodeReview",
+                          "--workdir", tmp_path, "--input", "topic=owls", env=env)  # fmt: skip
+    assert started.returncode == 42, started.stderr
+    answered = orchestrate("respond", "--workdir", tmp_path, "--text", "Owls hunt at night.")
+    assert answered.returncode == 0, answered.stderr
+    resumed = orchestrate("resume", "--workdir", tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    output = orchestrate("output", "measure", "--workdir", tmp_path)
+    assert '"words": 4' in output.stdout
+
+
+@pytest.mark.parametrize("name", ["Demo", "two__dashes", "x-", "class", "a b"])
+def test_init_refuses_a_name_that_is_not_kebab_case(tmp_path: Path, name: str) -> None:
+    refused = orchestrate("init", name, "--directory", tmp_path)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_overwrites_nothing(tmp_path: Path) -> None:
+    (tmp_path / "demo_test.py").write_text("mine\n")
+    refused = orchestrate("init", "demo", "--directory", tmp_path)
+    assert refused.returncode == 2 and "already there" in refused.stderr
+    assert (tmp_path / "demo_test.py").read_text() == "mine\n"
+    assert not (tmp_path / "demo.py").exists()
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    shown = orchestrate("--version")
+    assert shown.returncode == 0
+    assert (
+        shown.stdout
+        == f"orchestrate (checkpoint-orchestrator) {version('checkpoint-orchestrator')}\n"
+    )
+
+
+def parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every parser of the CLI, the board's subcommands included, with its name."""
+    found = [("orchestrate", _parser())]
+    index = 0
+    while index < len(found):
+        name, parser = found[index]
+        index += 1
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += [(f"{name} {sub}", p) for sub, p in action.choices.items()]
+    return found
+
+
+def test_every_option_and_argument_of_every_command_has_help() -> None:
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, parser in parsers()
+        for action in parser._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+        and not action.help
+    ]
+    assert missing == []
+    assert {name.split()[1] for name, _ in parsers() if name.count(" ") == 1} == set(COMMANDS)
