@@ -7,11 +7,15 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 from process_support import orchestrate
 
+from orchestrator import Workflow, phase
 from orchestrator.cli.main import COMMANDS, _parser
+from orchestrator.testing import MockAgentInvoker
 
 
 def test_init_then_its_tests_pass_in_a_fresh_directory(tmp_path: Path) -> None:
@@ -92,3 +96,33 @@ def test_every_option_and_argument_of_every_command_has_help() -> None:
     ]
     assert missing == []
     assert {name.split()[1] for name, _ in parsers() if name.count(" ") == 1} == set(COMMANDS)
+
+
+@attrs.frozen
+class Verdict:
+    verdict: str
+    confidence: float
+
+
+class Judge(Workflow):
+    name = "judge"
+    agents = ("judge",)
+
+    @phase(1)
+    def judge(self, ctx: Any) -> dict[str, Any]:
+        prompt = (
+            'You are a judge. Read the claim below and answer with JSON: {"verdict": ..., '
+            '"confidence": 0..1}. Claim: owls hunt at night.'
+        )
+        answer = ctx.ask("judge", prompt, output_type=Verdict, min_confidence=0.5)
+        return {"verdict": answer.verdict}
+
+
+def test_a_plain_text_answer_to_a_typed_ask_is_reported_as_not_json(
+    workflow_harness: Any,
+) -> None:
+    harness = workflow_harness(Judge, invoker=MockAgentInvoker({"judge": "Yes, they do."}))
+    outcome = harness.run({})
+    assert outcome.status == "failed"
+    assert "PARSE_ERROR: the answer is not JSON" in outcome.message
+    assert "confidence" not in outcome.message

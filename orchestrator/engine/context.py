@@ -449,7 +449,8 @@ class PhaseContext:
         if len(ask.prompt) < PROMPT_MIN_LENGTH:
             raise RunFailedError(
                 f"{where} asks {ask.agent!r} with a prompt of {len(ask.prompt)} characters; "
-                f"the request contract needs at least {PROMPT_MIN_LENGTH}: say more"
+                f"a request's prompt has at least {PROMPT_MIN_LENGTH}: say who the agent is, "
+                "what to do and what to answer with"
             )
         low, high = TIMEOUT_RANGE
         if not low <= ask.timeout_seconds <= high:
@@ -473,6 +474,15 @@ class PhaseContext:
             raise cancelled
         if error is not None:
             raise self._failure(record, error, response.error_message or error.value)
+        text = response.response or ""
+        data: Any = None
+        if ask.output_type is not None:  # an answer that is not JSON says so first
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                raise self._failure(
+                    record, ErrorType.PARSE_ERROR, f"the answer is not JSON: {exc}"
+                ) from None
         if ask.min_confidence is not None:
             confidence = confidence_of(response)
             if confidence is None:
@@ -488,15 +498,8 @@ class PhaseContext:
                     ErrorType.VALIDATION_ERROR,
                     f"confidence {confidence} is below the required {ask.min_confidence}",
                 )
-        text = response.response or ""
         if ask.output_type is None:
             return text
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise self._failure(
-                record, ErrorType.PARSE_ERROR, f"the answer is not JSON: {exc}"
-            ) from None
         try:
             return structure(data, ask.output_type, source=f"response to {record.request_id}")
         except ContractError as exc:
