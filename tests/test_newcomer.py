@@ -179,3 +179,12 @@ def test_the_readme_quickstart_and_testing_sections_run_as_written(tmp_path: Pat
     )  # fmt: skip
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "2 passed" in tests.stdout
+
+
+def test_the_cli_reference_is_the_parser_s_own() -> None:
+    from orchestrator.cli.reference import render
+
+    page = Path(__file__).parent.parent / "docs" / "cli.md"
+    assert page.read_text(encoding="utf-8") == render(), (
+        "docs/cli.md is stale: run 'python -m orchestrator.cli.reference > docs/cli.md'"
+    )
