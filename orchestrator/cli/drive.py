@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,107 @@ from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
 
 
+class Progress:
+    """What ``drive`` is doing, as it happens, on ``stream`` (standard error).
+
+    One line per request when it is asked (``retried`` when it is an ask again after a
+    failure) and when its answer is in (with the time it took, or how it failed), a line
+    when a phase ends, and a summary at the end. On a terminal a status line below them
+    is redrawn every ``tick`` seconds with each handler at work and how long it has been
+    working; elsewhere (a pipe, a log file) only the plain lines are written.
+    """
+
+    def __init__(
+        self,
+        stream: Any,
+        *,
+        phases: Sequence[tuple[int, str]] = (),
+        tty: bool | None = None,
+        tick: float = 0.5,
+    ) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() if tty is None else tty
+        self.tick = tick
+        self.phases = list(phases)
+        self.started = time.monotonic()
+        self.asks = self.retries = self.failures = 0
+        self.phases_done = 0
+        self._working: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            self._write(f"orchestrate: {printable(text, lines=True)}\n")
+
+    def asked(self, request: AgentRequest) -> None:
+        self.asks += 1
+        again = request.retry_count > 0
+        self.retries += again
+        state = "retried" if again else "asked"
+        self.line(
+            f"{state:<9} {request.agent_name} ({request.request_id[:8]}), phase "
+            f"{request.phase} {request.phase_name}"
+        )
+
+    def answering(self, request: AgentRequest) -> None:
+        with self._lock:
+            self._working[request.request_id] = (request.agent_name, time.monotonic())
+        if not self.tty:
+            self.line(f"answering {request.agent_name} ({request.request_id[:8]})")
+        elif self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+
+    def answered(self, request: AgentRequest, document: dict[str, Any]) -> None:
+        with self._lock:
+            _, since = self._working.pop(request.request_id, ("", time.monotonic()))
+        took = f"{time.monotonic() - since:.1f} s"
+        who = f"{request.agent_name} ({request.request_id[:8]})"
+        if document.get("status") == "success":
+            self.line(f"answered  {who} in {took}")
+        else:
+            self.failures += 1
+            said = document.get("error_message") or document.get("status")
+            self.line(f"failed    {who} after {took}: {document.get('error_type')}: {said}")
+
+    def reached(self, phase: int | None) -> None:
+        """Every phase before ``phase`` (all of them, for ``None``) has ended."""
+        for number, name in self.phases:
+            if number > self.phases_done and (phase is None or number < phase):
+                self.line(f"phase {number} {name} done")
+                self.phases_done = number
+
+    def finish(self, outcome: Outcome) -> None:
+        self._stop.set()
+        if outcome.status == "completed":
+            self.reached(None)
+        self.line(outcome.message)
+        retried = f" ({self.retries} retried)" if self.retries else ""
+        failed = f", {self.failures} failed" if self.failures else ""
+        self.line(
+            f"drive: {self.phases_done} phases, {self.asks} asks{retried}{failed}, "
+            f"{time.monotonic() - self.started:.1f} s"
+        )
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.tick):
+            with self._lock:
+                self._write("")
+
+    def _write(self, text: str) -> None:
+        """``text``, then (on a terminal) the status line redrawn below it."""
+        if self.tty:
+            text = "\r\x1b[K" + text
+            now = time.monotonic()
+            busy = [f"{agent} {now - since:.0f} s" for agent, since in self._working.values()]
+            if busy:
+                text += "answering: " + ", ".join(busy)
+        self.stream.write(text)
+        self.stream.flush()
+
+
 def drive(
     outcome: Outcome,
     *,
@@ -44,38 +146,44 @@ def drive(
     parallel: int = 4,
     handler_timeout: float | None = None,
     clock: Clock | None = None,
+    progress: Progress | None = None,
 ) -> Outcome:
     """Answer every pause of ``outcome`` with ``handler`` until the run ends.
 
     ``handler_timeout`` caps each handler's run (seconds) below the request's own
     ``timeout_seconds``: a handler still running then is killed and answered TIMEOUT.
-    A pause for a durable timer is waited out on ``clock`` (the engine's).
+    A pause for a durable timer is waited out on ``clock`` (the engine's). ``progress``
+    tells what happens (default: on standard error).
     """
+    progress = progress or Progress(sys.stderr)
     responses_dir = workdir / RESPONSES_DIR
     while outcome.status == "paused":
         if not outcome.pending:
+            progress.line(outcome.message)
             _wait_for_timer(outcome, clock or SystemClock())
             outcome = resume()
-            print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
             continue
         make_directories(responses_dir)
         pending = outcome.pending
+        progress.reached(min(request.phase for request in pending))
+        for request in pending:
+            progress.asked(request)
+
+        several = len(pending) > 1
+
+        def answer(request: AgentRequest, several: bool = several) -> dict[str, Any]:
+            progress.answering(request)
+            document = _ask_handler(handler, request, workdir, several, handler_timeout)
+            progress.answered(request, document)
+            return document
+
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-            documents = list(
-                pool.map(
-                    _ask_handler,
-                    [handler] * len(pending),
-                    pending,
-                    [workdir] * len(pending),
-                    [len(pending) > 1] * len(pending),
-                    [handler_timeout] * len(pending),
-                )
-            )
+            documents = list(pool.map(answer, pending))
         for document in documents:
             target = responses_dir / f"{document['request_id']}.json"
             atomic_write(target, dumps_canonical(document))
         outcome = resume()
-        print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    progress.finish(outcome)
     return outcome
 
 

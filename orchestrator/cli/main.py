@@ -895,7 +895,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     import gc
 
     gc.enable()  # a long-lived host loop: collect as usual
-    from .drive import drive
+    from .drive import Progress, drive
 
     workdir = _workdir(args)
     if args.handler is None and args.agent == "host":
@@ -910,12 +910,12 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         engine, outcome = _start(args, workdir)
     else:
         raise UsageError("no instance in the work directory: name the WORKFLOW to start")
-    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     if outcome.pending and args.handler is None:
         raise UsageError(
             "requests made before this drive are still pending and no --handler answers "
             "them: give --handler, or answer them with 'orchestrate respond'"
         )
+    phases = [(spec.number, spec.name) for spec in engine.workflow_cls.phases]
     # One engine for the whole loop: it re-reads the state only if something else changed it.
     final = drive(
         outcome,
@@ -925,6 +925,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         handler_timeout=args.handler_timeout,
         clock=engine.clock,
+        progress=Progress(sys.stderr, phases=phases),
     )
     return final.exit_code
 
