@@ -168,6 +168,14 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
             help="the instance's work directory (default: the current directory)",
         )
 
+    def add_instance(sub: Any) -> None:
+        sub.add_argument(
+            "--workflow",
+            default=None,
+            help="which instance, when a directory holds several: its workflow's name (the "
+            "NAME of .NAME-state.json), not a file",
+        )
+
     def add_agent(sub: Any) -> None:
         sub.add_argument(
             "--agent",
@@ -220,9 +228,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     )
     add_workdir(resume)
     add_agent(resume)
-    resume.add_argument(
-        "--workflow", default=None, help="which instance, when a directory holds several"
-    )
+    add_instance(resume)
 
     retry = command(
         "retry",
@@ -232,9 +238,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     )
     add_workdir(retry)
     add_agent(retry)
-    retry.add_argument(
-        "--workflow", default=None, help="which instance, when a directory holds several"
-    )
+    add_instance(retry)
     retry.add_argument(
         "--run", default=None, help="the failed run's id, to make sure it is the one here"
     )
@@ -254,9 +258,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="a finished run's id (default: the live instance, else the latest run)",
     )
-    rewind.add_argument(
-        "--workflow", default=None, help="which instance, when a directory holds several"
-    )
+    add_instance(rewind)
 
     fork = command(
         "fork",
@@ -307,16 +309,12 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
 
     status = command("status", _cmd_status, "Show the instance: phase, pending requests, history.")
     add_workdir(status)
-    status.add_argument(
-        "--workflow", default=None, help="which instance, when a directory holds several"
-    )
+    add_instance(status)
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
     respond = command("respond", _cmd_respond, "Write a valid response for a pending request.")
     add_workdir(respond)
-    respond.add_argument(
-        "--workflow", default=None, help="which instance, when a directory holds several"
-    )
+    add_instance(respond)
     respond.add_argument(
         "--request-id", default=None, help="needed when several requests are pending"
     )
@@ -421,9 +419,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="for a damaged state: move it aside unread and clear the request files",
     )
-    cancel.add_argument(
-        "--workflow", default=None, help="which instance, when a directory holds several"
-    )
+    add_instance(cancel)
 
     history = command(
         "history",
@@ -508,6 +504,12 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
     from ..formats.bridge import state_file_name
 
     if workflow_name:
+        if ":" in workflow_name or workflow_name.endswith(".py") or "/" in workflow_name:
+            raise UsageError(
+                f"--workflow {workflow_name!r} looks like a workflow reference; here it names "
+                "an instance by its workflow's name (the NAME of .NAME-state.json, such as "
+                "'code-review'): the instance knows its own workflow"
+            )
         path = workdir / state_file_name(workflow_name)
         if not path.exists():
             raise NoInstanceError(
