@@ -127,16 +127,21 @@ def test_the_example_log_reads_back_with_line_numbers() -> None:
 
 
 def test_the_reference_doc_examples_are_valid() -> None:
-    text = (Path(__file__).parents[1] / "docs" / "steps.md").read_text(encoding="utf-8")
+    reference = Path(__file__).parents[1] / "docs" / "formats" / "step-evidence.md"
+    text = reference.read_text(encoding="utf-8")
     blocks = text.split("```")[1::2]
-    (results,) = (block[len("json\n") :] for block in blocks if block.startswith("json\n"))
+    (results,) = (
+        block[len("json\n") :]
+        for block in blocks
+        if block.startswith("json\n") and '"schema_version"' in block
+    )
     assert json.loads(results) == RESULTS
-    (log,) = (block for block in blocks if block.startswith("\n{"))
+    (log,) = (block[len("ndjson\n") :] for block in blocks if block.startswith("ndjson\n"))
     lines = log.strip().splitlines()
     assert len(lines) == 8
     for line in lines:
         assert complaints("event", json.loads(line)) == []
-        parse_event(json.loads(line), source="docs/steps.md", strict=True)
+        parse_event(json.loads(line), source=str(reference), strict=True)
     assert [json.loads(line)["ts"] for line in lines] == sorted(
         json.loads(line)["ts"] for line in lines
     )

@@ -1,9 +1,9 @@
 """An offline subagent for the task-board example: ``orchestrate drive --handler`` runs it
-once per assignment, with the request (seed 004) on standard input.
+once per assignment, with the request (``.agent-request.json``'s format) on standard input.
 
 It does what a real subagent would: reads its assignment packet, heartbeats and logs its
 steps through ``orchestrate board`` (any language can), edits the files of its lock
-scope in the workspace, and prints a seed 003 subagent result. Two assignments go wrong
+scope in the workspace, and prints a subagent result. Two assignments go wrong
 on their first attempt, on purpose:
 
 * T-4 hangs: it heartbeats once, then sleeps until ``drive --handler-timeout`` kills it

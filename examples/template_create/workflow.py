@@ -1,4 +1,4 @@
-"""template-create: seed 004's workflow made real.
+"""template-create: the workflow the agent bridge files were first written for, made real.
 
 Scans a project directory, asks ``architectural-reviewer`` for an analysis, writes a
 manifest and settings, asks ``agent-content-enhancer`` for several agents at once and

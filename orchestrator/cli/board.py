@@ -62,7 +62,11 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     init.add_argument("--constraint", action="append", default=[], help="repeatable")
     init.add_argument("--workspace", type=Path, default=None, help="where results' files live")
 
-    create = sub("create", _cmd_create, "Create tasks: a JSON list of seed 003 task objects.")
+    create = sub(
+        "create",
+        _cmd_create,
+        "Create tasks: a JSON list of task objects (as in an assignment packet).",
+    )
     _add_input(create)
 
     status = sub("status", _cmd_status, "Show every task: status, owner, attempts, locks.")
@@ -216,7 +220,7 @@ def _json_input(args: argparse.Namespace, source: str) -> Any:
 
 
 def _error_code(text: str | None) -> Any:
-    """``--code``: one of seed 003's error codes, or a usage error naming them."""
+    """``--code``: one of the task board's error codes, or a usage error naming them."""
     if text is None:
         return None
     from ..formats.board import ErrorCode

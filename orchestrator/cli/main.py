@@ -402,7 +402,11 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="default: from the file name",
     )
 
-    schema = command("schema", _cmd_schema, "Print a JSON Schema (seed 004's, or a workflow's).")
+    schema = command(
+        "schema",
+        _cmd_schema,
+        "Print the JSON Schema of an agent bridge file: as shipped, or a workflow's own.",
+    )
     schema.add_argument(
         "kind", choices=["request", "response", "state"], help="which file's schema to print"
     )

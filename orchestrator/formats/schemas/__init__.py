@@ -1,7 +1,8 @@
 """JSON Schemas shipped with the package, for hosts in any language.
 
-``agent-request``, ``agent-response`` and ``state`` are seed 004's schemas as printed;
-:func:`orchestrator.bridge_schemas` derives a workflow's own from them.
+``agent-request``, ``agent-response`` and ``state`` are the agent bridge files' schemas,
+as the format prints them; :func:`orchestrator.bridge_schemas` derives a workflow's own
+from them (``docs/formats/agent-bridge.md`` is the reference).
 """
 
 from __future__ import annotations
