@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
+from signing_support import edit_state
 
 from orchestrator import (
     AgentInvocationError,
@@ -317,9 +318,10 @@ def test_replay_detects_a_changed_prompt(workflow_harness: Any) -> None:
     harness.respond(request.request_id, "draft")
     engine = harness.engine()
     engine.workflow_cls = type("Changed", (Counting,), {"name": "counting"})
-    state = json.loads((harness.workdir / ".counting-state.json").read_text())
-    state["phase_data"]["x_orchestrator"]["inputs"]["topic"] = "storms"
-    (harness.workdir / ".counting-state.json").write_text(json.dumps(state))
+    edit_state(
+        harness.workdir / ".counting-state.json",
+        lambda state: state["phase_data"]["x_orchestrator"]["inputs"].update(topic="storms"),
+    )
     outcome = engine.resume()
     assert outcome.exit_code == 1
     assert "phase 'draft'" in outcome.message and "position 1" in outcome.message
@@ -393,9 +395,8 @@ def test_a_phase_renamed_between_pause_and_resume_fails_clearly(workflow_harness
     harness = workflow_harness(Counting)
     request = harness.run({"topic": "x"}).pending[0]
     state_file = harness.workdir / ".counting-state.json"
-    state = json.loads(state_file.read_text())
-    state["phase_name"] = "drafting"  # as if the code had renamed the phase
-    state_file.write_text(json.dumps(state))
+    # as if the code had renamed the phase
+    edit_state(state_file, lambda state: state.update(phase_name="drafting"))
     harness.respond(request.request_id, "draft")
     outcome = harness.resume()
     assert outcome.exit_code == 1
