@@ -23,6 +23,7 @@ from orchestrator import (
     Workflow,
     phase,
 )
+from orchestrator._errors import StateDamagedError
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
 
 LONG = (
@@ -391,16 +392,39 @@ def test_a_fatal_answer_fails_at_once_even_when_the_phase_catches_it(
     assert (outcome.status, outcome.exit_code) == ("failed", 1)  # no pause for "other"
 
 
-def test_a_phase_renamed_between_pause_and_resume_fails_clearly(workflow_harness: Any) -> None:
+class RenamedCounting(Workflow):
+    """``Counting`` with its first phase renamed, as a change of code under a paused run."""
+
+    name = "counting"
+    agents = ("writer", "critic")
+
+    @phase(1)
+    def drafting(self, ctx: Any) -> str:
+        return "new"
+
+    @phase(2)
+    def critique(self, ctx: Any) -> str:
+        return "new"
+
+
+def test_a_phase_renamed_between_pause_and_resume_is_refused_before_the_answer_is_used(
+    workflow_harness: Any,
+) -> None:
     harness = workflow_harness(Counting)
     request = harness.run({"topic": "x"}).pending[0]
-    state_file = harness.workdir / ".counting-state.json"
-    # as if the code had renamed the phase
-    edit_state(state_file, lambda state: state.update(phase_name="drafting"))
     harness.respond(request.request_id, "draft")
-    outcome = harness.resume()
-    assert outcome.exit_code == 1
-    assert "'drafting', which the workflow no longer declares" in outcome.message
+    state_file = harness.workdir / ".counting-state.json"
+    before = state_file.read_bytes()
+    engine = harness.engine()
+    engine.workflow_cls = RenamedCounting
+    with pytest.raises(StateDamagedError) as refused:
+        engine.resume()
+    assert refused.value.json_path == "$.phase_name"
+    assert "phase_name 'draft' is not a phase of the workflow" in str(refused.value)
+    assert "1 drafting, 2 critique" in str(refused.value)
+    assert "the workflow's phases changed under this run" in str(refused.value)
+    assert state_file.read_bytes() == before
+    assert len(list((harness.workdir / ".agent-responses").iterdir())) == 1  # not used up
 
 
 class NotJson(Workflow):

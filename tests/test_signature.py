@@ -5,7 +5,8 @@ workflow reference, its phase, a recorded answer), or with its signature removed
 refused by every command that acts on it, in one line, before any workflow module is
 imported and with nothing in the work directory changed (bytes and times); ``orchestrate
 trust`` signs it as it is, and the run goes on. The key is made 0600 on first use and a
-key others can read is refused.
+key others can read is refused. A signed state whose phase does not agree with the
+workflow is refused as damaged.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 from process_support import orchestrate
-from signing_support import sign_state_file, signature_holds
+from signing_support import edit_state, sign_state_file, signature_holds
 
 from orchestrator.formats.state_signature import ENGINE_KEY, PARTS, signed_parts
 from orchestrator.storage import runs
@@ -445,6 +446,48 @@ def test_a_key_inside_the_work_directory_is_refused(tmp_path: Path) -> None:
     result = run.cli("run", run.reference, "--workdir", run.workdir, env=inside)
     assert result.returncode == 1
     assert "the signing key is inside the work directory" in result.stderr
+    assert not run.state_path.exists()
+
+
+# -- phase consistency: a signed state whose phase the workflow does not have -----------------
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda s: s.update(phase=99), "phase is 99, but phase_name 'review' is phase 2"),
+        (lambda s: s.update(phase=1, phase_name="review"), "phase_name 'review' is phase 2"),
+        (lambda s: s.update(phase_name="drafting"), "phase_name 'drafting' is not a phase"),
+        (
+            lambda s: s["completed_phases"].append(
+                {**s["completed_phases"][0], "phase": 3, "phase_name": "publish"}
+            ),
+            "completed phase 3 'publish'",
+        ),
+    ],
+    ids=["phase-99", "phase-and-name-differ", "unknown-name", "completed-after-current"],
+)
+def test_a_signed_state_whose_phase_the_workflow_lacks_is_damaged(
+    tmp_path: Path, change: Callable[[dict[str, Any]], object], where: str
+) -> None:
+    run = Run(tmp_path)
+    run.start()
+    run.answer("Tides are the sea rising and falling.")  # in phase 2, phase 1 completed
+    responded = run.cli("respond", "--workdir", run.workdir, "--text", "right")
+    assert responded.returncode == 0
+    edit_state(run.state_path, change)  # an edit someone trusted: the signature holds
+    lock = str(run.workdir / ".orchestrator" / "signed.lock")  # holds the last holder's pid
+    before = {k: v for k, v in snapshot(run.workdir).items() if k != lock}
+    for command in ("resume", "retry", "cancel"):
+        result = run.cli(command, "--workdir", run.workdir)
+        assert result.returncode == 1, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert f"{run.state_path}: " in line and where in line, line
+        assert "orchestrate cancel --force" in line
+        after = {k: v for k, v in snapshot(run.workdir).items() if k != lock}
+        assert after == before, "the answer must not be used up"
+    forced = run.cli("cancel", "--force", "--workdir", run.workdir)
+    assert forced.returncode == 0, forced.stderr
     assert not run.state_path.exists()
 
 
