@@ -120,7 +120,7 @@ class FileBridge:
         # Before anything in it is believed: whoever writes here may have edited it. The
         # signature is the file's, not the state's: it is made again at every save.
         self._check_key()
-        check_signature(data, source=source)
+        check_signature(data, source=source, raw=raw)
         try:
             return parse_state(with_signature(data, None), source=source)
         except ContractError as exc:

@@ -191,6 +191,9 @@ def test_a_workflow_reference_edited_to_another_module_is_never_imported(tmp_pat
     assert status.returncode == 0, status.stderr
     assert "signature  NOT VALID: changed since orchestrate signed it" in status.stdout
     assert f"orchestrate trust {run.state_path}" in status.stdout
+    shown = json.loads(run.cli("status", "--json", "--workdir", run.workdir).stdout)
+    assert shown["signature"] == "not valid"
+    assert "the workflow reference" in shown["signature_problem"]
     assert not (evil.parent / "MARKER").exists()
 
 
@@ -578,3 +581,25 @@ def test_a_resume_checks_and_signs_without_loading_openssl(tmp_path: Path) -> No
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert shown.stdout.split()[-2:] == ["42", "[]"], shown.stderr
     assert run.state()["phase"] == 2 and signature_holds(run.state_path)
+
+
+def test_bytes_checked_once_are_not_a_way_around_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resume`` checks the state before the import and again under the lock; the second
+    check of the same bytes is free, but other bytes, or another key, are checked anew."""
+    from orchestrator._errors import StateUntrustedError
+
+    run = Run(tmp_path)
+    run.start()
+    raw = run.state_path.read_bytes()
+    check_signature(json.loads(raw), source="state", raw=raw)
+    check_signature(json.loads(raw), source="state", raw=raw)
+    changed = raw.replace(b'"phase": 1,', b'"phase": 2,', 1)
+    assert changed != raw
+    with pytest.raises(StateUntrustedError, match="the phase"):
+        check_signature(json.loads(changed), source="state", raw=changed)
+    monkeypatch.setenv("ORCHESTRATOR_KEY_FILE", str(tmp_path / "another" / "state.key"))
+    load_key(create=True)
+    with pytest.raises(StateUntrustedError, match="signed with another key"):
+        check_signature(json.loads(raw), source="state", raw=raw)

@@ -497,15 +497,18 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
 def _recorded_reference(state_path: Path) -> str:
     """The workflow reference recorded at ``run``, read without structuring the state,
     from a state whose signature holds: nothing a state names is imported before."""
-    from ..storage.files import STATE_MAX_BYTES, read_json_file
+    from ..formats.strict_json import loads_strict
+    from ..storage.files import STATE_MAX_BYTES, read_regular_file
     from ..storage.state_key import check_key_outside, check_signature
 
+    source = str(state_path)
     try:
-        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+        raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
+        data = loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES)
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
     check_key_outside(state_path.parent)
-    check_signature(data, source=str(state_path))
+    check_signature(data, source=source, raw=raw)  # the file bridge's own check reuses it
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

@@ -68,6 +68,7 @@ _IPAD = bytes(byte ^ 0x36 for byte in range(256))
 _OPAD = bytes(byte ^ 0x5C for byte in range(256))
 
 _keys: dict[str, bytes] = {}  # key file -> its key, once read in this process
+_verified: tuple[str, bytes | None] | None = None  # the last bytes whose signature held
 
 
 # -- the key ----------------------------------------------------------------------------
@@ -344,11 +345,22 @@ def judge_signature(data: Any) -> Verdict:
     )
 
 
-def check_signature(data: Any, *, source: str) -> None:
+def check_signature(data: Any, *, source: str, raw: bytes | None = None) -> None:
     """Refuse a state whose signature does not hold (see :func:`judge_signature`) with a
-    :class:`StateUntrustedError` that names the file, what changed and what to do."""
+    :class:`StateUntrustedError` that names the file, what changed and what to do.
+
+    ``raw``, the bytes ``data`` was parsed from, lets a second check of the same bytes in
+    this process (``resume`` checks before the import, then again under the lock) pass
+    without encoding the state again.
+    """
+    global _verified
+    checked = (str(key_file()), raw)
+    if raw is not None and checked == _verified:
+        return
     verdict = judge_signature(data)
     if verdict.ok:
+        if raw is not None:
+            _verified = checked
         return
     if not verdict.changed:
         raise StateUntrustedError(
