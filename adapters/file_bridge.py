@@ -50,6 +50,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
+from ..formats.state_signature import with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
 from ..storage.durable import (
@@ -63,6 +64,7 @@ from ..storage.durable import (
 )
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
+from ..storage.state_key import check_key_outside, check_signature, signed_document
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
@@ -95,6 +97,7 @@ class FileBridge:
         self._swept = False
         self._swept_dirs: set[Path] = set()
         beneath.guard(workdir)  # nothing under it is reached through a link
+        self._key_checked = False
 
     def lock(self) -> InstanceLock:
         beneath.make_directories(self.private_dir)
@@ -115,9 +118,15 @@ class FileBridge:
             ) from None
         source = str(self.state_path)
         try:
-            return parse_state(
-                loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES), source=source
-            )
+            data = loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES)
+        except ContractError as exc:
+            raise StateDamagedError.wrap(exc) from None
+        # Before anything in it is believed: whoever writes here may have edited it. The
+        # signature is the file's, not the state's: it is made again at every save.
+        self._check_key()
+        check_signature(data, source=source, raw=raw)
+        try:
+            return parse_state(with_signature(data, None), source=source)
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
 
@@ -135,7 +144,8 @@ class FileBridge:
         return kept
 
     def save_state(self, request: SaveStateInput) -> None:
-        atomic_write(self.state_path, dump_document(request.state))
+        self._check_key()
+        atomic_write(self.state_path, signed_document(request.state))
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one
@@ -240,12 +250,19 @@ class FileBridge:
             lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
             state = restore_archived(state, lines, source=str(archive))
         history = run_dir / "state.json"
-        atomic_write(history, dump_document(state))
+        # Signed again: the requests put back whole are part of what the signature covers.
+        atomic_write(history, signed_document(state))
         # The state goes last: until it is gone, a crash resumes the run from it.
         self._clear_bridge_files()
         remove_file(self.state_path)
         fsync_directory(self.workdir)
         return str(history)
+
+    def _check_key(self) -> None:
+        """The signing key must live outside this work directory (checked once)."""
+        if not self._key_checked:
+            check_key_outside(self.workdir)
+            self._key_checked = True
 
     def _run_dir(self, run_id: str) -> Path:
         run_dir = runs_dir(self.workdir) / run_id

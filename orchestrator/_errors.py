@@ -88,6 +88,39 @@ class StateDamagedError(ContractError):
         )
 
 
+class StateUntrustedError(ContractError):
+    """A state's signature does not hold: it was changed after the engine signed it, it
+    carries none, or another key made it. Nothing was run or changed; the advice names
+    the command that signs it as it is, once a person has checked it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "",
+        json_path: str = "$",
+        rule: str = "",
+        also: tuple[tuple[str, str, str], ...] = (),
+    ) -> None:
+        trust = f"orchestrate trust {source}" if source else "orchestrate trust STATE_FILE"
+        self.advice = (
+            f"nothing was run or changed: check the state, then '{trust}' signs it as it is"
+        )
+        name = source.rpartition("/")[2]
+        if name.startswith(".") and name.endswith("-state.json"):  # a live instance's
+            self.advice += " ('orchestrate cancel --force' sets it aside instead)"
+        super().__init__(message, source=source, json_path=json_path, rule=rule, also=also)
+
+
+class KeyFileError(OrchestratorError):
+    """The signing key cannot be used: not where it can be found, not the user's own, or
+    readable by others. ``path`` names the key file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
 class WorkflowDefinitionError(OrchestratorError, TypeError):
     """A ``Workflow`` subclass is malformed; raised when the class is created."""
 

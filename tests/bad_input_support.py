@@ -37,7 +37,11 @@ def child_env() -> dict[str, str]:
     its mtime and size (the non-determinism tests edit workflow files between runs), and
     no ``__pycache__`` is left in the fixtures directory.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ORCHESTRATOR_") or k == "ORCHESTRATOR_KEY_FILE"
+    }
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 

@@ -2,11 +2,29 @@
 
 Hypothesis runs derandomized and without per-example deadlines: CI machines have two
 cores shared with subprocess-heavy tests, and a timing-dependent failure is not a finding.
+
+The key that signs states is a temporary file of this test session, never the user's: it
+is named by ``ORCHESTRATOR_KEY_FILE``, and ``XDG_CONFIG_HOME`` leads to the same file, so
+a process started with the ``ORCHESTRATOR_*`` variables stripped signs with it too.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 from hypothesis import settings
+
+_CONFIG_HOME = Path(tempfile.mkdtemp(prefix="orchestrator-test-config-"))
+os.environ["XDG_CONFIG_HOME"] = str(_CONFIG_HOME)
+os.environ["ORCHESTRATOR_KEY_FILE"] = str(_CONFIG_HOME / "checkpoint-orchestrator" / "state.key")
+
+
+def pytest_unconfigure() -> None:
+    shutil.rmtree(_CONFIG_HOME, ignore_errors=True)
+
 
 settings.register_profile("project", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("project")

@@ -13,8 +13,12 @@ def orchestrate(
 ) -> subprocess.CompletedProcess[str]:
     """One ``python -m orchestrator`` process, in this test's environment without the
     ``ORCHESTRATOR_*`` test hooks (crash points, a fixed clock) unless ``env`` gives
-    them; whatever it prints, never a traceback."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    them, signing with the test session's key; whatever it prints, never a traceback."""
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ORCHESTRATOR_") or k == "ORCHESTRATOR_KEY_FILE"
+    }
     result = subprocess.run(
         [sys.executable, "-m", "orchestrator", *map(str, args)],
         capture_output=True,

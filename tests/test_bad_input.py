@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from signing_support import sign_state_file
 
 try:  # tests/ may or may not become a package; work either way
     from . import bad_input_support as support
@@ -563,16 +564,23 @@ def _truncate_state(instance: Instance) -> None:
     instance.state_path.write_bytes(instance.state_bytes()[:300])
 
 
+# Damage that the signature does not catch: a change someone signed (a mistaken
+# 'orchestrate trust', or a bug). An unsigned change is refused before this is judged
+# (tests/test_signature.py).
+
+
 def _impossible_phase(instance: Instance) -> None:
     state = instance.state()
     state["phase"] = 0
     instance.state_path.write_bytes(json.dumps(state, indent=2).encode())
+    sign_state_file(instance.state_path)
 
 
 def _damaged_engine_record(instance: Instance) -> None:
     state = instance.state()
     state["phase_data"]["x_orchestrator"]["revision"] = "seven"
     instance.state_path.write_bytes(json.dumps(state, indent=2).encode())
+    sign_state_file(instance.state_path)
 
 
 CORRUPTIONS = {

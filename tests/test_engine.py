@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
+from signing_support import edit_state
 
 from orchestrator import (
     AgentInvocationError,
@@ -22,6 +23,7 @@ from orchestrator import (
     Workflow,
     phase,
 )
+from orchestrator._errors import StateDamagedError
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
 
 LONG = (
@@ -317,9 +319,10 @@ def test_replay_detects_a_changed_prompt(workflow_harness: Any) -> None:
     harness.respond(request.request_id, "draft")
     engine = harness.engine()
     engine.workflow_cls = type("Changed", (Counting,), {"name": "counting"})
-    state = json.loads((harness.workdir / ".counting-state.json").read_text())
-    state["phase_data"]["x_orchestrator"]["inputs"]["topic"] = "storms"
-    (harness.workdir / ".counting-state.json").write_text(json.dumps(state))
+    edit_state(
+        harness.workdir / ".counting-state.json",
+        lambda state: state["phase_data"]["x_orchestrator"]["inputs"].update(topic="storms"),
+    )
     outcome = engine.resume()
     assert outcome.exit_code == 1
     assert "phase 'draft'" in outcome.message and "position 1" in outcome.message
@@ -389,17 +392,39 @@ def test_a_fatal_answer_fails_at_once_even_when_the_phase_catches_it(
     assert (outcome.status, outcome.exit_code) == ("failed", 1)  # no pause for "other"
 
 
-def test_a_phase_renamed_between_pause_and_resume_fails_clearly(workflow_harness: Any) -> None:
+class RenamedCounting(Workflow):
+    """``Counting`` with its first phase renamed, as a change of code under a paused run."""
+
+    name = "counting"
+    agents = ("writer", "critic")
+
+    @phase(1)
+    def drafting(self, ctx: Any) -> str:
+        return "new"
+
+    @phase(2)
+    def critique(self, ctx: Any) -> str:
+        return "new"
+
+
+def test_a_phase_renamed_between_pause_and_resume_is_refused_before_the_answer_is_used(
+    workflow_harness: Any,
+) -> None:
     harness = workflow_harness(Counting)
     request = harness.run({"topic": "x"}).pending[0]
-    state_file = harness.workdir / ".counting-state.json"
-    state = json.loads(state_file.read_text())
-    state["phase_name"] = "drafting"  # as if the code had renamed the phase
-    state_file.write_text(json.dumps(state))
     harness.respond(request.request_id, "draft")
-    outcome = harness.resume()
-    assert outcome.exit_code == 1
-    assert "'drafting', which the workflow no longer declares" in outcome.message
+    state_file = harness.workdir / ".counting-state.json"
+    before = state_file.read_bytes()
+    engine = harness.engine()
+    engine.workflow_cls = RenamedCounting
+    with pytest.raises(StateDamagedError) as refused:
+        engine.resume()
+    assert refused.value.json_path == "$.phase_name"
+    assert "phase_name 'draft' is not a phase of the workflow" in str(refused.value)
+    assert "1 drafting, 2 critique" in str(refused.value)
+    assert "the workflow's phases changed under this run" in str(refused.value)
+    assert state_file.read_bytes() == before
+    assert len(list((harness.workdir / ".agent-responses").iterdir())) == 1  # not used up
 
 
 class NotJson(Workflow):

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 from evidence_support import check_run_evidence, run_dir_of
+from signing_support import sign_state_file
 
 from orchestrator import AgentInvocationError, Ask, PhaseResult, Workflow, phase
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
@@ -510,6 +511,7 @@ def test_a_run_started_before_evidence_existed_resumes_without_any(workflow_harn
     for item in state["agent_requests"]:
         item.pop("x_output_dir", None)
     state_path.write_text(json.dumps(state))
+    sign_state_file(state_path)  # as 'orchestrate trust' signs a run begun before signing
     run_dir = run_dir_of(harness.workdir)
     for path in sorted(run_dir.rglob("*"), reverse=True):  # as the old version left it
         path.rmdir() if path.is_dir() else path.unlink()

@@ -6,6 +6,7 @@ made from the run answers as its agents did."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from process_support import orchestrate
+from signing_support import sign_state_file
 
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness, replay_run
 
@@ -63,16 +65,42 @@ def test_a_changed_prompt_is_reported_at_its_phase_and_position(tmp_path: Path) 
     assert "the prompt changed" in str(report.problem)
 
 
+def signed_recording(tmp_path: Path) -> Path:
+    """The recorded run, copied and signed, as a person who checked it trusts it."""
+    recorded = tmp_path / "recorded"
+    shutil.copytree(RECORDED, recorded)
+    sign_state_file(recorded / "state.json")
+    return recorded
+
+
 def test_orchestrate_replay_exits_0_clean_and_1_at_a_difference(tmp_path: Path) -> None:
-    clean = orchestrate("replay", f"{EXAMPLE}:TemplateCreate", "--run", RECORDED)
+    recorded = signed_recording(tmp_path)
+    clean = orchestrate("replay", f"{EXAMPLE}:TemplateCreate", "--run", recorded)
     assert clean.returncode == 0, clean.stderr
     assert "replays clean (9 phases" in clean.stderr
     path, _ = changed_copy(tmp_path)
-    differs = orchestrate("replay", f"{path}:TemplateCreate", "--run", RECORDED)
+    differs = orchestrate("replay", f"{path}:TemplateCreate", "--run", recorded)
     assert differs.returncode == 1
     (line,) = differs.stderr.splitlines()
     assert "does not replay" in line and "phase 'agent_enhancement'" in line
     assert "position 0" in line and "the prompt changed" in line
+
+
+def test_orchestrate_replay_refuses_a_run_it_cannot_trust_until_it_is_trusted(
+    tmp_path: Path,
+) -> None:
+    """The recording was signed by nobody here: the command says so and how to go on."""
+    recorded = tmp_path / "recorded"
+    shutil.copytree(RECORDED, recorded)
+    refused = orchestrate("replay", f"{EXAMPLE}:TemplateCreate", "--run", recorded)
+    assert refused.returncode == 1
+    (line,) = refused.stderr.splitlines()
+    assert "the state carries no signature" in line
+    assert f"orchestrate trust {recorded / 'state.json'}" in line
+    assert "cancel --force" not in line  # that sets a live instance aside, not a recording
+    assert orchestrate("trust", recorded / "state.json").returncode == 0
+    clean = orchestrate("replay", f"{EXAMPLE}:TemplateCreate", "--run", recorded)
+    assert clean.returncode == 0, clean.stderr
 
 
 def test_a_replay_writes_nothing(tmp_path: Path) -> None:

@@ -89,6 +89,7 @@ def read_json(path: Path) -> Any:
 def check_pause(workdir: Path, schemas: dict[str, Any], state_name: str) -> dict[str, str]:
     """Validate every bridge file now on disk; return each request's text by id."""
     state = read_json(workdir / state_name)
+    assert "x_signature" in state["phase_data"]["x_orchestrator"]  # signed, and still valid
     assert_valid("state", state, schemas)
     parse_state(state, source=state_name)
     for record in state["agent_requests"]:  # the request re-derived after a crash
@@ -129,6 +130,7 @@ def test_every_file_of_a_template_create_run_matches_the_seed_schemas(tmp_path: 
     assert any(count > 1 for _, count in paused_in), "no pause exercised .agent-requests/"
     history = read_json(Path(outcome.history_path or ""))
     assert history["checkpoint_name"] == "completed"
+    assert "x_signature" in history["phase_data"]["x_orchestrator"]
     assert_valid("state", history)
     assert {r["status"] for r in history["agent_requests"]} == {"completed"}
 

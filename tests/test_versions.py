@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from lifecycle_flows import Patchy, SurveyV1, SurveyV2, SurveyV2NoHook
 from process_support import orchestrate
+from signing_support import signature_holds, signed_copy
 
 from orchestrator import OrchestratorError
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
@@ -27,9 +28,11 @@ REQUEST = "00000000-0000-4000-8000-000000000002"  # the analyst's, pending in th
 
 
 def from_fixture(tmp_path: Path) -> Path:
+    """A work directory holding the version 1 state, signed (as 'orchestrate trust' signs
+    a run begun elsewhere)."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    (workdir / ".survey-state.json").write_bytes(FIXTURE.read_bytes())
+    signed_copy(FIXTURE, workdir / ".survey-state.json")
     return workdir
 
 
@@ -40,6 +43,7 @@ def test_a_version_1_state_resumes_under_version_2_through_its_migration(
     harness = WorkflowHarness(SurveyV2, workdir=workdir)
     paused = harness.resume()
     assert [r.request_id for r in paused.pending] == [REQUEST]
+    assert signature_holds(workdir / ".survey-state.json"), "the migrated state is signed again"
     state = json.loads((workdir / ".survey-state.json").read_text())
     assert state["phase_data"]["collect"] == {"responses": ["yes", "no", "yes"], "total": 3}
     record = state["phase_data"]["x_orchestrator"]
@@ -47,7 +51,7 @@ def test_a_version_1_state_resumes_under_version_2_through_its_migration(
     (migration,) = record["migrations"]
     assert (migration["from"], migration["to"], migration["kept"]) == (1, 2, "state.v1.json")
     kept = workdir / ".orchestrator" / "runs" / record["run_id"] / "state.v1.json"
-    assert kept.read_bytes() == FIXTURE.read_bytes()
+    assert kept.read_bytes() == FIXTURE.read_bytes()  # the state before, as it was
     from orchestrator.evidence.history import load_run, timeline
 
     lines = timeline(load_run(workdir)[0])
@@ -63,12 +67,13 @@ def test_a_version_1_state_resumes_under_version_2_through_its_migration(
 
 def test_without_the_hook_the_resume_is_refused_and_nothing_changes(tmp_path: Path) -> None:
     workdir = from_fixture(tmp_path)
+    signed_v1 = (workdir / ".survey-state.json").read_bytes()
     with pytest.raises(OrchestratorError) as refused:
         WorkflowHarness(SurveyV2NoHook, workdir=workdir).resume()
     message = str(refused.value)
     assert "\n" not in message
     assert "written by version 1 of survey" in message and "has no migrate_v1_to_v2" in message
-    assert (workdir / ".survey-state.json").read_bytes() == FIXTURE.read_bytes()
+    assert (workdir / ".survey-state.json").read_bytes() == signed_v1
     assert not (workdir / ".orchestrator" / "runs").exists()
 
 
@@ -87,9 +92,10 @@ def test_a_hook_that_fails_changes_nothing(tmp_path: Path) -> None:
             raise KeyError("answers")
 
     workdir = from_fixture(tmp_path)
+    signed_v1 = (workdir / ".survey-state.json").read_bytes()
     with pytest.raises(OrchestratorError, match="migrate_v1_to_v2 raised KeyError"):
         WorkflowHarness(Broken, workdir=workdir).resume()
-    assert (workdir / ".survey-state.json").read_bytes() == FIXTURE.read_bytes()
+    assert (workdir / ".survey-state.json").read_bytes() == signed_v1
 
 
 # -- through real processes, with kill -9 at every durable write of the migration ----------

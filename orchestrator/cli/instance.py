@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, StateDamagedError, UsageError
+from .._errors import ContractError, StateDamagedError, StateUntrustedError, UsageError
 from ..engine.record import load_record
 from ..formats.bridge import (
     REQUESTS_DIR,
@@ -19,6 +19,7 @@ from ..formats.times import SystemClock, format_time
 from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
 from ..storage.files import STATE_MAX_BYTES, read_json_file
+from ..storage.state_key import check_key_outside, check_signature
 
 
 def load_state_file(path: Path) -> Any:
@@ -26,18 +27,38 @@ def load_state_file(path: Path) -> Any:
     return _load(path)
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, *, signed_only: bool = False) -> Any:
     try:
-        return parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+    if signed_only:  # a command that acts on the state believes only what orchestrate wrote
+        check_key_outside(path.parent)
+        check_signature(data, source=str(path))
+    try:
+        return parse_state(data, source=str(path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
 
 
 def describe_instance(state_path: Path) -> dict[str, Any]:
-    """A JSON-ready summary of an instance for ``orchestrate status``."""
-    state = _load(state_path)
+    """A JSON-ready summary of an instance for ``orchestrate status``: what the state
+    says, and whether its signature holds (a state that was changed is shown, not acted
+    on)."""
+    try:
+        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+        state = parse_state(data, source=str(state_path))
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
     record = load_record(state, source=str(state_path))
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    signature = _signature_problem(data, state_path)
+    if signature is not None:
+        next_step: str | None = _trust_step(state_path)
+    elif record.waiting_until and not pending:
+        next_step = None
+    else:
+        next_step = _next_step(record.status, bool(pending))
     counts: dict[str, int] = {}
     for item in state.agent_requests:
         counts[item.status.value] = counts.get(item.status.value, 0) + 1
@@ -69,10 +90,34 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
         ],
         "request_counts": counts,
         "sleeping_until": None if pending else record.waiting_until,
-        "next": None
-        if record.waiting_until and not pending
-        else _next_step(record.status, bool(pending)),
+        "signature": "valid" if signature is None else "not valid",
+        "signature_problem": signature,
+        "next": next_step,
     }
+
+
+def _signature_problem(data: Any, state_path: Path) -> str | None:
+    """Why the state's signature does not hold, in one sentence; ``None`` when it does."""
+    from .._errors import KeyFileError
+
+    try:
+        check_key_outside(state_path.parent)
+        check_signature(data, source=str(state_path))
+    except StateUntrustedError as exc:
+        where = f" at {exc.json_path}" if exc.json_path != "$" else ""
+        others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)
+        return f"{exc.detail}{where}{others}"
+    except KeyFileError as exc:
+        return f"cannot be checked: {exc}"
+    return None
+
+
+def _trust_step(state_path: Path) -> str:
+    return (
+        "nothing will act on this state until its signature holds: check it, then "
+        f"'orchestrate trust {state_path}' signs it as it is ('orchestrate cancel --force' "
+        "sets it aside)"
+    )
 
 
 def _next_step(status: str, pending: bool) -> str | None:
@@ -138,7 +183,7 @@ def write_response(
     confidence: float | None = None,
 ) -> Path:
     """Write a valid response for a pending request where ``resume`` will read it."""
-    state = _load(state_path)
+    state = _load(state_path, signed_only=True)
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     if not pending:
         raise UsageError(f"{state_path}: no request is pending; there is nothing to answer")

@@ -132,6 +132,7 @@ COMMANDS = (
     "history",
     "events",
     "output",
+    "trust",
 )
 
 
@@ -461,6 +462,21 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="print JSON even for a phase whose output is text (default: text as it is)",
     )
 
+    trust = command(
+        "trust",
+        _cmd_trust,
+        "Sign a state file as it is now, once you have checked it: a state changed by "
+        "hand, or begun before states were signed. Commands that act on a state refuse "
+        "one whose signature does not hold.",
+    )
+    trust.add_argument(
+        "state",
+        type=Path,
+        metavar="STATE",
+        help="the state file: .<workflow>-state.json in a work directory, or a run's "
+        "state.json (.orchestrator/runs/<run_id>/state.json)",
+    )
+
     events = command(
         "events",
         _cmd_events,
@@ -533,13 +549,20 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
 
 
 def _recorded_reference(state_path: Path) -> str:
-    """The workflow reference recorded at ``run``, read without structuring the state."""
-    from ..storage.files import STATE_MAX_BYTES, read_json_file
+    """The workflow reference recorded at ``run``, read without structuring the state,
+    from a state whose signature holds: nothing a state names is imported before."""
+    from ..formats.strict_json import loads_strict
+    from ..storage.files import STATE_MAX_BYTES, read_regular_file
+    from ..storage.state_key import check_key_outside, check_signature
 
+    source = str(state_path)
     try:
-        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+        raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
+        data = loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES)
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+    check_key_outside(state_path.parent)
+    check_signature(data, source=source, raw=raw)  # the file bridge's own check reuses it
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):
@@ -724,7 +747,7 @@ def _cmd_rewind(args: argparse.Namespace) -> int:
     try:
         reference = _recorded_reference(_state_path(workdir, args.workflow))
     except NoInstanceError:
-        ended, source = load_run(workdir, args.run)
+        ended, source = load_run(workdir, args.run, signed_only=True)
         reference = load_record(ended, source=source).workflow
     else:
         if args.run is not None:
@@ -746,7 +769,7 @@ def _cmd_fork(args: argparse.Namespace) -> int:
     origin_dir = (args.source or Path.cwd()).resolve()
     if origin_dir == target:
         raise UsageError(f"{target}: fork into another work directory than the source's")
-    state, source = load_run(origin_dir, args.run)
+    state, source = load_run(origin_dir, args.run, signed_only=True)
     record = load_record(state, source=source)
     output = args.output
     if output is None:
@@ -776,10 +799,11 @@ def _cmd_fork(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from ..engine.loader import load_workflow, resolve_reference
-    from ..engine.replay import replay_run
+    from ..engine.replay import load_recorded_run, replay_run
 
+    load_recorded_run(args.run, signed_only=True)  # a run that was changed is not replayed
     workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
-    report = replay_run(args.run, workflow_cls)
+    report = replay_run(args.run, workflow_cls, signed_only=True)
     print(f"orchestrate: {printable(report.describe())}", file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_ERROR
 
@@ -855,6 +879,8 @@ def _format_status(summary: dict[str, Any]) -> str:
             f"  retry {request['retry_count']}"
             f"  -> answer in {request['response_file']}"
         )
+    if summary.get("signature_problem"):
+        lines.append(f"signature  NOT VALID: {summary['signature_problem']}")
     if summary.get("next"):
         lines.append(f"next       {summary['next']}")
     if summary.get("sleeping_until"):
@@ -1004,6 +1030,13 @@ def _cmd_output(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(outputs[args.phase], indent=2, ensure_ascii=False))
     print(f"(from {source})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from .trust import trust_state
+
+    print(f"orchestrate: {trust_state(args.state)}", file=sys.stderr)
     return EXIT_OK
 
 

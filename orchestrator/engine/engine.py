@@ -25,6 +25,7 @@ from .._errors import (
     NonDeterminismError,
     OrchestratorError,
     ResponseRejectedError,
+    StateDamagedError,
     UsageError,
 )
 from .._ports import (
@@ -438,6 +439,7 @@ class Engine:
                 f"{name} was written by version {have} of {self.workflow_cls.name}, and this "
                 f"code is version {want}: resume it with the newer code"
             )
+        check_phases(state, self.workflow_cls, source=self.bridge.location)
         self._attach(state, record)
         if have == want:
             return
@@ -486,8 +488,9 @@ class Engine:
         """End the instance on purpose: keep its history, remove state and request files."""
         with self.bridge.lock():
             state = self.bridge.load_state()
-            self._attach(state, load_record(state, source=self.bridge.location))
-            record = self._require_record()
+            record = load_record(state, source=self.bridge.location)
+            check_phases(state, self.workflow_cls, source=self.bridge.location)
+            self._attach(state, record)
             if record.status not in ("failed", "completed", "cancelled"):
                 self.recorder.withdraw(self._pending(), "the run was cancelled")
                 self.recorder.run_end("cancelled")
@@ -1176,6 +1179,44 @@ class Engine:
         self.recorder.close_phase(
             spec.number, spec.name, status=status, summary=summary, tally=tally
         )
+
+
+def check_phases(state: CheckpointState, workflow_cls: type[Workflow], *, source: str) -> None:
+    """Refuse, as damaged, a state whose ``phase`` and ``phase_name`` are not one phase
+    of the workflow, or that lists a completed phase the workflow does not have (by that
+    number and name) or that comes after the current one. Such a state was edited, or the
+    workflow's phases changed under the run; resuming it would run the wrong phase."""
+    phases = ", ".join(f"{p.number} {p.name}" for p in workflow_cls.phases)
+    why = (
+        f"(the phases of {workflow_cls.name}: {phases}): the state was edited, or the "
+        "workflow's phases changed under this run (put them back to go on)"
+    )
+    numbers = {p.name: p.number for p in workflow_cls.phases}
+    if state.phase_name not in numbers:
+        raise StateDamagedError(
+            f"phase_name {state.phase_name!r} is not a phase of the workflow {why}",
+            source=source,
+            json_path="$.phase_name",
+            rule="consistency",
+        )
+    if numbers[state.phase_name] != state.phase:
+        raise StateDamagedError(
+            f"phase is {state.phase}, but phase_name {state.phase_name!r} is phase "
+            f"{numbers[state.phase_name]} {why}",
+            source=source,
+            json_path="$.phase",
+            rule="consistency",
+        )
+    for index, done in enumerate(state.completed_phases):
+        if numbers.get(done.phase_name) != done.phase or done.phase > state.phase:
+            raise StateDamagedError(
+                f"completed phase {done.phase} {done.phase_name!r} is not a phase of the "
+                f"workflow before or at the current one ({state.phase} {state.phase_name}) "
+                f"{why}",
+                source=source,
+                json_path=f"$.completed_phases[{index}]",
+                rule="consistency",
+            )
 
 
 def _describe_pending(pending_ids: list[str]) -> str:

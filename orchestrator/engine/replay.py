@@ -55,11 +55,15 @@ class ReplayReport:
         return f"run {self.run_id} does not replay: {self.problem}"
 
 
-def load_recorded_run(path: str | Path) -> tuple[Path, CheckpointState]:
+def load_recorded_run(
+    path: str | Path, *, signed_only: bool = False
+) -> tuple[Path, CheckpointState]:
     """A recorded run's directory and its state, every archived request whole again.
 
     ``path`` is a run's directory (``.orchestrator/runs/<run_id>``, or a copy of one), or
     a state file: a live instance's ``.<workflow>-state.json``, or a run's ``state.json``.
+    ``signed_only`` refuses a state whose signature does not hold (``orchestrate replay``
+    does; a test's own fixtures are part of the test, and need none).
     """
     given = Path(path)
     state_file = given / "state.json" if given.is_dir() else given
@@ -70,6 +74,10 @@ def load_recorded_run(path: str | Path) -> tuple[Path, CheckpointState]:
             f"{state_file}: no recorded run here; name a run's directory "
             "(.orchestrator/runs/<run_id>) or a state file"
         ) from None
+    if signed_only:
+        from ..storage.state_key import check_signature
+
+        check_signature(data, source=str(state_file))
     state = parse_state(data, source=str(state_file))
     if state_file.name == "state.json":
         run_dir = state_file.parent
@@ -83,7 +91,9 @@ def load_recorded_run(path: str | Path) -> tuple[Path, CheckpointState]:
     return run_dir, state
 
 
-def replay_run(path: str | Path, workflow_cls: type[Workflow]) -> ReplayReport:
+def replay_run(
+    path: str | Path, workflow_cls: type[Workflow], *, signed_only: bool = False
+) -> ReplayReport:
     """Replay the run at ``path`` (see :func:`load_recorded_run`) against
     ``workflow_cls`` as the code is now, without calling any agent or running any step.
 
@@ -91,7 +101,7 @@ def replay_run(path: str | Path, workflow_cls: type[Workflow]) -> ReplayReport:
     the code makes differently (or a phase that now raises), else says the run replays
     clean. A phase the recorded run was waiting in replays up to where it waits.
     """
-    run_dir, state = load_recorded_run(path)
+    run_dir, state = load_recorded_run(path, signed_only=signed_only)
     record = load_record(state, source=str(run_dir))
     engine = Engine(workflow_cls, bridge=_NoStore(), clock=_EndOfTime())
     engine.replay_only = True

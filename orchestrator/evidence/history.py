@@ -26,9 +26,15 @@ from ..storage.runs import (
 )
 
 
-def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState, str]:
+def load_run(
+    workdir: Path, run_id: str | None = None, *, signed_only: bool = False
+) -> tuple[CheckpointState, str]:
     """The state of the live instance in ``workdir`` (or of run ``run_id``, or of the
-    latest finished run), with every archived request whole again; and where it is."""
+    latest finished run), with every archived request whole again; and where it is.
+
+    ``signed_only``: for a command that acts on the run (rewind, fork), a state whose
+    signature does not hold is refused (``StateUntrustedError``) before it is read.
+    """
     from ..formats.bridge_codec import parse_state, restore_archived
     from ..storage.files import STATE_MAX_BYTES, read_json_file, read_regular_file
 
@@ -47,6 +53,10 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
         own_run = run_id_in(data, source=str(path))
         if run_id is not None and own_run != run_id:
             continue
+        if signed_only:
+            from ..storage.state_key import check_signature
+
+            check_signature(data, source=str(path))
         state = parse_state(data, source=str(path))
         archive = runs / str(own_run) / ARCHIVE_FILE
         if any(r.x_archived for r in state.agent_requests) and archive.exists():

@@ -52,10 +52,16 @@ def sha256_hex(data: bytes) -> str:
     ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
     interpreter's built-in implementation gives the same digest.
     """
+    return sha256_constructor()(data).hexdigest()  # type: ignore[no-any-return]
+
+
+def sha256_constructor() -> Any:
+    """The interpreter's built-in SHA-256 constructor (``hashlib.sha256``'s signature),
+    found once; see :func:`sha256_hex`."""
     global _sha256_constructor
     if _sha256_constructor is None:
         _sha256_constructor = _find_sha256()
-    return _sha256_constructor(data).hexdigest()  # type: ignore[no-any-return]
+    return _sha256_constructor
 
 
 _sha256_constructor: Any = None

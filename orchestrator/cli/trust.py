@@ -1,0 +1,101 @@
+"""``orchestrate trust STATE``: a person signs a state as it is now.
+
+Every command that acts on a state refuses one whose signature does not hold: it was
+changed after the engine wrote it, it carries none (a run begun before states were
+signed), or another user's key made it. Whoever checked the state (the edit, the run)
+vouches for it here, as ``jupyter trust`` vouches for a notebook: the state is signed
+with the user's key, unchanged but for its signature, and the command says what was
+signed (the workflow that will be imported, the phase that will run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._errors import ContractError, UsageError
+from .._text import printable
+from ..engine.record import EngineRecord, load_record
+from ..formats.bridge_codec import parse_state
+from ..formats.strict_json import dumps_canonical, loads_strict
+from ..storage.durable import atomic_write
+from ..storage.files import STATE_MAX_BYTES, read_regular_file
+from ..storage.state_key import (
+    Verdict,
+    check_key_outside,
+    judge_signature,
+    key_file,
+    sign_state_data,
+)
+
+_LIVE_SUFFIX = "-state.json"
+
+
+def trust_state(path: Path) -> str:
+    """Sign the state at ``path`` as it is; return what was signed, in one line.
+
+    A live instance's state (``.<workflow>-state.json``) is signed under its instance
+    lock, so no ``resume`` writes it meanwhile. A state already signed with the user's
+    key is left as it is.
+    """
+    path = Path.cwd() / path
+    data, record, verdict = _read(path)
+    if verdict.ok:  # nothing to do, and no lock to take
+        return printable(
+            f"{path} is already signed with your key ({_what(data, record)}); nothing was changed"
+        )
+    name = path.name
+    if name.startswith(".") and name.endswith(_LIVE_SUFFIX) and len(name) > len(_LIVE_SUFFIX) + 1:
+        from ..adapters.file_bridge import FileBridge
+
+        with FileBridge(path.parent, name[1 : -len(_LIVE_SUFFIX)]).lock():
+            return _sign(path)
+    return _sign(path)
+
+
+def _sign(path: Path) -> str:
+    data, record, verdict = _read(path)  # again: under the lock, when there is one
+    atomic_write(path, dumps_canonical(sign_state_data(data)))
+    if verdict.ok:
+        before = "it was already signed"
+    elif verdict.changed:
+        before = "changed since it was signed: " + ", ".join(w for _, _, w in verdict.changed)
+    elif verdict.rule == "signature-missing":
+        before = "it carried no signature"
+    else:
+        before = verdict.reason
+    return printable(
+        f"signed {path} as it is now: {_what(data, record)}; {before}; with the key {key_file()}"
+    )
+
+
+def _what(data: dict[str, Any], record: EngineRecord) -> str:
+    """What a person trusts: the workflow that will be imported, the phase that runs."""
+    return (
+        f"workflow {record.workflow} (run {record.run_id}), phase {data['phase']} "
+        f"({data['phase_name']}), {record.status}, {len(record.journal)} journal entries, "
+        f"{len(data.get('agent_requests') or [])} agent requests"
+    )
+
+
+def _read(path: Path) -> tuple[dict[str, Any], EngineRecord, Verdict]:
+    """The state's JSON data, its engine record, and what its signature says; anything
+    that is not a state of this engine is refused."""
+    source = str(path)
+    try:
+        data = loads_strict(read_regular_file(path, max_bytes=STATE_MAX_BYTES), source=source)
+        record = load_record(parse_state(data, source=source), source=source)
+    except FileNotFoundError:
+        raise UsageError(
+            f"{path}: no such file; name a state file (.<workflow>-state.json in a work "
+            "directory, or a run's state.json)"
+        ) from None
+    except ContractError as exc:
+        raise ContractError(
+            f"not a state of this engine, so it is not signed: {exc.detail}",
+            source=source,
+            json_path=exc.json_path,
+            rule=exc.rule,
+        ) from None
+    check_key_outside(path.parent)
+    return data, record, judge_signature(data)

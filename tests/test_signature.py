@@ -1,0 +1,605 @@
+"""The work directory is untrusted ground: a state is acted on only as orchestrate signed it.
+
+Through real ``orchestrate`` processes and real files: a state edited by hand (its
+workflow reference, its phase, a recorded answer), or with its signature removed, is
+refused by every command that acts on it, in one line, before any workflow module is
+imported and with nothing in the work directory changed (bytes and times); ``orchestrate
+trust`` signs it as it is, and the run goes on. The key is made 0600 on first use and a
+key others can read is refused. A signed state whose phase does not agree with the
+workflow is refused as damaged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from process_support import orchestrate
+from signing_support import edit_state, sign_state_file, signature_holds
+
+from orchestrator.formats.state_signature import ENGINE_KEY, PARTS, signed_parts
+from orchestrator.storage import runs
+from orchestrator.storage.state_key import (
+    check_signature,
+    hmac_sha256_hex,
+    judge_signature,
+    key_file,
+    load_key,
+)
+
+# A workflow that counts its imports: every import appends a line to imports.log beside it.
+FLOW = """
+from pathlib import Path
+
+from orchestrator import Workflow, phase
+
+with open(Path(__file__).with_name("imports.log"), "a", encoding="utf-8") as log:
+    log.write("imported\\n")
+
+PROMPT = "You are a careful writer. Answer the question below in one short paragraph, " \\
+    "plain text, no headings, no lists, nothing else. Question: {}"
+
+
+class Signed(Workflow):
+    name = "signed"
+    agents = ("writer",)
+
+    @phase(1)
+    def draft(self, ctx):
+        return ctx.ask("writer", PROMPT.format("what is a tide?"))
+
+    @phase(2)
+    def review(self, ctx):
+        return ctx.ask("writer", PROMPT.format("is this right? " + ctx.output("draft")))
+
+    @phase(3)
+    def publish(self, ctx):
+        return {"draft": ctx.output("draft"), "review": ctx.output("review")}
+"""
+
+# What an attacker would have resume import: it leaves a marker when it is imported.
+EVIL = """
+from pathlib import Path
+
+Path(__file__).with_name("MARKER").write_text("imported")
+
+from orchestrator import Workflow, phase
+
+
+class Signed(Workflow):
+    name = "signed"
+
+    @phase(1)
+    def draft(self, ctx):
+        return "owned"
+"""
+
+STATE = ".signed-state.json"
+
+
+class Run:
+    """One ``signed`` instance in ``root/work``, its workflow file in ``root/flow``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.flow_dir = root / "flow"
+        self.flow_dir.mkdir()
+        self.flow = self.flow_dir / "signed_flow.py"
+        self.flow.write_text(FLOW)
+        self.workdir = root / "work"
+        self.workdir.mkdir()
+        self.state_path = self.workdir / STATE
+
+    @property
+    def reference(self) -> str:
+        return f"{self.flow}:Signed"
+
+    def imports(self) -> int:
+        log = self.flow_dir / "imports.log"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def cli(self, *args: object, env: dict[str, str] | None = None) -> Any:
+        return orchestrate(*args, env=env)
+
+    def start(self) -> None:
+        assert self.cli("run", self.reference, "--workdir", self.workdir).returncode == 42
+
+    def answer(self, text: str, *, expect: int = 42) -> None:
+        responded = self.cli("respond", "--workdir", self.workdir, "--text", text)
+        assert responded.returncode == 0, responded.stderr
+        resumed = self.cli("resume", "--workdir", self.workdir)
+        assert resumed.returncode == expect, resumed.stderr
+
+    def state(self) -> dict[str, Any]:
+        return json.loads(self.state_path.read_bytes())  # type: ignore[no-any-return]
+
+    def edit(self, change: Callable[[dict[str, Any]], object]) -> None:
+        """Change the state by hand, as an agent or a person with a text editor would."""
+        data = self.state()
+        change(data)
+        self.state_path.write_text(json.dumps(data, indent=2))
+
+
+def snapshot(*roots: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file and directory under ``roots``: its bytes (files) and its mtime."""
+    seen: dict[str, tuple[bytes, int]] = {}
+    for root in roots:
+        for path in [root, *sorted(root.rglob("*"))]:
+            info = path.lstat()
+            data = path.read_bytes() if stat.S_ISREG(info.st_mode) else b""
+            seen[str(path)] = (data, info.st_mtime_ns)
+    return seen
+
+
+def acting_commands(run: Run, fork_target: Path) -> list[list[object]]:
+    """Every command that acts on the state in ``run.workdir``."""
+    w = ["--workdir", run.workdir]
+    return [
+        ["resume", *w],
+        ["retry", *w],
+        ["rewind", "--to", "draft", *w],
+        ["respond", "--text", "an answer", *w],
+        ["drive", "--handler", f"{sys.executable} -c 'print(1)'", *w],
+        ["cancel", *w],
+        ["fork", "--source", run.workdir, "--from", "draft", "--workdir", fork_target],
+        ["replay", run.reference, "--run", run.state_path],
+    ]
+
+
+def assert_refused_by_every_command(run: Run, *fragments: str) -> None:
+    """Each acting command refuses in one line naming the state file and the way out,
+    imports nothing, and changes nothing on disk."""
+    fork_target = run.root / "fork"
+    fork_target.mkdir(exist_ok=True)
+    before = snapshot(run.workdir, fork_target, run.flow_dir)
+    imports = run.imports()
+    for command in acting_commands(run, fork_target):
+        result = run.cli(*command)
+        assert result.returncode == 1, (command, result.stderr)
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("orchestrate: error: "), line
+        expected = (f"{run.state_path}: ", f"orchestrate trust {run.state_path}' signs it")
+        for fragment in (*expected, "orchestrate cancel --force", *fragments):
+            assert fragment in line, (command, line)
+        assert run.imports() == imports, f"{command[0]} imported the workflow"
+        assert snapshot(run.workdir, fork_target, run.flow_dir) == before, command[0]
+
+
+# -- states edited by hand are refused before any import ---------------------------------
+
+
+def test_a_workflow_reference_edited_to_another_module_is_never_imported(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start()
+    evil = tmp_path / "elsewhere" / "evil.py"
+    evil.parent.mkdir()
+    evil.write_text(EVIL)
+    run.edit(lambda s: s["phase_data"][ENGINE_KEY].update(workflow=f"{evil}:Signed"))
+    assert_refused_by_every_command(
+        run, "the workflow reference", "$.phase_data.x_orchestrator.workflow"
+    )
+    assert not (evil.parent / "MARKER").exists()
+    status = run.cli("status", "--workdir", run.workdir)  # status shows it, and says so
+    assert status.returncode == 0, status.stderr
+    assert "signature  NOT VALID: changed since orchestrate signed it" in status.stdout
+    assert f"orchestrate trust {run.state_path}" in status.stdout
+    shown = json.loads(run.cli("status", "--json", "--workdir", run.workdir).stdout)
+    assert shown["signature"] == "not valid"
+    assert "the workflow reference" in shown["signature_problem"]
+    assert not (evil.parent / "MARKER").exists()
+
+
+def test_a_phase_moved_on_by_hand_is_refused(tmp_path: Path) -> None:
+    """The phase moved to a later one, consistently: the phase would run with the
+    outputs of the one before missing."""
+    run = Run(tmp_path)
+    run.start()
+    run.edit(lambda s: s.update(phase=2, phase_name="review"))
+    assert_refused_by_every_command(run, "the phase", "at $.phase;")
+
+
+def test_a_recorded_answer_changed_by_hand_is_refused_then_trusted_and_resumed(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path)
+    run.start()
+    run.answer("Tides are the sea rising and falling.")  # recorded; phase 2 waits now
+    run.edit(lambda s: s["agent_requests"][0]["x_response"].update(response="Tides are a myth."))
+    assert_refused_by_every_command(run, "the recorded requests and answers", "$.agent_requests")
+
+    trusted = run.cli("trust", run.state_path)
+    assert trusted.returncode == 0, trusted.stderr
+    assert f"signed {run.state_path} as it is now: workflow {run.reference}" in trusted.stderr
+    assert "phase 2 (review)" in trusted.stderr
+    assert "changed since it was signed: the recorded requests and answers" in trusted.stderr
+    assert run.state()["agent_requests"][0]["x_response"]["response"] == "Tides are a myth."
+    run.answer("Yes, that is right.", expect=0)  # the run goes on from the state as trusted
+
+
+def test_a_workflow_file_that_moved_is_trusted_by_hand_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The ordinary reason to edit a state: the workflow file moved."""
+    run = Run(tmp_path)
+    run.start()
+    moved = tmp_path / "moved" / "signed_flow.py"
+    moved.parent.mkdir()
+    moved.write_text(FLOW)
+    run.edit(lambda s: s["phase_data"][ENGINE_KEY].update(workflow=f"{moved}:Signed"))
+    refused = run.cli("resume", "--workdir", run.workdir)
+    assert refused.returncode == 1 and "the workflow reference" in refused.stderr
+    assert run.cli("trust", run.state_path).returncode == 0
+    run.answer("Tides are the sea rising and falling.")
+    assert (moved.parent / "imports.log").exists()
+
+
+def test_a_state_without_its_signature_is_refused(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start()
+    run.edit(lambda s: s["phase_data"][ENGINE_KEY].pop("x_signature"))
+    assert_refused_by_every_command(
+        run, "the state carries no signature", "$.phase_data.x_orchestrator.x_signature"
+    )
+    assert run.cli("trust", run.state_path).returncode == 0
+    run.answer("Tides are the sea rising and falling.")
+
+
+def test_a_state_signed_with_another_key_is_refused(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    other = {"ORCHESTRATOR_KEY_FILE": str(tmp_path / "other-user" / "state.key")}
+    assert run.cli("run", run.reference, "--workdir", run.workdir, env=other).returncode == 42
+    before = snapshot(run.workdir)
+    refused = run.cli("resume", "--workdir", run.workdir)
+    assert refused.returncode == 1
+    assert "it was signed with another key than" in refused.stderr, refused.stderr
+    assert snapshot(run.workdir) == before
+    assert run.imports() == 1  # the run's own import, none since
+
+
+def test_an_unsigned_edit_is_refused_in_process_too(tmp_path: Path) -> None:
+    """The engine itself, not only the command line, reads no state it did not sign."""
+    from orchestrator._errors import StateUntrustedError
+    from orchestrator.testing import WorkflowHarness
+
+    run = Run(tmp_path)
+    run.start()
+    sys.path.insert(0, str(run.flow_dir))
+    try:
+        import signed_flow  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(run.flow_dir))
+    run.edit(lambda s: s.update(checkpoint_name="edited"))
+    before = run.state_path.read_bytes()
+    with pytest.raises(StateUntrustedError, match="the rest of the state"):
+        WorkflowHarness(signed_flow.Signed, run.workdir).resume()
+    assert run.state_path.read_bytes() == before
+
+
+def test_a_finished_run_whose_history_was_edited_is_not_rewound_or_forked(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path)
+    run.start()
+    run.answer("one")
+    run.answer("two", expect=0)
+    (history,) = (run.workdir / ".orchestrator" / "runs").glob("*/state.json")
+    assert signature_holds(history)
+    evil = tmp_path / "evil.py"
+    evil.write_text(EVIL)
+    data = json.loads(history.read_bytes())
+    data["phase_data"][ENGINE_KEY]["workflow"] = f"{evil}:Signed"
+    history.write_text(json.dumps(data))
+    target = tmp_path / "fork"
+    target.mkdir()
+    before = snapshot(run.workdir, target)
+    for command in (
+        ["rewind", "--to", "review", "--workdir", run.workdir],
+        ["fork", "--source", run.workdir, "--from", "review", "--workdir", target],
+    ):
+        result = run.cli(*command)
+        assert result.returncode == 1, result.stderr
+        assert f"orchestrate trust {history}" in result.stderr
+    assert snapshot(run.workdir, target) == before
+    assert not (tmp_path / "MARKER").exists()
+
+
+# -- orchestrate trust ----------------------------------------------------------------------
+
+
+def test_trust_leaves_a_state_already_signed_as_it_is(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start()
+    before = snapshot(run.workdir)
+    result = run.cli("trust", run.state_path)
+    assert result.returncode == 0, result.stderr
+    assert "is already signed with your key" in result.stderr
+    assert f"workflow {run.reference}" in result.stderr and "phase 1 (draft)" in result.stderr
+    assert snapshot(run.workdir) == before
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: (d / "response.json").write_text('{"request_id": "x", "status": "success"}'),
+        lambda d: (d / "state.json").write_text('{"phase": 1}'),
+        lambda d: (d / "state.json").write_text("not json"),
+        lambda d: (d / "state.json").symlink_to(d / "elsewhere.json"),
+    ],
+    ids=["a-response", "half-a-state", "not-json", "a-link"],
+)
+def test_trust_refuses_what_is_not_a_state_of_this_engine(
+    tmp_path: Path, make: Callable[[Path], object]
+) -> None:
+    (tmp_path / "elsewhere.json").write_text("{}")
+    make(tmp_path)
+    (target,) = [p for p in tmp_path.iterdir() if p.name != "elsewhere.json"]
+    before = snapshot(tmp_path)
+    result = orchestrate("trust", target)
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"orchestrate: error: {target}: ")
+    assert "not a state of this engine" in line or "symbolic link" in line
+    assert snapshot(tmp_path) == before
+
+
+def test_trust_prints_what_it_signed_with_control_characters_escaped(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start()
+    run.edit(lambda s: s["phase_data"][ENGINE_KEY].update(workflow="\x1b[2Jx.py:Signed"))
+    result = run.cli("trust", run.state_path)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stderr and "\\u001b[2Jx.py:Signed" in result.stderr
+
+
+def test_every_option_of_trust_has_help() -> None:
+    result = orchestrate("trust", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "STATE the state file" in text and "or a run's state.json" in text
+    assert "once you have checked it" in text
+
+
+# -- the key ---------------------------------------------------------------------------------
+
+
+def test_the_key_is_made_0600_on_first_use_and_kept(tmp_path: Path) -> None:
+    key = tmp_path / "config" / "checkpoint-orchestrator" / "state.key"
+    env = {"ORCHESTRATOR_KEY_FILE": str(key)}
+    run = Run(tmp_path)
+    assert run.cli("run", run.reference, "--workdir", run.workdir, env=env).returncode == 42
+    info = key.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == os.geteuid()
+    assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
+    material = key.read_bytes()
+    assert len(material) == 65 and material.endswith(b"\n")
+    int(material[:-1], 16)  # 64 hex digits
+    assert run.cli("status", "--workdir", run.workdir, env=env).stdout.count("NOT VALID") == 0
+    assert run.cli("resume", "--workdir", run.workdir, env=env).returncode == 42
+    assert key.read_bytes() == material
+
+
+def test_the_key_under_xdg_config_home_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORCHESTRATOR_KEY_FILE")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert key_file() == tmp_path / "xdg" / "checkpoint-orchestrator" / "state.key"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/dir")  # ignored, as the spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert key_file() == tmp_path / "home" / ".config" / "checkpoint-orchestrator" / "state.key"
+    monkeypatch.setenv("ORCHESTRATOR_KEY_FILE", "relative.key")
+    with pytest.raises(Exception, match="is not an absolute path"):
+        key_file()
+
+
+def test_processes_that_make_the_key_at_once_agree_on_it(tmp_path: Path) -> None:
+    key = tmp_path / "race" / "state.key"
+    code = (
+        "from orchestrator.storage.state_key import load_key; print(load_key(create=True).decode())"
+    )
+    env = {**os.environ, "ORCHESTRATOR_KEY_FILE": str(key)}
+    racers = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(6)
+    ]
+    keys = {racer.communicate(timeout=60)[0].strip() for racer in racers}
+    assert keys == {key.read_text().strip()}
+    assert [p.name for p in key.parent.iterdir()] == ["state.key"]  # no temporary left
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604], ids=["0644", "0640", "0604"])
+def test_a_key_others_can_read_is_refused_and_nothing_changes(tmp_path: Path, mode: int) -> None:
+    key = tmp_path / "keys" / "state.key"
+    env = {"ORCHESTRATOR_KEY_FILE": str(key)}
+    run = Run(tmp_path)
+    assert run.cli("run", run.reference, "--workdir", run.workdir, env=env).returncode == 42
+    key.chmod(mode)
+    before = snapshot(run.workdir)
+    for command in (["resume", "--workdir", run.workdir], ["trust", run.state_path]):
+        result = run.cli(*command, env=env)
+        assert result.returncode == 1, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert f"{key}: the signing key can be read by others (mode {mode:04o})" in line
+        assert f"chmod 600 {key}" in line
+    assert snapshot(run.workdir) == before
+    assert run.imports() == 1
+
+
+def test_a_key_of_another_user_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = tmp_path / "state.key"
+    key.write_text("0" * 64 + "\n")
+    key.chmod(0o600)
+    monkeypatch.setenv("ORCHESTRATOR_KEY_FILE", str(key))
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 4242)
+    with pytest.raises(Exception, match=r"belongs to uid \d+, not to you"):
+        load_key(create=False)
+
+
+def test_a_key_inside_the_work_directory_is_refused(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    inside = {"ORCHESTRATOR_KEY_FILE": str(run.workdir / "keys" / "state.key")}
+    result = run.cli("run", run.reference, "--workdir", run.workdir, env=inside)
+    assert result.returncode == 1
+    assert "the signing key is inside the work directory" in result.stderr
+    assert not run.state_path.exists()
+
+
+# -- phase consistency: a signed state whose phase the workflow does not have -----------------
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda s: s.update(phase=99), "phase is 99, but phase_name 'review' is phase 2"),
+        (lambda s: s.update(phase=1, phase_name="review"), "phase_name 'review' is phase 2"),
+        (lambda s: s.update(phase_name="drafting"), "phase_name 'drafting' is not a phase"),
+        (
+            lambda s: s["completed_phases"].append(
+                {**s["completed_phases"][0], "phase": 3, "phase_name": "publish"}
+            ),
+            "completed phase 3 'publish'",
+        ),
+    ],
+    ids=["phase-99", "phase-and-name-differ", "unknown-name", "completed-after-current"],
+)
+def test_a_signed_state_whose_phase_the_workflow_lacks_is_damaged(
+    tmp_path: Path, change: Callable[[dict[str, Any]], object], where: str
+) -> None:
+    run = Run(tmp_path)
+    run.start()
+    run.answer("Tides are the sea rising and falling.")  # in phase 2, phase 1 completed
+    responded = run.cli("respond", "--workdir", run.workdir, "--text", "right")
+    assert responded.returncode == 0
+    edit_state(run.state_path, change)  # an edit someone trusted: the signature holds
+    lock = str(run.workdir / ".orchestrator" / "signed.lock")  # holds the last holder's pid
+    before = {k: v for k, v in snapshot(run.workdir).items() if k != lock}
+    for command in ("resume", "retry", "cancel"):
+        result = run.cli(command, "--workdir", run.workdir)
+        assert result.returncode == 1, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert f"{run.state_path}: " in line and where in line, line
+        assert "orchestrate cancel --force" in line
+        after = {k: v for k, v in snapshot(run.workdir).items() if k != lock}
+        assert after == before, "the answer must not be used up"
+    forced = run.cli("cancel", "--force", "--workdir", run.workdir)
+    assert forced.returncode == 0, forced.stderr
+    assert not run.state_path.exists()
+
+
+# -- the signature itself ------------------------------------------------------------------
+
+
+def test_the_mac_is_hmac_sha256() -> None:
+    """RFC 4231's test cases 1, 2 and 6 (a key longer than a block), and the stdlib's."""
+    assert (
+        hmac_sha256_hex(b"\x0b" * 20, b"Hi There")
+        == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+    )
+    assert (
+        hmac_sha256_hex(b"Jefe", b"what do ya want for nothing?")
+        == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    )
+    assert (
+        hmac_sha256_hex(b"\xaa" * 131, b"Test Using Larger Than Block-Size Key - Hash Key First")
+        == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+    )
+    for key in (b"", b"k" * 64, b"k" * 65, os.urandom(32)):
+        expected = hmac.new(key, b"message", "sha256").hexdigest()
+        assert hmac_sha256_hex(key, b"message") == expected
+
+
+def test_every_field_of_the_state_is_in_one_signed_part(tmp_path: Path) -> None:
+    """A field added to any place of the state, or changed, breaks the signature."""
+    run = Run(tmp_path)
+    run.start()
+    data = run.state()
+    check_signature(data, source="state")
+    names = [name for name, _, _ in PARTS]
+    assert [name for name, _ in signed_parts(data)] == names
+    record = data["phase_data"][ENGINE_KEY]
+    places: list[dict[str, Any]] = [data, data["phase_data"], record, data["agent_requests"][0]]
+    for place in places:
+        place["x_new"] = 1
+        assert not judge_signature(data).ok
+        del place["x_new"]
+        assert judge_signature(data).ok
+    for key in [k for k in record if k != "x_signature"]:
+        kept = record.pop(key)
+        assert not judge_signature(data).ok, key
+        record[key] = kept
+    assert ENGINE_KEY == runs.ENGINE_KEY
+
+
+def test_a_signature_names_the_parts_that_changed(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start()
+    data = run.state()
+    data["phase"] = 2
+    data["phase_data"][ENGINE_KEY]["inputs"]["x"] = "y"
+    verdict = judge_signature(data)
+    assert [name for name, _, _ in verdict.changed] == ["phase", "inputs"]
+    data["phase_data"][ENGINE_KEY]["x_signature"]["parts"]["phase"] = "0" * 8
+    data["phase"] = 1
+    del data["phase_data"][ENGINE_KEY]["inputs"]["x"]
+    verdict = judge_signature(data)  # the hints alone changed: the signature is named
+    assert not verdict.ok and verdict.changed == ()
+
+
+def test_a_signed_state_file_still_reads_as_it_did(tmp_path: Path) -> None:
+    """One line per top-level field, phase output and request; the signature inside the
+    engine's record, on its line."""
+    run = Run(tmp_path)
+    run.start()
+    run.answer("Tides are the sea rising and falling.")
+    lines = run.state_path.read_text().splitlines()
+    record_lines = [line for line in lines if line.startswith('    "x_orchestrator": ')]
+    assert len(record_lines) == 1 and '"x_signature": {"hmac_sha256": "' in record_lines[0]
+    assert lines[0] == "{" and lines[1] == '  "phase": 2,'
+    sign_state_file(run.state_path)  # signing again, as trust does, gives the same bytes
+    assert run.state_path.read_text().splitlines() == lines
+
+
+def test_a_resume_checks_and_signs_without_loading_openssl(tmp_path: Path) -> None:
+    """Start-up cost: ``hashlib`` and ``hmac`` load OpenSSL; a resume that checks the
+    state, records an answer and signs the state it writes imports neither."""
+    run = Run(tmp_path)
+    run.start()
+    assert run.cli("respond", "--workdir", run.workdir, "--text", "Tides.").returncode == 0
+    code = (
+        "import sys; from orchestrator.cli.main import main; "
+        f"rc = main(['resume', '--workdir', {str(run.workdir)!r}]); "
+        "print(rc, sorted({'hashlib', 'hmac', '_hashlib'} & set(sys.modules)))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.stdout.split()[-2:] == ["42", "[]"], shown.stderr
+    assert run.state()["phase"] == 2 and signature_holds(run.state_path)
+
+
+def test_bytes_checked_once_are_not_a_way_around_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resume`` checks the state before the import and again under the lock; the second
+    check of the same bytes is free, but other bytes, or another key, are checked anew."""
+    from orchestrator._errors import StateUntrustedError
+
+    run = Run(tmp_path)
+    run.start()
+    raw = run.state_path.read_bytes()
+    check_signature(json.loads(raw), source="state", raw=raw)
+    check_signature(json.loads(raw), source="state", raw=raw)
+    changed = raw.replace(b'"phase": 1,', b'"phase": 2,', 1)
+    assert changed != raw
+    with pytest.raises(StateUntrustedError, match="the phase"):
+        check_signature(json.loads(changed), source="state", raw=changed)
+    monkeypatch.setenv("ORCHESTRATOR_KEY_FILE", str(tmp_path / "another" / "state.key"))
+    load_key(create=True)
+    with pytest.raises(StateUntrustedError, match="signed with another key"):
+        check_signature(json.loads(raw), source="state", raw=raw)
