@@ -111,9 +111,10 @@ class FileBridge:
             ) from None
         source = str(self.state_path)
         try:
-            return parse_state(
-                loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES), source=source
+            data = loads_strict(
+                raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
             )
+            return parse_state(data, source=source)
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
 

@@ -27,7 +27,8 @@ def load_state_file(path: Path) -> Any:
 
 def _load(path: Path) -> Any:
     try:
-        return parse_state(read_json_file(path, max_bytes=STATE_MAX_BYTES), source=str(path))
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
+        return parse_state(data, source=str(path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
 
@@ -201,7 +202,10 @@ def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> 
             limits["phase_names"] = tuple(p.name for p in workflow_cls.asking_phases())
             limits["agent_names"] = tuple(workflow_cls.agents)
     try:
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        # A state holds what the workflow produced, and reads back as the engine wrote it.
+        data = read_json_file(
+            path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=kind == "state"
+        )
         if kind == "request":
             parse_request(data, source=str(path), **limits)
         elif kind == "response":

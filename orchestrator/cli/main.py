@@ -483,7 +483,7 @@ def _recorded_reference(state_path: Path) -> str:
     from ..storage.files import STATE_MAX_BYTES, read_json_file
 
     try:
-        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
     try:
@@ -811,6 +811,13 @@ def _cmd_respond(args: argparse.Namespace) -> int:
             raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
     else:
         text = args.text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # bytes the locale could not decode
+            raise UsageError(
+                f"--text is not UTF-8 text (position {exc.start}); pass UTF-8, or the answer "
+                "in a file with --file"
+            ) from None
     target = write_response(
         _state_path(workdir, args.workflow),
         request_id=args.request_id,

@@ -43,7 +43,7 @@ def load_run(workdir: Path, run_id: str | None = None) -> tuple[CheckpointState,
     for path in candidates:
         if not path.exists():
             continue
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
         own_run = run_id_in(data, source=str(path))
         if run_id is not None and own_run != run_id:
             continue
