@@ -5,8 +5,10 @@ Layout of a work directory::
     .<workflow>-state.json        the state (source of truth), written durably
     .agent-request.json           the first pending request (what a seed-only host reads)
     .agent-requests/<id>.json     every pending request, when several are pending
-    .agent-response.json          a host's answer to any pending request
-    .agent-responses/<id>.json    answers written in parallel, one file each
+    .agent-response.json          a host's answer to the first pending request (the one
+                                  in .agent-request.json)
+    .agent-responses/<id>.json    answers written in parallel, one file each, named for
+                                  the request each answers
     .orchestrator/                the instance lock and each run's history: its final
                                   state, and the finished requests archived on the way
     .orchestrator/runs/<run_id>/  the run's evidence: events.ndjson, and an output
@@ -174,8 +176,16 @@ class FileBridge:
                 response = parse_response(data, source=str(path))
             except ContractError as exc:
                 raise _rejected(path, exc) from None
+            single = path == self.response_path
+            if not single and response.request_id != path.stem:
+                raise _misnamed(path, response.request_id)
             received.append(
-                ReceivedResponse(response=response, source=str(path), sha256=sha256_hex(raw))
+                ReceivedResponse(
+                    response=response,
+                    source=str(path),
+                    sha256=sha256_hex(raw),
+                    first_pending_only=single,
+                )
             )
         return received
 
@@ -285,6 +295,19 @@ def _sequence_of(line: bytes | None) -> int:
     except (ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _misnamed(path: Path, request_id: str) -> ResponseRejectedError:
+    # The name and the content disagree about which request this answers: recording it
+    # for either could give one request another's answer.
+    return ResponseRejectedError(
+        f"{path}: the file is named for request {path.stem}, but its request_id is "
+        f"{request_id}; the response was refused and left as it is; the request is still "
+        f"pending: name the file {request_id}.json if it answers {request_id}, or correct "
+        f"its request_id to {path.stem}, then resume",
+        path=str(path),
+        reason="misnamed",
+    )
 
 
 def _rejected(path: Path, exc: ContractError) -> ResponseRejectedError:

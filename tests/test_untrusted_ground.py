@@ -8,10 +8,14 @@ kernel limits:
 - a response holding a lone UTF-16 surrogate escape (``"\\ud800"``) is refused with its
   place, left where it is, and the request stays answerable (the engine's own records
   still read back what a workflow made, lone surrogates included);
+- a response whose ``request_id`` is not the request its place names (the file name in
+  ``.agent-responses/``; the first pending request for ``.agent-response.json``) is
+  refused in one line that names the file, both ids and what to do;
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,3 +131,139 @@ def test_values_a_workflow_made_with_lone_surrogates_still_read_back(tmp_path: P
     for command in ("status", "history", "output"):
         result = support.orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 0, (command, describe(result))
+
+
+# -- 2. a response answers the request its place names -------------------------------------
+
+# Two asks in one pause, so that two requests are pending at once.
+PAIR_WORKFLOW = """
+from pathlib import Path
+
+from orchestrator import Ask, Workflow, phase
+
+PAD = "Answer in one plain sentence; this sentence pads the prompt past the minimum. " * 2
+
+
+class Pair(Workflow):
+    name = "pair"
+    agents = ("writer",)
+
+    @phase(1)
+    def ask_both(self, ctx):
+        asks = [Ask(agent="writer", prompt=PAD + word) for word in ("first", "second")]
+        return ctx.ask_all(asks)
+
+    @phase(2)
+    def save(self, ctx):
+        answers = ctx.output("ask_both")
+        path = Path(ctx.output_path) / "answers.json"
+        return ctx.step("save", lambda: path.write_text(" | ".join(answers)) and str(path))
+"""
+
+
+def start_pair(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A ``pair`` instance paused on two requests; its work directory and their ids, in
+    the order they were asked."""
+    workflow = tmp_path / "pair.py"
+    workflow.write_text(PAIR_WORKFLOW, encoding="utf-8")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = support.orchestrate(
+        "run", f"{workflow}:Pair", "--workdir", workdir, "--output", workdir, cwd=tmp_path
+    )
+    assert result.returncode == 42, describe(result)
+    state = json.loads((workdir / ".pair-state.json").read_bytes())
+    ids = [r["request_id"] for r in state["agent_requests"]]
+    assert (
+        len(ids) == 2
+        and ids[0] == json.loads((workdir / ".agent-request.json").read_bytes())["request_id"]
+    )
+    return workdir, ids
+
+
+def pair_refused(workdir: Path, bad: Path, *fragments: str) -> None:
+    state = workdir / ".pair-state.json"
+    state_before, bad_before = state.read_bytes(), bad.read_bytes()
+    for _ in range(2):
+        result = support.orchestrate("resume", "--workdir", workdir)
+        assert result.returncode == 1, describe(result)
+        assert_one_line_error(result.stderr, str(bad), *fragments)
+        assert state.read_bytes() == state_before
+        assert bad.read_bytes() == bad_before
+    recorded = json.loads(state_before)["agent_requests"]
+    assert [r["status"] for r in recorded] == ["pending", "pending"]
+
+
+def test_a_response_file_named_for_one_request_answering_another_is_refused(
+    tmp_path: Path,
+) -> None:
+    workdir, (first, second) = start_pair(tmp_path)
+    misnamed = workdir / ".agent-responses" / f"{first}.json"
+    misnamed.parent.mkdir()
+    misnamed.write_bytes(response_bytes(second, "meant for the second"))
+    pair_refused(
+        workdir,
+        misnamed,
+        f"named for request {first}",
+        f"its request_id is {second}",
+        f"name the file {second}.json",
+        f"correct its request_id to {first}",
+    )
+    # What the message says: the file is renamed for the request it answers.
+    misnamed.rename(misnamed.with_name(f"{second}.json"))
+    (misnamed.parent / f"{first}.json").write_bytes(response_bytes(first, "meant for the first"))
+    result = support.orchestrate("resume", "--workdir", workdir)
+    assert result.returncode == 0, describe(result)
+    assert (workdir / "answers.json").read_text() == "meant for the first | meant for the second"
+
+
+def test_a_response_file_named_for_no_request_is_refused(tmp_path: Path) -> None:
+    instance = start(tmp_path)
+    rid = instance.request()["request_id"]
+    other = support.fresh_uuid()
+    misnamed = instance.workdir / ".agent-responses" / f"{other}.json"
+    misnamed.parent.mkdir()
+    misnamed.write_bytes(response_bytes(rid))
+    refused_twice(instance, misnamed, other, rid, "the request is still pending")
+    misnamed.unlink()
+    answered_to_the_end(instance)
+
+
+def test_the_single_response_file_answers_only_the_first_pending_request(
+    tmp_path: Path,
+) -> None:
+    workdir, (first, second) = start_pair(tmp_path)
+    single = workdir / ".agent-response.json"
+    single.write_bytes(response_bytes(second, "meant for the second"))
+    pair_refused(
+        workdir,
+        single,
+        f"answers the first pending request, {first}",
+        f"its request_id is {second}",
+        f"orchestrate respond --request-id {second}",
+    )
+    single.write_bytes(response_bytes(first, "meant for the first"))
+    result = support.orchestrate("resume", "--workdir", workdir)
+    assert result.returncode == 42, describe(result)
+    published = json.loads((workdir / ".agent-request.json").read_bytes())
+    assert published["request_id"] == second, "the one left is published in its turn"
+    single.write_bytes(response_bytes(second, "meant for the second"))
+    result = support.orchestrate("resume", "--workdir", workdir)
+    assert result.returncode == 0, describe(result)
+    assert (workdir / "answers.json").read_text() == "meant for the first | meant for the second"
+
+
+def test_the_single_response_file_for_another_request_says_what_to_do(tmp_path: Path) -> None:
+    instance = start(tmp_path)
+    rid = instance.request()["request_id"]
+    foreign = support.fresh_uuid()
+    instance.response_path.write_bytes(response_bytes(foreign))
+    refused_twice(
+        instance,
+        instance.response_path,
+        foreign,
+        f"the pending request is {rid}",
+        "remove it, or correct its request_id, then resume",
+    )
+    instance.response_path.unlink()
+    answered_to_the_end(instance)

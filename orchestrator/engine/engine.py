@@ -526,7 +526,8 @@ class Engine:
     def _accept_responses(self, received: Sequence[ReceivedResponse]) -> bool:
         """Judge every response before changing anything, then record them all."""
         records = self._records_by_id()
-        expected = _describe_pending([r.request_id for r in self._pending()])
+        pending_ids = [r.request_id for r in self._pending()]
+        expected = _describe_pending(pending_ids)
         fresh: dict[str, tuple[AgentRequestRecord, ReceivedResponse]] = {}
         late: dict[str, AgentRequestRecord] = {}  # answered request id -> its pending retry
         for item in received:
@@ -534,7 +535,8 @@ class Engine:
             if record is None:
                 raise ResponseRejectedError(
                     f"{item.source}: request_id {item.response.request_id} matches no request "
-                    f"of this instance ({expected}); the file was left as it is",
+                    f"of this instance ({expected}); the file was left as it is: remove it, or "
+                    "correct its request_id, then resume",
                     path=item.source,
                     reason="foreign",
                 )
@@ -551,9 +553,19 @@ class Engine:
                 raise ResponseRejectedError(
                     f"{item.source}: request {record.request_id} was already answered "
                     f"({record.status.value}); this response is stale ({expected}); the file "
-                    "was left as it is",
+                    "was left as it is: remove it (or answer a pending request), then resume",
                     path=item.source,
                     reason="stale",
+                )
+            if item.first_pending_only and record.request_id != pending_ids[0]:
+                raise ResponseRejectedError(
+                    f"{item.source} answers the first pending request, {pending_ids[0]}, but "
+                    f"its request_id is {record.request_id}; the file was left as it is and "
+                    f"both requests stay pending: write the answer to {record.request_id} in "
+                    f"a file of its own ('orchestrate respond --request-id "
+                    f"{record.request_id}'), or correct the request_id, then resume",
+                    path=item.source,
+                    reason="misaddressed",
                 )
             earlier = fresh.get(record.request_id)
             if earlier is not None:
