@@ -17,6 +17,10 @@ Layout of a work directory::
 
 Request files are derived from the state: they are renamed into place atomically but not
 fsynced, because a resume after a crash writes them again from the state.
+
+An operating system error on any of these files (a full disk, a read-only file system, a
+failing device) leaves the bridge as a :class:`StorageError` that names the file; since
+every write is atomic, the instance is as its last complete write left it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
+from .._errors import (
+    ContractError,
+    NoInstanceError,
+    OrchestratorError,
+    ResponseRejectedError,
+    StateDamagedError,
+    StorageError,
+)
 from .._ports import (
     ArchiveInput,
     ConsumeInput,
@@ -97,7 +108,8 @@ class FileBridge:
         self._swept_dirs: set[Path] = set()
 
     def lock(self) -> InstanceLock:
-        self.private_dir.mkdir(exist_ok=True)
+        with _Naming("write", self.private_dir):
+            self.private_dir.mkdir(exist_ok=True)
         return InstanceLock(self.private_dir / f"{self.workflow_name}.lock")
 
     def exists(self) -> bool:
@@ -105,7 +117,8 @@ class FileBridge:
 
     def load_state(self) -> CheckpointState:
         try:
-            raw = read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
+            with _Naming("read", self.state_path):
+                raw = read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
         except FileNotFoundError:
             raise NoInstanceError(
                 f"{self.workdir}: no {self.workflow_name} instance here (no "
@@ -124,17 +137,21 @@ class FileBridge:
         """Move a (damaged) state file into ``.orchestrator/damaged/`` and clear the
         request and response files; returns where the state went."""
         kept = None
-        if self.state_path.exists():
-            damaged = self.private_dir / "damaged"
-            damaged.mkdir(parents=True, exist_ok=True)
-            kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
-            os.replace(self.state_path, kept)
+        with _Naming("move", self.state_path):
+            if self.state_path.exists():
+                damaged = self.private_dir / "damaged"
+                damaged.mkdir(parents=True, exist_ok=True)
+                kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
+                os.replace(self.state_path, kept)
         self._clear_bridge_files()
-        fsync_directory(self.workdir)
+        with _Naming("write", self.workdir):
+            fsync_directory(self.workdir)
         return kept
 
     def save_state(self, request: SaveStateInput) -> None:
-        atomic_write(self.state_path, dump_document(request.state))
+        data = dump_document(request.state)
+        with _Naming("write", self.state_path):
+            atomic_write(self.state_path, data)
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one
@@ -142,31 +159,33 @@ class FileBridge:
             self._swept = True
         pending = list(request.pending)
         wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
-        if self.requests_dir.is_dir():
-            for stale in self.requests_dir.iterdir():
-                if stale.name not in wanted:
-                    remove_file(stale)
-        if len(pending) > 1:
-            self.requests_dir.mkdir(exist_ok=True)
-            for item in pending:
-                atomic_write(
-                    self.requests_dir / f"{item.request_id}.json",
-                    dump_document(item),
-                    durable=False,
-                )
-        if pending:
-            atomic_write(self.request_path, dump_document(pending[0]), durable=False)
-        else:
-            remove_file(self.request_path)
+        with _Naming("write", self.requests_dir):
+            if self.requests_dir.is_dir():
+                for stale in self.requests_dir.iterdir():
+                    if stale.name not in wanted:
+                        remove_file(stale)
+            if len(pending) > 1:
+                self.requests_dir.mkdir(exist_ok=True)
+        for item in pending if len(pending) > 1 else ():
+            path = self.requests_dir / f"{item.request_id}.json"
+            with _Naming("write", path):
+                atomic_write(path, dump_document(item), durable=False)
+        with _Naming("write", self.request_path):
+            if pending:
+                atomic_write(self.request_path, dump_document(pending[0]), durable=False)
+            else:
+                remove_file(self.request_path)
 
     def read_responses(self) -> list[ReceivedResponse]:
         candidates = [self.response_path]
-        if self.responses_dir.is_dir():
-            candidates += sorted(p for p in self.responses_dir.iterdir() if p.suffix == ".json")
+        with _Naming("read", self.responses_dir):
+            if self.responses_dir.is_dir():
+                candidates += sorted(p for p in self.responses_dir.iterdir() if p.suffix == ".json")
         received = []
         for path in candidates:
             try:
-                raw = read_regular_file(path, max_bytes=self.max_response_bytes)
+                with _Naming("read", path):
+                    raw = read_regular_file(path, max_bytes=self.max_response_bytes)
             except FileNotFoundError:
                 continue
             except ContractError as exc:
@@ -193,87 +212,138 @@ class FileBridge:
         # No directory fsync: a response file that reappears after a crash is recognised
         # by the digest the state recorded for it, and dropped without being applied.
         for item in request.consumed:
-            remove_file(Path(item.source))
+            path = Path(item.source)
+            with _Naming("remove", path):
+                remove_file(path)
 
     def archive(self, request: ArchiveInput) -> None:
         from ..storage.ndjson import append_joined_lines
 
         lines = b"".join(encode_record_line(record) for record in request.records)
-        append_joined_lines(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
+        path = self._run_dir(request.run_id) / ARCHIVE_FILE
+        with _Naming("write", path):
+            append_joined_lines(path, lines)
 
     def evidence_mark(self, run_id: str) -> int:
         from ..storage.ndjson import last_line
 
-        line = last_line(runs_dir(self.workdir) / run_id / EVENTS_FILE)
+        path = runs_dir(self.workdir) / run_id / EVENTS_FILE
+        with _Naming("read", path):
+            line = last_line(path)
         return _sequence_of(line)
 
     def write_evidence(self, request: EvidenceInput) -> None:
         run_dir = self._run_dir(request.run_id)
         files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
         created: dict[Path, None] = {}  # directories whose new entries must last too
-        for path, _ in files:
-            for directory in reversed(path.relative_to(run_dir).parents[:-1]):
-                absolute = run_dir / directory
-                if absolute not in created and not absolute.is_dir():
-                    absolute.mkdir()
-                    created[absolute.parent] = None
-            if path.parent not in created and path.parent not in self._swept_dirs:
-                # Written again after a crash: a killed writer's temporary may be here.
-                sweep_temporaries(path.parent)
-                self._swept_dirs.add(path.parent)
-        atomic_write_many(files)
-        for directory in created:
-            fsync_directory(directory)
+        with _Naming("write", *(path for path, _ in files)):
+            for path, _ in files:
+                for directory in reversed(path.relative_to(run_dir).parents[:-1]):
+                    absolute = run_dir / directory
+                    if absolute not in created and not absolute.is_dir():
+                        absolute.mkdir()
+                        created[absolute.parent] = None
+                if path.parent not in created and path.parent not in self._swept_dirs:
+                    # Written again after a crash: a killed writer's temporary may be here.
+                    sweep_temporaries(path.parent)
+                    self._swept_dirs.add(path.parent)
+            atomic_write_many(files)
+            for directory in created:
+                fsync_directory(directory)
         if request.lines:
             from ..storage.ndjson import append_joined_lines
 
-            append_joined_lines(run_dir / EVENTS_FILE, request.lines)
+            events = run_dir / EVENTS_FILE
+            with _Naming("write", events):
+                append_joined_lines(events, request.lines)
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
         # is not), and unlike inode and timestamps it cannot match a different state.
         try:
-            return self.state_path.read_bytes()
+            with _Naming("read", self.state_path):
+                return self.state_path.read_bytes()
         except FileNotFoundError:
             return None
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self._run_dir(request.run_id)
-        # The run's own directories too: a writer killed mid-write left its temporary there.
-        evidence = [d for d in run_dir.rglob("*") if d.is_dir()]
-        self._sweep(run_dir, *evidence)
+        with _Naming("write", run_dir):
+            # The run's own directories too: a writer killed mid-write left its temporary there.
+            evidence = [d for d in run_dir.rglob("*") if d.is_dir()]
+            self._sweep(run_dir, *evidence)
         state = request.state
         archive = run_dir / ARCHIVE_FILE
-        if archive.exists():
-            state = restore_archived(state, archive.read_bytes(), source=str(archive))
+        with _Naming("read", archive):
+            if archive.exists():
+                state = restore_archived(state, archive.read_bytes(), source=str(archive))
         history = run_dir / "state.json"
-        atomic_write(history, dump_document(state))
+        with _Naming("write", history):
+            atomic_write(history, dump_document(state))
         # The state goes last: until it is gone, a crash resumes the run from it.
         self._clear_bridge_files()
-        remove_file(self.state_path)
-        fsync_directory(self.workdir)
+        with _Naming("remove", self.state_path):
+            remove_file(self.state_path)
+            fsync_directory(self.workdir)
         return str(history)
 
     def _run_dir(self, run_id: str) -> Path:
         run_dir = runs_dir(self.workdir) / run_id
         if not run_dir.is_dir():
-            run_dir.mkdir(parents=True, exist_ok=True)
-            fsync_directory(run_dir.parent)  # the new run's entry must last too
+            with _Naming("write", run_dir):
+                run_dir.mkdir(parents=True, exist_ok=True)
+                fsync_directory(run_dir.parent)  # the new run's entry must last too
         return run_dir
 
     def _sweep(self, *extra: Path) -> None:
         """Clear temporary files of writers that died mid-write (a crash leaves them)."""
         for directory in (self.workdir, self.requests_dir, self.responses_dir, *extra):
-            sweep_temporaries(directory)
+            with _Naming("write", directory):
+                sweep_temporaries(directory)
 
     def _clear_bridge_files(self) -> None:
         for directory in (self.requests_dir, self.responses_dir):
-            if directory.is_dir():
-                for leftover in directory.iterdir():
-                    remove_file(leftover)
-                os.rmdir(directory)
+            with _Naming("remove", directory):
+                if directory.is_dir():
+                    for leftover in directory.iterdir():
+                        remove_file(leftover)
+                    os.rmdir(directory)
         for path in (self.request_path, self.response_path):
-            remove_file(path)
+            with _Naming("remove", path):
+                remove_file(path)
+
+
+class _Naming:
+    """Turns an operating system error raised inside into a :class:`StorageError` that
+    names the file it concerns: one of ``targets`` (an atomic write's temporary file is
+    named for its target), else the file the error names, else the directory of them all.
+    """
+
+    __slots__ = ("action", "targets")
+
+    def __init__(self, action: str, *targets: Path) -> None:
+        self.action = action
+        self.targets = targets
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if not isinstance(exc, OSError) or isinstance(exc, (OrchestratorError, FileNotFoundError)):
+            return  # a missing file is the callers' "not there yet", not a failure
+        raise StorageError.from_os_error(exc, path=self._failed_file(exc), action=self.action)
+
+    def _failed_file(self, exc: OSError) -> str:
+        named = os.fsdecode(exc.filename) if exc.filename is not None else None
+        if named is not None:
+            for target in self.targets:
+                # atomic_write's temporary: .<name>.<pid>.tmp beside the target
+                if named == os.path.join(target.parent, f".{target.name}.{os.getpid()}.tmp"):
+                    return str(target)
+            return named
+        if len(self.targets) == 1:
+            return str(self.targets[0])
+        return os.path.commonpath([str(t.parent) for t in self.targets])
 
 
 def _segments(relative: str) -> list[str]:

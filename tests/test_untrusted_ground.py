@@ -11,11 +11,22 @@ kernel limits:
 - a response whose ``request_id`` is not the request its place names (the file name in
   ``.agent-responses/``; the first pending request for ``.agent-response.json``) is
   refused in one line that names the file, both ids and what to do;
+- an operating system error on the instance's files (a full disk on a real tmpfs, a write
+  past ``RLIMIT_FSIZE``, a read-only file system, a file where the run's evidence needs a
+  directory) is one line that names the file, says the instance is intact and what to do;
+  the state is as it was, and resuming afterwards carries on.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
+import resource
+import signal
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +35,11 @@ try:  # tests/ may or may not become a package; work either way
     from . import bad_input_support as support
 except ImportError:
     import bad_input_support as support  # type: ignore[no-redef]
+
+try:
+    from .evidence_support import check_run_evidence, run_dir_of
+except ImportError:
+    from evidence_support import check_run_evidence, run_dir_of  # type: ignore[no-redef]
 
 Instance = support.Instance
 assert_one_line_error = support.assert_one_line_error
@@ -267,3 +283,213 @@ def test_the_single_response_file_for_another_request_says_what_to_do(tmp_path: 
     )
     instance.response_path.unlink()
     answered_to_the_end(instance)
+
+
+# -- 3. operating system errors ---------------------------------------------------------------
+
+INTACT = "the instance is intact (every write is atomic, so nothing was half-written)"
+GOES_ON = "then 'orchestrate resume' goes on from the last checkpoint"
+
+
+def start_in(workdir: Path, output: Path) -> Instance:
+    """``tiny`` paused in ``workdir`` (made here), its output in ``output``: a full disk
+    under the work directory must not be a full disk under the workflow's own files."""
+    workdir.mkdir()
+    result = support.orchestrate(
+        "run",
+        f"{support.WORKFLOW_FILE}:Tiny",
+        "--workdir",
+        workdir,
+        "--output",
+        output,
+        "--input",
+        "topic=owls",
+        cwd=workdir.parent,
+    )
+    assert result.returncode == 42, describe(result)
+    return Instance(workdir, output, support.WORKFLOW_FILE)
+
+
+def named_file(line: str, action: str = "write") -> Path:
+    """The file an operating system error line names."""
+    match = re.match(rf"orchestrate: error: (.+?): cannot {action} it: ", line)
+    assert match is not None, line
+    return Path(match[1])
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB tmpfs, mounted for this test and unmounted after it."""
+    if os.geteuid() != 0:
+        pytest.skip("a real full disk is a tmpfs, and mounting one needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True, check=False)
+        if os.path.ismount(disk):
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True, check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the file system refuses another byte (ENOSPC)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return filler
+
+
+class Snapshot:
+    """The instance's bridge files, to prove a failed command changed none of them."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.files = self._read()
+
+    def _read(self) -> dict[str, bytes | None]:
+        paths = (self.instance.state_path, self.instance.request_path, self.instance.response_path)
+        return {p.name: p.read_bytes() if p.exists() else None for p in paths}
+
+    def unchanged(self) -> bool:
+        return self._read() == self.files
+
+
+def test_a_full_disk_names_the_file_keeps_the_instance_and_resume_goes_on(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    instance = start_in(small_disk / "work", tmp_path / "out")
+    assert instance.respond(ANSWER).returncode == 0
+    filler = fill(small_disk)
+    before = Snapshot(instance)
+
+    result = instance.resume()
+    assert result.returncode == 1, describe(result)
+    line = assert_one_line_error(
+        result.stderr,
+        "No space left on device (ENOSPC)",
+        INTACT,
+        "free space on its file system",
+        GOES_ON,
+    )
+    assert named_file(line).is_relative_to(instance.workdir), line
+    assert before.unchanged(), "the state, request and response must be as they were"
+
+    # Another answer cannot be written either; the one written before is kept whole.
+    answered = instance.respond("a second answer")
+    assert answered.returncode == 1, describe(answered)
+    line = assert_one_line_error(answered.stderr, INTACT, "then 'orchestrate respond' again")
+    assert named_file(line) == instance.response_path
+    assert before.unchanged()
+    status = support.orchestrate("status", "--workdir", instance.workdir)
+    assert status.returncode == 0 and "status     paused" in status.stdout, describe(status)
+
+    filler.unlink()
+    result = instance.resume()
+    assert result.returncode == 0, describe(result)
+    (history,) = instance.history()
+    assert [r["x_response"]["response"] for r in history["agent_requests"]] == [ANSWER]
+    # Work before the last checkpoint is not done again; only the step whose record the
+    # full disk cut may run again (steps are idempotent for that, as the README says).
+    steps = instance.steps()
+    assert steps[:2] == ["outline", "save"] and set(steps[2:]) <= {"save"}, steps
+    check_run_evidence(run_dir_of(instance.workdir))
+
+
+def _resume_with_file_size_limit(
+    instance: Instance, limit: int
+) -> subprocess.CompletedProcess[str]:
+    def limited() -> None:  # in the child, before exec: the kernel enforces it from there
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a refused write is then EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        support.command("resume", "--workdir", instance.workdir),
+        capture_output=True,
+        text=True,
+        timeout=support.PROCESS_TIMEOUT,
+        env=support.child_env(),
+        cwd=support.FIXTURES,
+        preexec_fn=limited,
+        check=False,
+    )
+
+
+def test_a_write_past_the_file_size_limit_names_the_state_and_resume_goes_on(
+    tmp_path: Path,
+) -> None:
+    instance = start(tmp_path)
+    assert instance.respond(ANSWER).returncode == 0
+    before = Snapshot(instance)
+    # Recording the answer makes the state larger than it is now, so its write is refused.
+    result = _resume_with_file_size_limit(instance, len(instance.state_bytes()))
+    assert result.returncode == 1, describe(result)
+    line = assert_one_line_error(
+        result.stderr, "File too large (EFBIG)", INTACT, "raise the limit", GOES_ON
+    )
+    assert named_file(line) == instance.state_path
+    assert before.unchanged()
+    assert not list(instance.workdir.glob(".*.tmp")), "the temporary file is cleaned up"
+    result = instance.resume()
+    assert result.returncode == 0, describe(result)
+    (history,) = instance.history()
+    assert [r["x_response"]["response"] for r in history["agent_requests"]] == [ANSWER]
+
+
+def test_a_read_only_file_system_names_the_lock_and_resume_goes_on_once_writable(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    instance = start_in(small_disk / "work", tmp_path / "out")
+    assert instance.respond(ANSWER).returncode == 0
+    before = Snapshot(instance)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    try:
+        result = instance.resume()
+        assert result.returncode == 1, describe(result)
+        line = assert_one_line_error(
+            result.stderr, "Read-only file system (EROFS)", INTACT, "make it writable", GOES_ON
+        )
+        assert named_file(line) == instance.workdir / ".orchestrator" / "tiny.lock"
+        status = support.orchestrate("status", "--workdir", instance.workdir)
+        assert status.returncode == 0, describe(status)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+    assert before.unchanged()
+    result = instance.resume()
+    assert result.returncode == 0, describe(result)
+    assert instance.answer() == ANSWER + "\n"
+
+
+def test_an_evidence_write_that_fails_does_not_fail_the_run(tmp_path: Path) -> None:
+    """The engine's own files failing is no failure of the phase: the run stays paused
+    and resumable, instead of being recorded as failed for good."""
+    instance = start(tmp_path)
+    assert instance.respond(ANSWER).returncode == 0
+    blocker = run_dir_of(instance.workdir) / "agents"
+    blocker.write_bytes(b"a file where the run's evidence needs a directory\n")
+
+    result = instance.resume()
+    assert result.returncode == 1, describe(result)
+    line = assert_one_line_error(result.stderr, "File exists (EEXIST)", INTACT, GOES_ON)
+    assert named_file(line) == blocker
+    assert instance.engine_record()["status"] != "failed", "the run must not be failed for it"
+
+    blocker.unlink()
+    result = instance.resume()
+    assert result.returncode == 0, describe(result)
+    assert instance.steps() == ["outline", "save"]  # the step's record was saved first
+    check_run_evidence(run_dir_of(instance.workdir))

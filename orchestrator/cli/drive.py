@@ -21,7 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .._errors import AgentInvocationError, ContractError, RunFailedError, UsageError
+from .._errors import (
+    AgentInvocationError,
+    ContractError,
+    RunFailedError,
+    StorageError,
+    UsageError,
+)
 from .._ports import Clock
 from .._text import printable
 from ..adapters.file_bridge import MAX_RESPONSE_BYTES
@@ -57,7 +63,7 @@ def drive(
             outcome = resume()
             print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
             continue
-        responses_dir.mkdir(exist_ok=True)
+        _written(responses_dir, responses_dir.mkdir, exist_ok=True)
         pending = outcome.pending
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
             documents = list(
@@ -72,7 +78,8 @@ def drive(
             )
         for document in documents:
             target = responses_dir / f"{document['request_id']}.json"
-            atomic_write(target, dumps_canonical(document))
+            # Not written: its request stays pending, and the next drive asks again.
+            _written(target, atomic_write, target, dumps_canonical(document))
         outcome = resume()
         print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     return outcome
@@ -206,3 +213,11 @@ def _error(
         "created_at": format_time(SystemClock().now()),
         "duration_seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _written(path: Path, write: Any, *args: Any, **kwargs: Any) -> None:
+    """``write(*args, **kwargs)``; an operating system error names ``path``."""
+    try:
+        write(*args, **kwargs)
+    except OSError as exc:
+        raise StorageError.from_os_error(exc, path=str(path), action="write") from exc

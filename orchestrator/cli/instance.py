@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, StateDamagedError, UsageError
+from .._errors import ContractError, StateDamagedError, StorageError, UsageError
 from ..engine.record import load_record
 from ..formats.bridge import (
     REQUESTS_DIR,
@@ -31,6 +31,10 @@ def _load(path: Path) -> Any:
         return parse_state(data, source=str(path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(path), action="read") from exc
 
 
 def describe_instance(state_path: Path) -> dict[str, Any]:
@@ -170,8 +174,11 @@ def write_response(
         document["metadata"] = metadata
     response = parse_response(document, source="response")
     target = _response_target(state_path.parent, request_id, len(pending))
-    target.parent.mkdir(exist_ok=True)
-    atomic_write(target, dump_document(response))
+    try:
+        target.parent.mkdir(exist_ok=True)
+        atomic_write(target, dump_document(response))
+    except OSError as exc:  # atomic: no response, or the one that was there, is left
+        raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
     return target
 
 

@@ -19,6 +19,7 @@ from .._errors import (
     NoInstanceError,
     OrchestratorError,
     StateDamagedError,
+    StorageError,
     UsageError,
     WorkflowDefinitionError,
     WorkflowNotFoundError,
@@ -72,15 +73,58 @@ def main(argv: list[str] | None = None) -> int:
         UsageError,
     ) as exc:
         return _error(exc, EXIT_USAGE)
+    except StorageError as exc:
+        return _error(f"{exc}, then {_again(args)}", EXIT_ERROR)
     except OrchestratorError as exc:
         return _error(exc, EXIT_ERROR)
-    except OSError as exc:  # a file the command needed: say which, without a traceback
-        return _error(exc, EXIT_ERROR)
+    except OSError as exc:  # a file the command needed: say which, and what to do
+        return _error(_os_error_line(exc, args), EXIT_ERROR)
 
 
-def _error(exc: BaseException, code: int) -> int:
+def _error(exc: BaseException | str, code: int) -> int:
     print(f"orchestrate: error: {printable(str(exc), lines=True)}", file=sys.stderr)
     return code
+
+
+# Commands that only read: an error in them changed nothing.
+_READ_ONLY = {"status", "validate", "schema", "replay", "history", "events", "output", "check"}
+
+
+def _os_error_line(exc: OSError, args: argparse.Namespace) -> str:
+    """An operating system error that no bridge named (a StorageError says all of this
+    itself): the file, whether anything was lost, what to do."""
+    from .._errors import describe_os_error, os_error_remedy
+
+    if exc.filename is None:
+        where = "a file it needed (the system did not say which)"
+    elif exc.filename2 is None:
+        where = str(exc.filename)
+    else:
+        where = f"{exc.filename} -> {exc.filename2}"
+    if args.command in _READ_ONLY:
+        kept = "nothing was changed"
+    elif args.command == "board":
+        kept = "the board is intact (its writes are atomic or whole appended lines)"
+    else:
+        kept = "the instance is intact (every write is atomic, so nothing was half-written)"
+    reason = describe_os_error(exc.errno, exc.strerror) if exc.strerror else str(exc)
+    return f"{where}: {reason}; {kept}: {os_error_remedy(exc.errno)}, then {_again(args)}"
+
+
+def _again(args: argparse.Namespace) -> str:
+    """The command that goes on once the cause of an operating system error is fixed."""
+    command = args.command
+    if command == "run":
+        try:  # a run that saved its first checkpoint is an instance: it resumes
+            _state_path(_workdir(args), None)
+        except (OrchestratorError, OSError):
+            return "'orchestrate run' again (no instance was made)"
+        command = "resume"
+    if command == "resume":
+        return "'orchestrate resume' goes on from the last checkpoint"
+    if command == "board":
+        return f"'orchestrate board {getattr(args, 'board_command', '')}' again"
+    return f"'orchestrate {command}' again"
 
 
 # -- argument parsing -----------------------------------------------------------------
@@ -486,6 +530,10 @@ def _recorded_reference(state_path: Path) -> str:
         data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

@@ -25,6 +25,7 @@ from .._errors import (
     NonDeterminismError,
     OrchestratorError,
     ResponseRejectedError,
+    StorageError,
     UsageError,
 )
 from .._ports import (
@@ -713,6 +714,8 @@ class Engine:
                 self._tell_pause()
                 self._save("before_agent_invocation" if self._pending() else "waiting_for_timer")
                 return self._pause_now()
+            except StorageError:
+                raise  # the instance's own files, not the phase: nothing to fail the run for
             except OrchestratorError as exc:
                 return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)
             except Exception as exc:  # the user's phase raised: fail with its words

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._errors import InstanceBusyError
+from .._errors import InstanceBusyError, StorageError
 
 # ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
 # every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
@@ -187,14 +187,18 @@ class InstanceLock:
     def acquire(self) -> None:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise self._refusal(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            busy = exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() if busy else ""
             os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
+            if not busy:
+                raise self._refusal(exc) from exc
             who = f" (pid {holder})" if holder else ""
             raise InstanceBusyError(
                 f"{self.path.parent}: another orchestrate process{who} is working on this "
@@ -202,9 +206,17 @@ class InstanceLock:
                 lock_path=str(self.path),
                 holder=holder,
             ) from None
-        # Fixed width, so no truncate is needed (a truncate costs a journal write).
-        os.pwrite(fd, str(os.getpid()).encode().ljust(20), 0)
+        try:
+            # Fixed width, so no truncate is needed (a truncate costs a journal write).
+            os.pwrite(fd, str(os.getpid()).encode().ljust(20), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise self._refusal(exc) from exc
         self._fd = fd
+
+    def _refusal(self, exc: OSError) -> StorageError:
+        """A failed open, lock or write of the lock file, naming the file."""
+        return StorageError.from_os_error(exc, path=str(self.path), action="write")
 
     def release(self) -> None:
         if self._fd is not None:
