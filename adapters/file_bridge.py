@@ -138,7 +138,7 @@ class FileBridge:
         request and response files; returns where the state went."""
         kept = None
         with _Naming("move", self.state_path):
-            if self.state_path.exists():
+            if os.path.lexists(self.state_path):  # whatever it is: a FIFO, a directory, a link
                 damaged = self.private_dir / "damaged"
                 damaged.mkdir(parents=True, exist_ok=True)
                 kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
@@ -262,9 +262,11 @@ class FileBridge:
         # is not), and unlike inode and timestamps it cannot match a different state.
         try:
             with _Naming("read", self.state_path):
-                return self.state_path.read_bytes()
+                return read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
         except FileNotFoundError:
             return None
+        except ContractError:  # not a regular file any more: never equal, load_state says why
+            return object()
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self._run_dir(request.run_id)

@@ -103,6 +103,15 @@ class InstanceBusyError(OrchestratorError):
         super().__init__(message)
 
 
+class LockFileError(OrchestratorError):
+    """The instance lock file is not a regular file (a FIFO, a directory, a symbolic link):
+    nothing was changed, and removing it lets orchestrate make a new one."""
+
+    def __init__(self, message: str, *, lock_path: str) -> None:
+        self.lock_path = lock_path
+        super().__init__(message)
+
+
 class StorageError(OrchestratorError, OSError):
     """The operating system refused to read or write one of the instance's own files: a
     full disk, a quota, a size limit, a read-only file system, no permission, a failing

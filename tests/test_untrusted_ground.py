@@ -14,7 +14,10 @@ kernel limits:
 - an operating system error on the instance's files (a full disk on a real tmpfs, a write
   past ``RLIMIT_FSIZE``, a read-only file system, a file where the run's evidence needs a
   directory) is one line that names the file, says the instance is intact and what to do;
-  the state is as it was, and resuming afterwards carries on.
+  the state is as it was, and resuming afterwards carries on;
+- a state "file" that is a FIFO or a directory is damage that ``status`` and ``resume``
+  name without hanging, and ``cancel --force`` sets aside; a lock file that is a FIFO, a
+  directory or a symbolic link is refused in one line, and no pid is written through a link.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import re
 import resource
 import signal
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -493,3 +497,113 @@ def test_an_evidence_write_that_fails_does_not_fail_the_run(tmp_path: Path) -> N
     assert result.returncode == 0, describe(result)
     assert instance.steps() == ["outline", "save"]  # the step's record was saved first
     check_run_evidence(run_dir_of(instance.workdir))
+
+
+# -- 4. a state or lock file that is not a regular file -----------------------------------------
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+    (path / "inside.json").write_text("{}")
+
+
+NOT_A_FILE = {"fifo": (_fifo, "a FIFO (named pipe)"), "directory": (_directory, "a directory")}
+
+
+@pytest.mark.parametrize("kind", list(NOT_A_FILE))
+def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
+    tmp_path: Path, kind: str
+) -> None:
+    make, described = NOT_A_FILE[kind]
+    instance = start(tmp_path)
+    instance.state_path.unlink()
+    make(instance.state_path)
+    for command in ("status", "resume", "cancel"):
+        # A FIFO with no writer would block a plain open: the timeout fails the test.
+        result = support.orchestrate(command, "--workdir", instance.workdir)
+        assert result.returncode == 1, (command, describe(result))
+        assert_one_line_error(
+            result.stderr,
+            f"{instance.state_path}: is {described}, not a regular file",
+            "the state file is damaged",
+            "'orchestrate cancel --force' to set it aside",
+        )
+        assert os.path.lexists(instance.state_path)
+
+    result = support.orchestrate("cancel", "--force", "--workdir", instance.workdir)
+    assert result.returncode == 0, describe(result)
+    assert not os.path.lexists(instance.state_path)
+    assert not instance.request_path.exists()
+    (kept,) = (instance.workdir / ".orchestrator" / "damaged").iterdir()
+    assert kept.name.startswith(".tiny-state.json.")
+    assert str(kept) in result.stderr
+    mode = kept.lstat().st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISDIR(mode)
+
+    rerun = support.orchestrate(
+        "run",
+        f"{support.WORKFLOW_FILE}:Tiny",
+        "--workdir",
+        instance.workdir,
+        "--output",
+        instance.output,
+        "--input",
+        "topic=owls",
+    )
+    assert rerun.returncode == 42, describe(rerun)
+    instance.answer_and_resume(ANSWER, expect=0)
+    assert instance.answer() == ANSWER + "\n"
+
+
+def _symlink_to_precious(path: Path) -> None:
+    target = path.parent.parent.parent / "precious.txt"
+    target.write_text("a file the lock must never write into\n")
+    path.symlink_to(target)
+
+
+LOCKS = {
+    "fifo": (_fifo, "a FIFO (named pipe)"),
+    "directory": (_directory, "a directory"),
+    "symlink": (_symlink_to_precious, "a symbolic link (never followed)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LOCKS))
+def test_a_lock_file_that_is_not_a_regular_file_is_refused_in_one_line(
+    tmp_path: Path, kind: str
+) -> None:
+    make, described = LOCKS[kind]
+    instance = start(tmp_path)
+    assert instance.respond(ANSWER).returncode == 0
+    lock = instance.workdir / ".orchestrator" / "tiny.lock"
+    lock.unlink()
+    make(lock)
+    precious = tmp_path / "precious.txt"
+    precious_before = precious.read_bytes() if kind == "symlink" else None
+    before = Snapshot(instance)
+    for _ in range(2):
+        result = instance.resume()
+        assert result.returncode == 1, describe(result)
+        assert_one_line_error(
+            result.stderr,
+            f"{lock}: the instance lock is {described}, not a regular file",
+            "nothing was changed",
+            "remove it (orchestrate makes a new one), then try again",
+        )
+        assert before.unchanged()
+        assert os.path.lexists(lock)
+    if precious_before is not None:
+        assert precious.read_bytes() == precious_before, "the pid was written through the link"
+    if lock.is_dir() and not lock.is_symlink():
+        (lock / "inside.json").unlink()
+        lock.rmdir()
+    else:
+        lock.unlink()
+    result = instance.resume()
+    assert result.returncode == 0, describe(result)
+    assert stat.S_ISREG(lock.lstat().st_mode)
+    assert instance.answer() == ANSWER + "\n"

@@ -500,17 +500,42 @@ def _workdir(args: argparse.Namespace) -> Path:
 
 
 def _state_path(workdir: Path, workflow_name: str | None) -> Path:
+    """The state file of the instance in ``workdir``; one that is not a regular file (a
+    FIFO, a directory) is a damaged state, which ``cancel --force`` sets aside."""
+    import stat
+
+    path = _find_state(workdir, workflow_name)
+    mode = path.lstat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "a socket or a device"
+        )
+        raise StateDamagedError(
+            f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
+        )
+    return path
+
+
+def _find_state(workdir: Path, workflow_name: str | None) -> Path:
+    """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
+    import os
+
     from .._errors import NoInstanceError
     from ..formats.bridge import state_file_name
 
     if workflow_name:
         path = workdir / state_file_name(workflow_name)
-        if not path.exists():
+        if not os.path.lexists(path):
             raise NoInstanceError(
                 f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
             )
         return path
-    found = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
+    # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
+    found = sorted(workdir.glob(".*-state.json"))
     if not found:
         raise NoInstanceError(
             f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
@@ -633,7 +658,7 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
     reference = resolve_reference(args.workflow, base_dir=Path.cwd())
     workflow_cls = load_workflow(reference)
     own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
-    others = [p.name for p in workdir.glob(".*-state.json") if p.is_file() and p.name != own]
+    others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
     if others:
         # The seed's request and response files have one name per directory: two
         # instances would answer each other's requests.
@@ -1010,7 +1035,7 @@ def _cancel_damaged(args: argparse.Namespace) -> int:
     from ..adapters.file_bridge import FileBridge
 
     workdir = _workdir(args)
-    state_path = _state_path(workdir, args.workflow)
+    state_path = _find_state(workdir, args.workflow)  # damaged may mean not even a file
     name = state_path.name[1 : -len("-state.json")]
     bridge = FileBridge(workdir, name)
     with bridge.lock():

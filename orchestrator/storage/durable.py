@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._errors import InstanceBusyError, StorageError
+from .._errors import InstanceBusyError, LockFileError, OrchestratorError, StorageError
 
 # ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
 # every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
@@ -177,8 +177,18 @@ class InstanceLock:
 
     It is an ``fcntl`` lock on a lock file: the kernel drops it when the process dies,
     even by SIGKILL, so a crash never leaves a stale lock behind. The holder's pid is
-    written into the file so the refusal can name it.
+    written into the file so the refusal can name it. Only a regular file is used: a
+    symbolic link is never followed (the pid would overwrite the start of its target), and
+    a FIFO cannot hang the open.
     """
+
+    _FLAGS = (
+        os.O_RDWR
+        | os.O_CREAT
+        | os.O_CLOEXEC
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+    )
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -188,10 +198,11 @@ class InstanceLock:
         import fcntl
 
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, self._FLAGS, 0o644)
         except OSError as exc:
             raise self._refusal(exc) from exc
         try:
+            self._check_regular(fd)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             busy = exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
@@ -206,6 +217,9 @@ class InstanceLock:
                 lock_path=str(self.path),
                 holder=holder,
             ) from None
+        except BaseException:
+            os.close(fd)
+            raise
         try:
             # Fixed width, so no truncate is needed (a truncate costs a journal write).
             os.pwrite(fd, str(os.getpid()).encode().ljust(20), 0)
@@ -214,9 +228,44 @@ class InstanceLock:
             raise self._refusal(exc) from exc
         self._fd = fd
 
-    def _refusal(self, exc: OSError) -> StorageError:
-        """A failed open, lock or write of the lock file, naming the file."""
+    def _check_regular(self, fd: int) -> None:
+        import stat
+
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise self._not_a_file(self._kind(mode))
+
+    def _refusal(self, exc: OSError) -> OrchestratorError:
+        """What a failed open, lock or write of the lock file means, naming the file."""
+        if exc.errno == errno.EISDIR:
+            return self._not_a_file("a directory")
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO, errno.ENODEV):
+            import stat
+
+            try:
+                mode = os.lstat(self.path).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISLNK(mode):
+                return self._not_a_file("a symbolic link (never followed)")
+            if mode and not stat.S_ISREG(mode):
+                return self._not_a_file(self._kind(mode))
         return StorageError.from_os_error(exc, path=str(self.path), action="write")
+
+    @staticmethod
+    def _kind(mode: int) -> str:
+        import stat
+
+        if stat.S_ISFIFO(mode):
+            return "a FIFO (named pipe)"
+        return "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+    def _not_a_file(self, kind: str) -> LockFileError:
+        return LockFileError(
+            f"{self.path}: the instance lock is {kind}, not a regular file; nothing was "
+            "changed: remove it (orchestrate makes a new one), then try again",
+            lock_path=str(self.path),
+        )
 
     def release(self) -> None:
         if self._fd is not None:
