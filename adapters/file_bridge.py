@@ -5,8 +5,10 @@ Layout of a work directory::
     .<workflow>-state.json        the state (source of truth), written durably
     .agent-request.json           the first pending request (what a seed-only host reads)
     .agent-requests/<id>.json     every pending request, when several are pending
-    .agent-response.json          a host's answer to any pending request
-    .agent-responses/<id>.json    answers written in parallel, one file each
+    .agent-response.json          a host's answer to the first pending request (the one
+                                  in .agent-request.json)
+    .agent-responses/<id>.json    answers written in parallel, one file each, named for
+                                  the request each answers
     .orchestrator/                the instance lock and each run's history: its final
                                   state, and the finished requests archived on the way
     .orchestrator/runs/<run_id>/  the run's evidence: events.ndjson, and an output
@@ -15,6 +17,10 @@ Layout of a work directory::
 
 Request files are derived from the state: they are renamed into place atomically but not
 fsynced, because a resume after a crash writes them again from the state.
+
+An operating system error on any of these files (a full disk, a read-only file system, a
+failing device) leaves the bridge as a :class:`StorageError` that names the file; since
+every write is atomic, the instance is as its last complete write left it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, NoInstanceError, ResponseRejectedError, StateDamagedError
+from .._errors import (
+    ContractError,
+    NoInstanceError,
+    OrchestratorError,
+    ResponseRejectedError,
+    StateDamagedError,
+    StorageError,
+)
 from .._ports import (
     ArchiveInput,
     ConsumeInput,
@@ -100,7 +113,8 @@ class FileBridge:
         self._key_checked = False
 
     def lock(self) -> InstanceLock:
-        beneath.make_directories(self.private_dir)
+        with _Naming("write", self.private_dir):
+            beneath.make_directories(self.private_dir)
         return InstanceLock(self.private_dir / f"{self.workflow_name}.lock")
 
     def exists(self) -> bool:
@@ -110,7 +124,8 @@ class FileBridge:
 
     def load_state(self) -> CheckpointState:
         try:
-            raw = read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
+            with _Naming("read", self.state_path):
+                raw = read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
         except FileNotFoundError:
             raise NoInstanceError(
                 f"{self.workdir}: no {self.workflow_name} instance here (no "
@@ -118,7 +133,9 @@ class FileBridge:
             ) from None
         source = str(self.state_path)
         try:
-            data = loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES)
+            data = loads_strict(
+                raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+            )
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
         # Before anything in it is believed: whoever writes here may have edited it. The
@@ -134,18 +151,22 @@ class FileBridge:
         """Move a (damaged) state file into ``.orchestrator/damaged/`` and clear the
         request and response files; returns where the state went."""
         kept = None
-        if beneath.entry_exists(self.state_path):
-            damaged = self.private_dir / "damaged"
-            beneath.make_directories(damaged)
-            kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
-            beneath.rename(self.state_path, kept)
+        with _Naming("move", self.state_path):
+            if beneath.entry_exists(self.state_path):  # whatever it is: a FIFO, a link
+                damaged = self.private_dir / "damaged"
+                beneath.make_directories(damaged)
+                kept = damaged / f"{self.state_path.name}.{os.getpid()}.{time.time_ns()}"
+                beneath.rename(self.state_path, kept)
         self._clear_bridge_files()
-        fsync_directory(self.workdir)
+        with _Naming("write", self.workdir):
+            fsync_directory(self.workdir)
         return kept
 
     def save_state(self, request: SaveStateInput) -> None:
         self._check_key()
-        atomic_write(self.state_path, signed_document(request.state))
+        data = signed_document(request.state)
+        with _Naming("write", self.state_path):
+            atomic_write(self.state_path, data)
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one
@@ -153,30 +174,32 @@ class FileBridge:
             self._swept = True
         pending = list(request.pending)
         wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
-        for stale in beneath.list_directory(self.requests_dir):
-            if stale not in wanted:
-                remove_file(self.requests_dir / stale)
-        if len(pending) > 1:
-            beneath.make_directories(self.requests_dir)
-            for item in pending:
-                atomic_write(
-                    self.requests_dir / f"{item.request_id}.json",
-                    dump_document(item),
-                    durable=False,
-                )
-        if pending:
-            atomic_write(self.request_path, dump_document(pending[0]), durable=False)
-        else:
-            remove_file(self.request_path)
+        with _Naming("write", self.requests_dir):
+            for stale in beneath.list_directory(self.requests_dir):
+                if stale not in wanted:
+                    remove_file(self.requests_dir / stale)
+            if len(pending) > 1:
+                beneath.make_directories(self.requests_dir)
+        for item in pending if len(pending) > 1 else ():
+            path = self.requests_dir / f"{item.request_id}.json"
+            with _Naming("write", path):
+                atomic_write(path, dump_document(item), durable=False)
+        with _Naming("write", self.request_path):
+            if pending:
+                atomic_write(self.request_path, dump_document(pending[0]), durable=False)
+            else:
+                remove_file(self.request_path)
 
     def read_responses(self) -> list[ReceivedResponse]:
         candidates = [self.response_path]
-        names = beneath.list_directory(self.responses_dir)
+        with _Naming("read", self.responses_dir):
+            names = beneath.list_directory(self.responses_dir)
         candidates += sorted(self.responses_dir / n for n in names if n.endswith(".json"))
         received = []
         for path in candidates:
             try:
-                raw = read_regular_file(path, max_bytes=self.max_response_bytes)
+                with _Naming("read", path):
+                    raw = read_regular_file(path, max_bytes=self.max_response_bytes)
             except FileNotFoundError:
                 continue
             except ContractError as exc:
@@ -186,8 +209,16 @@ class FileBridge:
                 response = parse_response(data, source=str(path))
             except ContractError as exc:
                 raise _rejected(path, exc) from None
+            single = path == self.response_path
+            if not single and response.request_id != path.stem:
+                raise _misnamed(path, response.request_id)
             received.append(
-                ReceivedResponse(response=response, source=str(path), sha256=sha256_hex(raw))
+                ReceivedResponse(
+                    response=response,
+                    source=str(path),
+                    sha256=sha256_hex(raw),
+                    first_pending_only=single,
+                )
             )
         return received
 
@@ -195,67 +226,83 @@ class FileBridge:
         # No directory fsync: a response file that reappears after a crash is recognised
         # by the digest the state recorded for it, and dropped without being applied.
         for item in request.consumed:
-            remove_file(Path(item.source))
+            path = Path(item.source)
+            with _Naming("remove", path):
+                remove_file(path)
 
     def archive(self, request: ArchiveInput) -> None:
         from ..storage.ndjson import append_joined_lines
 
         lines = b"".join(encode_record_line(record) for record in request.records)
-        append_joined_lines(self._run_dir(request.run_id) / ARCHIVE_FILE, lines)
+        path = self._run_dir(request.run_id) / ARCHIVE_FILE
+        with _Naming("write", path):
+            append_joined_lines(path, lines)
 
     def evidence_mark(self, run_id: str) -> int:
         from ..storage.ndjson import last_line
 
-        line = last_line(runs_dir(self.workdir) / run_id / EVENTS_FILE)
+        path = runs_dir(self.workdir) / run_id / EVENTS_FILE
+        with _Naming("read", path):
+            line = last_line(path)
         return _sequence_of(line)
 
     def write_evidence(self, request: EvidenceInput) -> None:
         run_dir = self._run_dir(request.run_id)
         files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
         created: dict[Path, None] = {}  # directories whose new entries must last too
-        for path, _ in files:
-            for directory in reversed(path.relative_to(run_dir).parents[:-1]):
-                absolute = run_dir / directory
-                if absolute not in created and not beneath.is_directory(absolute):
-                    beneath.make_directories(absolute)
-                    created[absolute.parent] = None
-            if path.parent not in created and path.parent not in self._swept_dirs:
-                # Written again after a crash: a killed writer's temporary may be here.
-                sweep_temporaries(path.parent)
-                self._swept_dirs.add(path.parent)
-        atomic_write_many(files)
-        for directory in created:
-            fsync_directory(directory)
+        with _Naming("write", *(path for path, _ in files)):
+            for path, _ in files:
+                for directory in reversed(path.relative_to(run_dir).parents[:-1]):
+                    absolute = run_dir / directory
+                    if absolute not in created and not beneath.is_directory(absolute):
+                        beneath.make_directories(absolute)
+                        created[absolute.parent] = None
+                if path.parent not in created and path.parent not in self._swept_dirs:
+                    # Written again after a crash: a killed writer's temporary may be here.
+                    sweep_temporaries(path.parent)
+                    self._swept_dirs.add(path.parent)
+            atomic_write_many(files)
+            for directory in created:
+                fsync_directory(directory)
         if request.lines:
             from ..storage.ndjson import append_joined_lines
 
-            append_joined_lines(run_dir / EVENTS_FILE, request.lines)
+            events = run_dir / EVENTS_FILE
+            with _Naming("write", events):
+                append_joined_lines(events, request.lines)
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
         # is not), and unlike inode and timestamps it cannot match a different state.
         try:
-            return read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
+            with _Naming("read", self.state_path):
+                return read_regular_file(self.state_path, max_bytes=STATE_MAX_BYTES)
         except FileNotFoundError:
             return None
+        except ContractError:  # not a regular file any more: never equal, load_state says why
+            return object()
 
     def finish(self, request: FinishInput) -> str:
         run_dir = self._run_dir(request.run_id)
-        # The run's own directories too: a writer killed mid-write left its temporary there.
-        evidence = [Path(top) for top, _, _ in os.walk(run_dir)][1:]  # links not walked
-        self._sweep(run_dir, *evidence)
+        with _Naming("write", run_dir):
+            # The run's own directories too: a writer killed mid-write left its temporary there.
+            evidence = [Path(top) for top, _, _ in os.walk(run_dir)][1:]  # links not walked
+            self._sweep(run_dir, *evidence)
         state = request.state
         archive = run_dir / ARCHIVE_FILE
-        if beneath.is_file(archive):
-            lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
-            state = restore_archived(state, lines, source=str(archive))
+        with _Naming("read", archive):
+            if beneath.is_file(archive):
+                lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+                state = restore_archived(state, lines, source=str(archive))
         history = run_dir / "state.json"
         # Signed again: the requests put back whole are part of what the signature covers.
-        atomic_write(history, signed_document(state))
+        with _Naming("write", history):
+            atomic_write(history, signed_document(state))
         # The state goes last: until it is gone, a crash resumes the run from it.
         self._clear_bridge_files()
-        remove_file(self.state_path)
-        fsync_directory(self.workdir)
+        with _Naming("remove", self.state_path):
+            remove_file(self.state_path)
+            fsync_directory(self.workdir)
         return str(history)
 
     def _check_key(self) -> None:
@@ -267,23 +314,60 @@ class FileBridge:
     def _run_dir(self, run_id: str) -> Path:
         run_dir = runs_dir(self.workdir) / run_id
         if not beneath.is_directory(run_dir):
-            beneath.make_directories(run_dir)
-            fsync_directory(run_dir.parent)  # the new run's entry must last too
+            with _Naming("write", run_dir):
+                beneath.make_directories(run_dir)
+                fsync_directory(run_dir.parent)  # the new run's entry must last too
         return run_dir
 
     def _sweep(self, *extra: Path) -> None:
         """Clear temporary files of writers that died mid-write (a crash leaves them)."""
         for directory in (self.workdir, self.requests_dir, self.responses_dir, *extra):
-            sweep_temporaries(directory)
+            with _Naming("write", directory):
+                sweep_temporaries(directory)
 
     def _clear_bridge_files(self) -> None:
         for directory in (self.requests_dir, self.responses_dir):
-            if beneath.is_directory(directory):
-                for leftover in beneath.list_directory(directory):
-                    remove_file(directory / leftover)
-                beneath.remove_directory(directory)
+            with _Naming("remove", directory):
+                if beneath.is_directory(directory):
+                    for leftover in beneath.list_directory(directory):
+                        remove_file(directory / leftover)
+                    beneath.remove_directory(directory)
         for path in (self.request_path, self.response_path):
-            remove_file(path)
+            with _Naming("remove", path):
+                remove_file(path)
+
+
+class _Naming:
+    """Turns an operating system error raised inside into a :class:`StorageError` that
+    names the file it concerns: one of ``targets`` (an atomic write's temporary file is
+    named for its target), else the file the error names, else the directory of them all.
+    """
+
+    __slots__ = ("action", "targets")
+
+    def __init__(self, action: str, *targets: Path) -> None:
+        self.action = action
+        self.targets = targets
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if not isinstance(exc, OSError) or isinstance(exc, (OrchestratorError, FileNotFoundError)):
+            return  # a missing file is the callers' "not there yet", not a failure
+        raise StorageError.from_os_error(exc, path=self._failed_file(exc), action=self.action)
+
+    def _failed_file(self, exc: OSError) -> str:
+        named = os.fsdecode(exc.filename) if exc.filename is not None else None
+        if named is not None:
+            for target in self.targets:
+                # atomic_write's temporary: .<name>.<pid>.tmp beside the target
+                if named == os.path.join(target.parent, f".{target.name}.{os.getpid()}.tmp"):
+                    return str(target)
+            return named
+        if len(self.targets) == 1:
+            return str(self.targets[0])
+        return os.path.commonpath([str(t.parent) for t in self.targets])
 
 
 def _segments(relative: str) -> list[str]:
@@ -305,6 +389,19 @@ def _sequence_of(line: bytes | None) -> int:
     except (ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _misnamed(path: Path, request_id: str) -> ResponseRejectedError:
+    # The name and the content disagree about which request this answers: recording it
+    # for either could give one request another's answer.
+    return ResponseRejectedError(
+        f"{path}: the file is named for request {path.stem}, but its request_id is "
+        f"{request_id}; the response was refused and left as it is; the request is still "
+        f"pending: name the file {request_id}.json if it answers {request_id}, or correct "
+        f"its request_id to {path.stem}, then resume",
+        path=str(path),
+        reason="misnamed",
+    )
 
 
 def _rejected(path: Path, exc: ContractError) -> ResponseRejectedError:

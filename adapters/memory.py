@@ -69,7 +69,8 @@ class MemoryBridge:
         if self.state_bytes is None:
             raise NoInstanceError(f"{self.name}: no instance")
         source = self.location
-        return parse_state(loads_strict(self.state_bytes, source=source), source=source)
+        data = loads_strict(self.state_bytes, source=source, allow_lone_surrogates=True)
+        return parse_state(data, source=source)
 
     def save_state(self, request: SaveStateInput) -> None:
         self.state_bytes = dump_document(request.state)

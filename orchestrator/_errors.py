@@ -146,6 +146,77 @@ class InstanceBusyError(OrchestratorError):
         super().__init__(message)
 
 
+class LockFileError(OrchestratorError):
+    """The instance lock file is not a regular file (a FIFO, a directory, a symbolic link):
+    nothing was changed, and removing it lets orchestrate make a new one."""
+
+    def __init__(self, message: str, *, lock_path: str) -> None:
+        self.lock_path = lock_path
+        super().__init__(message)
+
+
+class StorageError(OrchestratorError, OSError):
+    """The operating system refused to read or write one of the instance's own files: a
+    full disk, a quota, a size limit, a read-only file system, no permission, a failing
+    device.
+
+    Raised where the file is known (a bridge, the instance lock), so the message names it;
+    the engine lets it through instead of failing the run for it. Every write is atomic (a
+    temporary file, then a rename), so the failed one left nothing half-written: the
+    instance is as its last complete write left it. ``path`` names the file, ``action`` is
+    ``read`` or ``write``; ``errno`` and ``strerror`` are the system's.
+    """
+
+    def __init__(self, *, path: str, action: str, errno: int | None, strerror: str | None) -> None:
+        self.path = path
+        self.action = action
+        self.message = (
+            f"{path}: cannot {action} it: {describe_os_error(errno, strerror)}; the instance "
+            f"is intact (every write is atomic, so nothing was half-written): "
+            f"{os_error_remedy(errno)}"
+        )
+        super().__init__(self.message)
+        self.errno = errno
+        self.strerror = strerror
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, *, path: str, action: str) -> StorageError:
+        return cls(path=path, action=action, errno=exc.errno, strerror=exc.strerror)
+
+    def __str__(self) -> str:
+        # OSError's own would print "[Errno 28] ..." once errno is set.
+        return self.message
+
+
+def describe_os_error(errno: int | None, strerror: str | None) -> str:
+    """``No space left on device (ENOSPC)``: the system's words and the errno's name."""
+    import errno as codes
+
+    name = codes.errorcode.get(errno, "") if errno is not None else ""
+    words = strerror or "an operating system error"
+    return f"{words} ({name})" if name else words
+
+
+def os_error_remedy(errno: int | None) -> str:
+    """What to do about an operating system error, as the start of a sentence that a
+    caller may end with ``, then ...`` (the command to run again)."""
+    import errno as codes
+
+    remedies = {
+        codes.ENOSPC: "free space on its file system",
+        codes.EDQUOT: "free space within your disk quota, or have the quota raised",
+        codes.EFBIG: "the file would pass a size limit ('ulimit -f', or the file "
+        "system's): raise the limit",
+        codes.EROFS: "its file system is mounted read-only: make it writable",
+        codes.EACCES: "give this user access to it and to its directory",
+        codes.EPERM: "give this user access to it and to its directory",
+        codes.EIO: "the device reported a failure: check it (the kernel log says more)",
+        codes.EMFILE: "too many files are open: raise the limit ('ulimit -n')",
+        codes.ENFILE: "too many files are open on this system: close some",
+    }
+    return remedies.get(errno if errno is not None else -1, "fix the cause")
+
+
 class ResponseRejectedError(OrchestratorError, ValueError):
     """A response file was refused; it is left where it is and the request stays pending."""
 

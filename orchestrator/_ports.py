@@ -80,6 +80,9 @@ class ReceivedResponse:
     response: AgentResponse
     source: str
     sha256: str
+    #: Found where no request is named (the agent bridge's one ``.agent-response.json``):
+    #: it answers the request published first, and may not answer another pending one.
+    first_pending_only: bool = False
 
 
 @attrs.frozen(kw_only=True)

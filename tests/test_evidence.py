@@ -485,12 +485,13 @@ def test_a_late_answer_is_told_once_and_rewrites_its_results(workflow_harness: A
 
 
 def test_an_answer_with_a_lone_surrogate_does_not_jam_the_run(workflow_harness: Any) -> None:
-    """JSON may hold "\\ud800"; the evidence writes it as an escape instead of failing
-    (a failure there would repeat at every resume and cancel)."""
-    harness = workflow_harness(Retried)
-    (request,) = harness.run({}).pending
-    harness.respond(request.request_id, "caf\ud800e")
-    outcome = harness.resume()
+    """An in-process agent may answer with a lone surrogate (a host's response file may
+    not: the strict parser refuses it); the evidence writes it as an escape instead of
+    failing (a failure there would repeat at every resume and cancel)."""
+    harness = workflow_harness(
+        Retried, invoker=MockAgentInvoker({"flaky": lambda _prompt: "caf\ud800e"})
+    )
+    outcome = harness.run({})
     assert outcome.exit_code == 0, outcome.message
     run_dir = run_dir_of(harness.workdir)
     events = check_run_evidence(run_dir)

@@ -297,6 +297,86 @@ def test_utf8_encoded_surrogate_refused() -> None:
     assert refused(b'"\xed\xa0\x80"').rule == "encoding"
 
 
+# A lone surrogate has no UTF-8 form: as a JSON escape it parses to a str that no file,
+# pipe or terminal takes. (document, the escape named, line, column, json_path)
+LONE_SURROGATES = {
+    "high alone": (b'{"a": "x\\ud800y"}', "\\ud800", 1, 9, "$.a"),
+    "low alone": (b'["ok", "\\udc00"]', "\\udc00", 1, 9, "$[1]"),
+    "high, then no escape": (b'{"k":\n  [1, "\\ud83dA"]}', "\\ud83d", 2, 8, "$.k[1]"),
+    "high, then another escape": (b'{"a": {"b": "\\ud800\\u0041"}}', "\\ud800", 1, 14, "$.a.b"),
+    "high, then a whole pair": (b'"\\ud83d\\ud83d\\ude00"', "\\ud83d", 1, 2, "$"),
+    "high at the end": (b'{"t": "abc\\uDBFF"}', "\\uDBFF", 1, 11, "$.t"),
+    "low, then high": (b'{"t": "\\udc00\\ud800"}', "\\udc00", 1, 8, "$.t"),
+    "after an escaped backslash": (b'{"t": "\\\\\\ud800"}', "\\ud800", 1, 10, "$.t"),
+    "second of two strings": (b'{"a": "\\ud83d\\ude00",\n "b": "\\uDFFF"}', "\\uDFFF", 2, 8, "$.b"),
+}
+
+
+@pytest.mark.parametrize("case", list(LONE_SURROGATES), ids=list(LONE_SURROGATES))
+def test_a_lone_surrogate_escape_is_refused_with_its_place(case: str) -> None:
+    data, escape, line, column, path = LONE_SURROGATES[case]
+    err = refused(data)
+    assert err.rule == "encoding"
+    assert err.json_path == path
+    assert err.detail.startswith(f"{escape} at line {line}, column {column} is a lone UTF-16")
+    assert "write the character itself" in str(err)
+    assert str(err).isascii(), "the message must print anywhere"
+    assert loads_strict(data, source=SRC, allow_lone_surrogates=True) == json.loads(data)
+
+
+def test_a_lone_surrogate_in_a_key_is_refused() -> None:
+    err = refused(b'{"outer": {"ok": 1, "\\udfff": 2}}')
+    assert err.rule == "encoding"
+    assert err.json_path == "$.outer"
+    assert err.detail.startswith("\\udfff in a key at line 1, column 22")
+
+
+@pytest.mark.parametrize(
+    ("data", "value"),
+    [
+        (b'"\\ud83d\\ude00"', "\U0001f600"),
+        (b'"\\uD83D\\uDE00"', "\U0001f600"),
+        (b'"\\udbff\\udfff"', "\U0010ffff"),
+        (b'"\\\\ud800"', "\\ud800"),  # an escaped backslash, then the letters
+        (b'"\\\\\\\\ud800"', "\\\\ud800"),
+        (b'{"\\ud800\\udc00": "\\ud7ff\\ue000"}', {"\U00010000": "\ud7ff\ue000"}),
+    ],
+)
+def test_surrogate_pairs_and_lookalikes_are_accepted(data: bytes, value: Any) -> None:
+    assert loads_strict(data, source=SRC) == value
+
+
+def test_a_document_of_escaped_emoji_is_accepted() -> None:
+    value = {"names": ["caf\u00e9 \U0001f600"] * 50, "deep": [[["\U0001f680"]]]}
+    assert loads_strict(json.dumps(value).encode("ascii"), source=SRC) == value
+
+
+lone_surrogate_text = st.text(
+    alphabet=st.sampled_from(["a", "\\", '"', "\ud800", "\udbff", "\udc00", "\udfff", "\u00e9"]),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=200)
+@given(lone_surrogate_text)
+def test_what_has_no_utf8_form_is_refused_and_reads_back_only_when_allowed(text: str) -> None:
+    """The oracle is UTF-8 itself: a string that, once parsed, cannot be encoded is
+    refused, one that can is accepted (an adjacent high and low escape is one character);
+    the engine's own records read back equal."""
+    data = json.dumps({"x": [text]}, ensure_ascii=True).encode("ascii")
+    value = json.loads(data)
+    try:
+        value["x"][0].encode("utf-8")
+    except UnicodeEncodeError:
+        err = refused(data)
+        assert (err.rule, err.json_path) == ("encoding", "$.x[0]")
+    else:
+        assert loads_strict(data, source=SRC) == value
+    written = dumps_canonical(value)
+    assert loads_strict(written, source=SRC, allow_lone_surrogates=True) == value
+
+
 # --- syntax -----------------------------------------------------------------------------------
 
 

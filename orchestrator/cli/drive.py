@@ -22,7 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .._errors import AgentInvocationError, ContractError, RunFailedError, UsageError
+from .._errors import (
+    AgentInvocationError,
+    ContractError,
+    RunFailedError,
+    StorageError,
+    UsageError,
+)
 from .._ports import Clock
 from .._text import printable
 from ..adapters.file_bridge import MAX_RESPONSE_BYTES
@@ -163,7 +169,7 @@ def drive(
             _wait_for_timer(outcome, clock or SystemClock())
             outcome = resume()
             continue
-        make_directories(responses_dir)
+        _written(responses_dir, make_directories, responses_dir)
         pending = outcome.pending
         progress.reached(min(request.phase for request in pending))
         for request in pending:
@@ -181,7 +187,8 @@ def drive(
             documents = list(pool.map(answer, pending))
         for document in documents:
             target = responses_dir / f"{document['request_id']}.json"
-            atomic_write(target, dumps_canonical(document))
+            # Not written: its request stays pending, and the next drive asks again.
+            _written(target, atomic_write, target, dumps_canonical(document))
         outcome = resume()
     progress.finish(outcome)
     return outcome
@@ -315,3 +322,11 @@ def _error(
         "created_at": format_time(SystemClock().now()),
         "duration_seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _written(path: Path, write: Any, *args: Any, **kwargs: Any) -> None:
+    """``write(*args, **kwargs)``; an operating system error names ``path``."""
+    try:
+        write(*args, **kwargs)
+    except OSError as exc:
+        raise StorageError.from_os_error(exc, path=str(path), action="write") from exc

@@ -273,7 +273,7 @@ def _run_of_state(state: Path) -> str | None:
     from ..storage.files import STATE_MAX_BYTES, read_json_file
 
     try:
-        data = read_json_file(state, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(state, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
     except FileNotFoundError:
         return None
     return run_id_in(data, source=str(state))
@@ -350,7 +350,8 @@ def _event_of(line: bytes, where: str) -> dict[str, Any]:
     from ..formats.strict_json import DEFAULT_MAX_DEPTH
     from ..storage.ndjson import DEFAULT_MAX_LINE_BYTES, _parse_line
 
-    value = _parse_line(line, where, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_DEPTH)
+    # The engine's own log: event data a workflow gave may hold lone surrogates.
+    value = _parse_line(line, where, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_DEPTH, True)
     if not isinstance(value, dict):
         problem, path = f"is a JSON {type(value).__name__}, not an event object", "$"
     elif not isinstance(value.get("event"), str) or not value["event"]:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, StateDamagedError, StateUntrustedError, UsageError
+from .._errors import (
+    ContractError,
+    StateDamagedError,
+    StateUntrustedError,
+    StorageError,
+    UsageError,
+)
 from ..engine.record import load_record
 from ..formats.bridge import (
     REQUESTS_DIR,
@@ -29,7 +35,7 @@ def load_state_file(path: Path) -> Any:
 
 def _load(path: Path, *, signed_only: bool = False) -> Any:
     try:
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
     if signed_only:  # a command that acts on the state believes only what orchestrate wrote
@@ -39,6 +45,10 @@ def _load(path: Path, *, signed_only: bool = False) -> Any:
         return parse_state(data, source=str(path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(path), action="read") from exc
 
 
 def describe_instance(state_path: Path) -> dict[str, Any]:
@@ -215,8 +225,11 @@ def write_response(
         document["metadata"] = metadata
     response = parse_response(document, source="response")
     target = _response_target(state_path.parent, request_id, len(pending))
-    make_directories(target.parent)
-    atomic_write(target, dump_document(response))
+    try:
+        make_directories(target.parent)
+        atomic_write(target, dump_document(response))
+    except OSError as exc:  # atomic: no response, or the one that was there, is left
+        raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
     return target
 
 
@@ -247,7 +260,10 @@ def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> 
             limits["phase_names"] = tuple(p.name for p in workflow_cls.asking_phases())
             limits["agent_names"] = tuple(workflow_cls.agents)
     try:
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        # A state holds what the workflow produced, and reads back as the engine wrote it.
+        data = read_json_file(
+            path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=kind == "state"
+        )
         if kind == "request":
             parse_request(data, source=str(path), **limits)
         elif kind == "response":

@@ -19,6 +19,7 @@ from .._errors import (
     NoInstanceError,
     OrchestratorError,
     StateDamagedError,
+    StorageError,
     UsageError,
     WorkflowDefinitionError,
     WorkflowNotFoundError,
@@ -83,15 +84,58 @@ def main(argv: list[str] | None = None) -> int:
         UsageError,
     ) as exc:
         return _error(exc, EXIT_USAGE)
+    except StorageError as exc:
+        return _error(f"{exc}, then {_again(args)}", EXIT_ERROR)
     except OrchestratorError as exc:
         return _error(exc, EXIT_ERROR)
-    except OSError as exc:  # a file the command needed: say which, without a traceback
-        return _error(exc, EXIT_ERROR)
+    except OSError as exc:  # a file the command needed: say which, and what to do
+        return _error(_os_error_line(exc, args), EXIT_ERROR)
 
 
-def _error(exc: BaseException, code: int) -> int:
+def _error(exc: BaseException | str, code: int) -> int:
     print(f"orchestrate: error: {printable(str(exc), lines=True)}", file=sys.stderr)
     return code
+
+
+# Commands that only read: an error in them changed nothing.
+_READ_ONLY = {"status", "validate", "schema", "replay", "history", "events", "output", "check"}
+
+
+def _os_error_line(exc: OSError, args: argparse.Namespace) -> str:
+    """An operating system error that no bridge named (a StorageError says all of this
+    itself): the file, whether anything was lost, what to do."""
+    from .._errors import describe_os_error, os_error_remedy
+
+    if exc.filename is None:
+        where = "a file it needed (the system did not say which)"
+    elif exc.filename2 is None:
+        where = str(exc.filename)
+    else:
+        where = f"{exc.filename} -> {exc.filename2}"
+    if args.command in _READ_ONLY:
+        kept = "nothing was changed"
+    elif args.command == "board":
+        kept = "the board is intact (its writes are atomic or whole appended lines)"
+    else:
+        kept = "the instance is intact (every write is atomic, so nothing was half-written)"
+    reason = describe_os_error(exc.errno, exc.strerror) if exc.strerror else str(exc)
+    return f"{where}: {reason}; {kept}: {os_error_remedy(exc.errno)}, then {_again(args)}"
+
+
+def _again(args: argparse.Namespace) -> str:
+    """The command that goes on once the cause of an operating system error is fixed."""
+    command = args.command
+    if command == "run":
+        try:  # a run that saved its first checkpoint is an instance: it resumes
+            _state_path(_workdir(args), None)
+        except (OrchestratorError, OSError):
+            return "'orchestrate run' again (no instance was made)"
+        command = "resume"
+    if command == "resume":
+        return "'orchestrate resume' goes on from the last checkpoint"
+    if command == "board":
+        return f"'orchestrate board {getattr(args, 'board_command', '')}' again"
+    return f"'orchestrate {command}' again"
 
 
 # -- argument parsing -----------------------------------------------------------------
@@ -520,6 +564,30 @@ def _workdir(args: argparse.Namespace) -> Path:
 
 
 def _state_path(workdir: Path, workflow_name: str | None) -> Path:
+    """The state file of the instance in ``workdir``; one that is not a regular file (a
+    FIFO, a directory) is a damaged state, which ``cancel --force`` sets aside."""
+    import stat
+
+    path = _find_state(workdir, workflow_name)
+    mode = path.lstat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "a socket or a device"
+        )
+        raise StateDamagedError(
+            f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
+        )
+    return path
+
+
+def _find_state(workdir: Path, workflow_name: str | None) -> Path:
+    """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
+    import os
+
     from .._errors import NoInstanceError
     from ..formats.bridge import state_file_name
 
@@ -531,12 +599,13 @@ def _state_path(workdir: Path, workflow_name: str | None) -> Path:
                 "'code-review'): the instance knows its own workflow"
             )
         path = workdir / state_file_name(workflow_name)
-        if not path.exists():
+        if not os.path.lexists(path):
             raise NoInstanceError(
                 f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
             )
         return path
-    found = sorted(p for p in workdir.glob(".*-state.json") if p.is_file())
+    # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
+    found = sorted(workdir.glob(".*-state.json"))
     if not found:
         raise NoInstanceError(
             f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
@@ -558,9 +627,15 @@ def _recorded_reference(state_path: Path) -> str:
     source = str(state_path)
     try:
         raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
-        data = loads_strict(raw, source=source, max_bytes=STATE_MAX_BYTES)
+        data = loads_strict(
+            raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
     check_key_outside(state_path.parent)
     check_signature(data, source=source, raw=raw)  # the file bridge's own check reuses it
     try:
@@ -662,7 +737,7 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
     reference = resolve_reference(args.workflow, base_dir=Path.cwd())
     workflow_cls = load_workflow(reference)
     own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
-    others = [p.name for p in workdir.glob(".*-state.json") if p.is_file() and p.name != own]
+    others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
     if others:
         # The seed's request and response files have one name per directory: two
         # instances would answer each other's requests.
@@ -909,6 +984,13 @@ def _cmd_respond(args: argparse.Namespace) -> int:
             raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
     else:
         text = args.text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # bytes the locale could not decode
+            raise UsageError(
+                f"--text is not UTF-8 text (position {exc.start}); pass UTF-8, or the answer "
+                "in a file with --file"
+            ) from None
     target = write_response(
         _state_path(workdir, args.workflow),
         request_id=args.request_id,
@@ -1061,7 +1143,7 @@ def _cancel_damaged(args: argparse.Namespace) -> int:
     from ..adapters.file_bridge import FileBridge
 
     workdir = _workdir(args)
-    state_path = _state_path(workdir, args.workflow)
+    state_path = _find_state(workdir, args.workflow)  # damaged may mean not even a file
     name = state_path.name[1 : -len("-state.json")]
     bridge = FileBridge(workdir, name)
     with bridge.lock():

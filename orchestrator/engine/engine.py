@@ -26,6 +26,7 @@ from .._errors import (
     OrchestratorError,
     ResponseRejectedError,
     StateDamagedError,
+    StorageError,
     UsageError,
 )
 from .._ports import (
@@ -529,7 +530,8 @@ class Engine:
     def _accept_responses(self, received: Sequence[ReceivedResponse]) -> bool:
         """Judge every response before changing anything, then record them all."""
         records = self._records_by_id()
-        expected = _describe_pending([r.request_id for r in self._pending()])
+        pending_ids = [r.request_id for r in self._pending()]
+        expected = _describe_pending(pending_ids)
         fresh: dict[str, tuple[AgentRequestRecord, ReceivedResponse]] = {}
         late: dict[str, AgentRequestRecord] = {}  # answered request id -> its pending retry
         for item in received:
@@ -537,7 +539,8 @@ class Engine:
             if record is None:
                 raise ResponseRejectedError(
                     f"{item.source}: request_id {item.response.request_id} matches no request "
-                    f"of this instance ({expected}); the file was left as it is",
+                    f"of this instance ({expected}); the file was left as it is: remove it, or "
+                    "correct its request_id, then resume",
                     path=item.source,
                     reason="foreign",
                 )
@@ -554,9 +557,19 @@ class Engine:
                 raise ResponseRejectedError(
                     f"{item.source}: request {record.request_id} was already answered "
                     f"({record.status.value}); this response is stale ({expected}); the file "
-                    "was left as it is",
+                    "was left as it is: remove it (or answer a pending request), then resume",
                     path=item.source,
                     reason="stale",
+                )
+            if item.first_pending_only and record.request_id != pending_ids[0]:
+                raise ResponseRejectedError(
+                    f"{item.source} answers the first pending request, {pending_ids[0]}, but "
+                    f"its request_id is {record.request_id}; the file was left as it is and "
+                    f"both requests stay pending: write the answer to {record.request_id} in "
+                    f"a file of its own ('orchestrate respond --request-id "
+                    f"{record.request_id}'), or correct the request_id, then resume",
+                    path=item.source,
+                    reason="misaddressed",
                 )
             earlier = fresh.get(record.request_id)
             if earlier is not None:
@@ -704,6 +717,8 @@ class Engine:
                 self._tell_pause()
                 self._save("before_agent_invocation" if self._pending() else "waiting_for_timer")
                 return self._pause_now()
+            except StorageError:
+                raise  # the instance's own files, not the phase: nothing to fail the run for
             except OrchestratorError as exc:
                 return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)
             except Exception as exc:  # the user's phase raised: fail with its words

@@ -68,7 +68,7 @@ def load_recorded_run(
     given = Path(path)
     state_file = given / "state.json" if given.is_dir() else given
     try:
-        data = read_json_file(state_file, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(state_file, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
     except FileNotFoundError:
         raise NoInstanceError(
             f"{state_file}: no recorded run here; name a run's directory "
@@ -165,7 +165,7 @@ def _names_before(done: list[str], name: str) -> set[str]:
 def _journal_of(run_dir: Path, number: int, name: str) -> list[JournalEntry]:
     where = run_dir / phase_dir(number, name) / JOURNAL_FILE
     try:
-        data = read_json_file(where)
+        data = read_json_file(where, allow_lone_surrogates=True)
     except FileNotFoundError:
         raise StateDamagedError(
             f"phase {name} has no {JOURNAL_FILE}: the run was recorded by a version that kept "

@@ -49,7 +49,7 @@ def load_run(
     for path in candidates:
         if not path.exists():
             continue
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
         own_run = run_id_in(data, source=str(path))
         if run_id is not None and own_run != run_id:
             continue

@@ -28,7 +28,7 @@ def read_events(
     name ``source`` (default: the path) and the line: ``events.ndjson line 7: ...``.
     """
     name = source if source is not None else os.fspath(path)
-    for number, value in iter_records(Path(path), source=name):
+    for number, value in iter_records(Path(path), source=name, allow_lone_surrogates=True):
         yield number, parse_event(value, source=f"{name} line {number}", strict=strict)
 
 

@@ -240,7 +240,8 @@ def restore_archived(state: CheckpointState, lines: bytes, *, source: str) -> Ch
     whole: dict[str, AgentRequestRecord] = {}
     for line in lines.splitlines():
         try:
-            record = structure(loads_strict(line, source=source), AgentRequestRecord, source=source)
+            data = loads_strict(line, source=source, allow_lone_surrogates=True)
+            record = structure(data, AgentRequestRecord, source=source)
         except ContractError:
             continue
         whole[record.request_id] = record

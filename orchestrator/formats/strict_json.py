@@ -48,6 +48,8 @@ _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 _escapes_pattern: re.Pattern[bytes] | None = None
 _tokens_pattern: re.Pattern[bytes] | None = None
+_surrogate_escapes_pattern: re.Pattern[str] | None = None
+_surrogates_pattern: re.Pattern[str] | None = None
 
 
 def dumps_canonical(obj: Any, *, default: Any = None) -> bytes:
@@ -131,14 +133,21 @@ def loads_strict(
     source: str,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    allow_lone_surrogates: bool = False,
 ) -> Any:
     """Parse ``data`` as one JSON document, or raise ``UntrustedJSONError``.
 
     Refused: more than ``max_bytes`` bytes (``too-large``), a byte-order mark (``bom``),
-    invalid UTF-8 (``encoding``), invalid or empty JSON (``syntax``), NaN/Infinity or a number
-    too large for a float (``constant``), a key repeated in one object (``duplicate-key``) and
+    invalid UTF-8 or a lone UTF-16 surrogate written as an escape, ``"\\ud800"``
+    (``encoding``), invalid or empty JSON (``syntax``), NaN/Infinity or a number too large
+    for a float (``constant``), a key repeated in one object (``duplicate-key``) and
     nesting deeper than ``max_depth`` with the top-level value at depth 1 (``depth``).
     ``source`` names the document in error messages.
+
+    ``allow_lone_surrogates`` is for the engine's own records read back (the state and
+    its history): a value a workflow produced, such as a file name read with
+    ``surrogateescape``, is written by :func:`dumps_canonical` as such an escape and must
+    read back equal. Anything a host or an agent wrote keeps the default.
     """
     if len(data) > max_bytes:
         raise UntrustedJSONError(
@@ -247,7 +256,55 @@ def loads_strict(
     if problems:
         path, problem = _locate_problem(value)
         raise UntrustedJSONError(problem.message, source=source, json_path=path, rule=problem.rule)
+    # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
+    # a document without one, nearly every document, costs two substring searches here.
+    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
+        _check_lone_surrogates(text, value, source)
     return value
+
+
+def _check_lone_surrogates(text: str, value: Any, source: str) -> None:
+    """Refuse a ``\\uD800``-``\\uDFFF`` escape that is not half of a surrogate pair.
+
+    ``json`` reads it as a lone surrogate: a ``str`` no UTF-8 file, pipe or terminal takes,
+    so an answer holding one would fail the run wherever a workflow wrote it.
+    """
+    for match in _surrogate_escapes().finditer(text):
+        if match.lastgroup != "lone":
+            continue  # an escaped backslash, or a valid pair
+        offset = match.start()
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        path, in_key = _locate_surrogate(value)
+        where = "in a key " if in_key else ""
+        raise UntrustedJSONError(
+            f"{match.group()} {where}at line {line}, column {column} is a lone UTF-16 "
+            "surrogate, not a character (it has no UTF-8 form); write the character itself, "
+            "or a high surrogate escape followed by a low one",
+            source=source,
+            json_path=path,
+            rule="encoding",
+        )
+
+
+def _locate_surrogate(value: Any) -> tuple[str, bool]:
+    """The path of the first string (in document order) holding a lone surrogate, and
+    whether it is a key (then the path is its object's)."""
+    has_surrogate = _surrogates().search
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if has_surrogate(node):
+                return path, False
+        elif isinstance(node, dict):
+            for key in node:
+                if has_surrogate(key):
+                    return path, True
+            stack.extend((v, path + _member(k)) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((node[i], f"{path}[{i}]") for i in range(len(node) - 1, -1, -1))
+    return "$", False
 
 
 class _Problem:
@@ -404,6 +461,30 @@ def _escapes() -> re.Pattern[bytes]:
         # Left to right, so an escaped backslash is consumed before it could escape a quote.
         _escapes_pattern = re.compile(rb'\\[\\"]')
     return _escapes_pattern
+
+
+def _surrogate_escapes() -> re.Pattern[str]:
+    global _surrogate_escapes_pattern
+    if _surrogate_escapes_pattern is None:
+        import re
+
+        # Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text
+        # \ud800) is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
+        _surrogate_escapes_pattern = re.compile(
+            r"(?P<backslash>\\\\)"
+            r"|(?P<pair>\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+            r"|(?P<lone>\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+        )
+    return _surrogate_escapes_pattern
+
+
+def _surrogates() -> re.Pattern[str]:
+    global _surrogates_pattern
+    if _surrogates_pattern is None:
+        import re
+
+        _surrogates_pattern = re.compile("[\\ud800-\\udfff]")
+    return _surrogates_pattern
 
 
 def _tokens() -> re.Pattern[bytes]:

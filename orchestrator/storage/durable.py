@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._errors import InstanceBusyError
-from .beneath import check_entry, list_directory, open_directory, open_file, parent, unlink
+from .._errors import InstanceBusyError, LockFileError, OrchestratorError, StorageError
+from .beneath import check_entry, list_directory, open_directory, parent, unlink
 
 # ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
 # every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
@@ -180,8 +180,18 @@ class InstanceLock:
 
     It is an ``fcntl`` lock on a lock file: the kernel drops it when the process dies,
     even by SIGKILL, so a crash never leaves a stale lock behind. The holder's pid is
-    written into the file so the refusal can name it.
+    written into the file so the refusal can name it. Only a regular file is used: a
+    symbolic link is never followed (the pid would overwrite the start of its target), and
+    a FIFO cannot hang the open.
     """
+
+    _FLAGS = (
+        os.O_RDWR
+        | os.O_CREAT
+        | os.O_CLOEXEC
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+    )
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -190,14 +200,20 @@ class InstanceLock:
     def acquire(self) -> None:
         import fcntl
 
-        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
+        try:  # no link followed on the way either (storage.beneath)
+            with parent(self.path) as (directory, name):
+                fd = os.open(name, self._FLAGS, 0o644, dir_fd=directory)
+        except OSError as exc:
+            raise self._refusal(exc) from exc
         try:
+            self._check_regular(fd)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            busy = exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() if busy else ""
             os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
+            if not busy:
+                raise self._refusal(exc) from exc
             who = f" (pid {holder})" if holder else ""
             raise InstanceBusyError(
                 f"{self.path.parent}: another orchestrate process{who} is working on this "
@@ -205,9 +221,55 @@ class InstanceLock:
                 lock_path=str(self.path),
                 holder=holder,
             ) from None
-        # Fixed width, so no truncate is needed (a truncate costs a journal write).
-        os.pwrite(fd, str(os.getpid()).encode().ljust(20), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            # Fixed width, so no truncate is needed (a truncate costs a journal write).
+            os.pwrite(fd, str(os.getpid()).encode().ljust(20), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise self._refusal(exc) from exc
         self._fd = fd
+
+    def _check_regular(self, fd: int) -> None:
+        import stat
+
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise self._not_a_file(self._kind(mode))
+
+    def _refusal(self, exc: OSError) -> OrchestratorError:
+        """What a failed open, lock or write of the lock file means, naming the file."""
+        if exc.errno == errno.EISDIR:
+            return self._not_a_file("a directory")
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO, errno.ENODEV):
+            import stat
+
+            try:
+                mode = os.lstat(self.path).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISLNK(mode):
+                return self._not_a_file("a symbolic link (never followed)")
+            if mode and not stat.S_ISREG(mode):
+                return self._not_a_file(self._kind(mode))
+        return StorageError.from_os_error(exc, path=str(self.path), action="write")
+
+    @staticmethod
+    def _kind(mode: int) -> str:
+        import stat
+
+        if stat.S_ISFIFO(mode):
+            return "a FIFO (named pipe)"
+        return "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+    def _not_a_file(self, kind: str) -> LockFileError:
+        return LockFileError(
+            f"{self.path}: the instance lock is {kind}, not a regular file; nothing was "
+            "changed: remove it (orchestrate makes a new one), then try again",
+            lock_path=str(self.path),
+        )
 
     def release(self) -> None:
         if self._fd is not None:

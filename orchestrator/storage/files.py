@@ -111,13 +111,21 @@ def read_json_file(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     source: str | None = None,
+    allow_lone_surrogates: bool = False,
 ) -> Any:
     """Read and parse the JSON file at ``path`` under every rule of ``read_regular_file`` and
-    ``loads_strict``; errors name ``source`` (default: the path).
+    ``loads_strict``; errors name ``source`` (default: the path). ``allow_lone_surrogates``
+    is for the engine's own records (see ``loads_strict``).
     """
     name = source if source is not None else os.fspath(path)
     data = read_regular_file(path, max_bytes=max_bytes, source=name)
-    return loads_strict(data, source=name, max_bytes=max_bytes, max_depth=max_depth)
+    return loads_strict(
+        data,
+        source=name,
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+        allow_lone_surrogates=allow_lone_surrogates,
+    )
 
 
 def _symlink_error(name: str) -> UntrustedJSONError:

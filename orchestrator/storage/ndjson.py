@@ -114,17 +114,20 @@ def iter_records(
     source: str | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    allow_lone_surrogates: bool = False,
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, value)`` for each line of :func:`iter_lines`, parsed strictly.
 
     Each line goes through :func:`orchestrator.formats.strict_json.loads_strict`; a line it refuses
     raises its ``UntrustedJSONError`` with ``source`` set to ``"<source> line <n>"``, so
     the message names the file and the line (``worklogs/T-1.jsonl line 7: invalid JSON at
-    column 7: Expecting value``).
+    column 7: Expecting value``). ``allow_lone_surrogates`` is for the engine's own records
+    (see ``loads_strict``).
     """
     name = source if source is not None else os.fspath(path)
     for number, line in iter_lines(path, source=name, max_line_bytes=max_line_bytes):
-        yield number, _parse_line(line, f"{name} line {number}", max_line_bytes, max_depth)
+        where = f"{name} line {number}"
+        yield number, _parse_line(line, where, max_line_bytes, max_depth, allow_lone_surrogates)
 
 
 def iter_lines_from(
@@ -417,9 +420,21 @@ def _line_name(name: str, number: int, start: int, offset: int) -> str:
     return f"{name} line {number}" if offset == 0 else f"{name} line at byte {start}"
 
 
-def _parse_line(line: bytes, where: str, max_line_bytes: int, max_depth: int) -> Any:
+def _parse_line(
+    line: bytes,
+    where: str,
+    max_line_bytes: int,
+    max_depth: int,
+    allow_lone_surrogates: bool = False,
+) -> Any:
     try:
-        return loads_strict(line, source=where, max_bytes=max_line_bytes, max_depth=max_depth)
+        return loads_strict(
+            line,
+            source=where,
+            max_bytes=max_line_bytes,
+            max_depth=max_depth,
+            allow_lone_surrogates=allow_lone_surrogates,
+        )
     except UntrustedJSONError as exc:
         # The document is one line: "at line 1, column 7" would contradict "line 7".
         detail = exc.detail.replace("at line 1, column ", "at column ", 1)
