@@ -188,3 +188,27 @@ def test_the_cli_reference_is_the_parser_s_own() -> None:
     assert page.read_text(encoding="utf-8") == render(), (
         "docs/cli.md is stale: run 'python -m orchestrator.cli.reference > docs/cli.md'"
     )
+
+
+def test_a_moved_project_is_pointed_at_its_new_place_with_trust(tmp_path: Path) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    assert orchestrate("init", "demo", "--directory", before).returncode == 0
+    started = orchestrate("run", f"{before / 'demo.py'}:Demo", "--workdir", before,
+                          "--input", "topic=owls")  # fmt: skip
+    assert started.returncode == 42, started.stderr
+    before.rename(after)
+    assert orchestrate("respond", "--workdir", after, "--text", "Owls hunt.").returncode == 0
+    lost = orchestrate("resume", "--workdir", after)
+    assert lost.returncode == 2 and lost.stderr.count("\n") == 1, lost.stderr
+    assert f"orchestrate trust {after / '.demo-state.json'} --workflow" in lost.stderr
+    other = tmp_path / "other.py"
+    other.write_text((after / "demo.py").read_text().replace('name = "demo"', 'name = "other"'))
+    wrong = orchestrate("trust", after / ".demo-state.json", "--workflow", f"{other}:Demo")
+    assert wrong.returncode == 2 and "'other'" in wrong.stderr, wrong.stderr
+    pointed = orchestrate("trust", after / ".demo-state.json", "--workflow",
+                          f"{after / 'demo.py'}:Demo")  # fmt: skip
+    assert pointed.returncode == 0, pointed.stderr
+    assert "pointed at" in pointed.stderr
+    resumed = orchestrate("resume", "--workdir", after)
+    assert resumed.returncode == 0, resumed.stderr

@@ -520,6 +520,14 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="the state file: .<workflow>-state.json in a work directory, or a run's "
         "state.json (.orchestrator/runs/<run_id>/state.json)",
     )
+    trust.add_argument(
+        "--workflow",
+        default=None,
+        metavar="REFERENCE",
+        help="point the state at its workflow's new place first (path/file.py:Class or "
+        "pkg.module:Class), for a project that moved; the workflow must have the "
+        "instance's name",
+    )
 
     events = command(
         "events",
@@ -712,8 +720,16 @@ def _instance_engine(args: argparse.Namespace) -> Engine:
     from ..engine.loader import load_workflow
 
     workdir = _workdir(args)
-    reference = _recorded_reference(_state_path(workdir, args.workflow))
-    return _engine_for(load_workflow(reference), workdir, getattr(args, "agent", "host"))
+    state_path = _state_path(workdir, args.workflow)
+    reference = _recorded_reference(state_path)
+    try:
+        workflow_cls = load_workflow(reference)
+    except WorkflowNotFoundError as exc:
+        raise WorkflowNotFoundError(
+            f"{exc}; if the project moved, point the instance at its workflow's new place: "
+            f"orchestrate trust {state_path} --workflow NEW/PATH.py:Class"
+        ) from None
+    return _engine_for(workflow_cls, workdir, getattr(args, "agent", "host"))
 
 
 def _parse_inputs(pairs: list[str]) -> dict[str, str]:
@@ -1118,7 +1134,7 @@ def _cmd_output(args: argparse.Namespace) -> int:
 def _cmd_trust(args: argparse.Namespace) -> int:
     from .trust import trust_state
 
-    print(f"orchestrate: {trust_state(args.state)}", file=sys.stderr)
+    print(f"orchestrate: {trust_state(args.state, workflow=args.workflow)}", file=sys.stderr)
     return EXIT_OK
 
 

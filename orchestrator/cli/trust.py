@@ -31,15 +31,25 @@ from ..storage.state_key import (
 _LIVE_SUFFIX = "-state.json"
 
 
-def trust_state(path: Path) -> str:
+def trust_state(path: Path, *, workflow: str | None = None) -> str:
     """Sign the state at ``path`` as it is; return what was signed, in one line.
 
     A live instance's state (``.<workflow>-state.json``) is signed under its instance
     lock, so no ``resume`` writes it meanwhile. A state already signed with the user's
-    key is left as it is.
+    key is left as it is. With ``workflow``, the state is first pointed at that
+    reference (a project that moved): it must load, and be the workflow of the state.
     """
     path = Path.cwd() / path
     data, record, verdict = _read(path)
+    moved = _moved_reference(workflow, path, record) if workflow is not None else None
+    if moved is not None:
+        name = path.name
+        if name.startswith(".") and name.endswith(_LIVE_SUFFIX):
+            from ..adapters.file_bridge import FileBridge
+
+            with FileBridge(path.parent, name[1 : -len(_LIVE_SUFFIX)]).lock():
+                return _sign(path, moved=moved)
+        return _sign(path, moved=moved)
     if verdict.ok:  # nothing to do, and no lock to take
         return printable(
             f"{path} is already signed with your key ({_what(data, record)}); nothing was changed"
@@ -53,8 +63,48 @@ def trust_state(path: Path) -> str:
     return _sign(path)
 
 
-def _sign(path: Path) -> str:
+def _moved_reference(workflow: str, path: Path, record: EngineRecord) -> str:
+    """``workflow`` as the reference a state records, once it loads and is the same
+    workflow (by name) as the state's: its file's name says it (``.NAME-state.json``),
+    else the workflow ``record`` names, if that still loads."""
+    from ..engine.loader import load_workflow, resolve_reference
+
+    reference = resolve_reference(workflow, base_dir=Path.cwd())
+    new_cls = load_workflow(reference)
+    name = path.name
+    live = name.startswith(".") and name.endswith(_LIVE_SUFFIX)
+    old_name = name[1 : -len(_LIVE_SUFFIX)] if live else _workflow_name(record.workflow)
+    if old_name is not None and new_cls.name != old_name:
+        raise UsageError(
+            f"--workflow {workflow}: that workflow is {new_cls.name!r}, this state is "
+            f"{old_name!r}'s; name the same workflow at its new place"
+        )
+    return reference
+
+
+def _workflow_name(reference: str) -> str | None:
+    """The name of the workflow ``reference`` names, if it still loads."""
+    from .._errors import WorkflowNotFoundError
+    from ..engine.loader import load_workflow
+
+    try:
+        name: str = load_workflow(reference).name
+    except WorkflowNotFoundError:
+        return None  # moved away: the state file's name tells it (checked by resume)
+    return name
+
+
+def _sign(path: Path, *, moved: str | None = None) -> str:
     data, record, verdict = _read(path)  # again: under the lock, when there is one
+    if moved is not None:
+        before_ref = record.workflow
+        data["phase_data"]["x_orchestrator"]["workflow"] = moved
+        data, record = _reread(path, data)
+        atomic_write(path, dumps_canonical(sign_state_data(data)))
+        return printable(
+            f"signed {path}, pointed at {moved} (was {before_ref}): {_what(data, record)}; "
+            f"with the key {key_file()}"
+        )
     atomic_write(path, dumps_canonical(sign_state_data(data)))
     if verdict.ok:
         before = "it was already signed"
@@ -76,6 +126,12 @@ def _what(data: dict[str, Any], record: EngineRecord) -> str:
         f"({data['phase_name']}), {record.status}, {len(record.journal)} journal entries, "
         f"{len(data.get('agent_requests') or [])} agent requests"
     )
+
+
+def _reread(path: Path, data: dict[str, Any]) -> tuple[dict[str, Any], EngineRecord]:
+    """``data`` checked again as a state of this engine, after a change."""
+    source = str(path)
+    return data, load_record(parse_state(data, source=source), source=source)
 
 
 def _read(path: Path) -> tuple[dict[str, Any], EngineRecord, Verdict]:
