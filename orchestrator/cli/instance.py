@@ -56,7 +56,7 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
     says, and whether its signature holds (a state that was changed is shown, not acted
     on)."""
     try:
-        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES)
+        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
         state = parse_state(data, source=str(state_path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None

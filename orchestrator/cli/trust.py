@@ -139,7 +139,11 @@ def _read(path: Path) -> tuple[dict[str, Any], EngineRecord, Verdict]:
     that is not a state of this engine is refused."""
     source = str(path)
     try:
-        data = loads_strict(read_regular_file(path, max_bytes=STATE_MAX_BYTES), source=source)
+        data = loads_strict(
+            read_regular_file(path, max_bytes=STATE_MAX_BYTES),
+            source=source,
+            allow_lone_surrogates=True,
+        )
         record = load_record(parse_state(data, source=source), source=source)
     except FileNotFoundError:
         raise UsageError(

@@ -27,6 +27,7 @@ from .._errors import (
     ResponseRejectedError,
     StateDamagedError,
     StorageError,
+    UnsafePathError,
     UsageError,
 )
 from .._ports import (
@@ -717,7 +718,7 @@ class Engine:
                 self._tell_pause()
                 self._save("before_agent_invocation" if self._pending() else "waiting_for_timer")
                 return self._pause_now()
-            except StorageError:
+            except (StorageError, UnsafePathError):
                 raise  # the instance's own files, not the phase: nothing to fail the run for
             except OrchestratorError as exc:
                 return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)

@@ -57,7 +57,8 @@ def _split(path: os.PathLike[str] | str) -> tuple[str, list[str]] | None:
 def _refuse(path: str, what: str) -> UnsafePathError:
     return UnsafePathError(
         f"{path}: {what}; the engine never follows a link or writes through one in the "
-        "work directory: remove it (the engine makes what it needs there)",
+        "work directory, so nothing was written there and the instance is intact: remove "
+        "it (the engine makes what it needs there), then run the command again",
         path=path,
     )
 
