@@ -38,6 +38,10 @@ def _load(path: Path, *, signed_only: bool = False) -> Any:
         data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(path), action="read") from exc
     if signed_only:  # a command that acts on the state believes only what orchestrate wrote
         check_key_outside(path.parent)
         check_signature(data, source=str(path))
@@ -45,10 +49,6 @@ def _load(path: Path, *, signed_only: bool = False) -> Any:
         return parse_state(data, source=str(path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
-    except FileNotFoundError:
-        raise
-    except OSError as exc:  # a read that failed in the device names no file
-        raise StorageError.from_os_error(exc, path=str(path), action="read") from exc
 
 
 def describe_instance(state_path: Path) -> dict[str, Any]:
