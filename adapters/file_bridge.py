@@ -69,11 +69,12 @@ from ..storage import beneath
 from ..storage.durable import (
     InstanceLock,
     atomic_write,
-    atomic_write_many,
     fsync_directory,
+    group_sync_covers_earlier_writes,
     remove_file,
     sha256_hex,
     sweep_temporaries,
+    write_together,
 )
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
@@ -165,8 +166,13 @@ class FileBridge:
     def save_state(self, request: SaveStateInput) -> None:
         self._check_key()
         data = signed_document(request.state)
-        with _Naming("write", self.state_path):
-            atomic_write(self.state_path, data)
+        evidence = request.evidence
+        if evidence is None:
+            with _Naming("write", self.state_path):
+                write_together([(self.state_path, data)])
+            return
+        # One group: the state first, then the evidence files it makes true, then the lines.
+        self._write_evidence(evidence, lead=(self.state_path, data))
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one
@@ -236,7 +242,9 @@ class FileBridge:
         lines = b"".join(encode_record_line(record) for record in request.records)
         path = self._run_dir(request.run_id) / ARCHIVE_FILE
         with _Naming("write", path):
-            append_joined_lines(path, lines)
+            # Where the next save's group sync covers it, that sync makes it durable before
+            # the state that drops the records' text is in place.
+            append_joined_lines(path, lines, durable=not group_sync_covers_earlier_writes())
 
     def evidence_mark(self, run_id: str) -> int:
         from ..storage.ndjson import last_line
@@ -247,10 +255,27 @@ class FileBridge:
         return _sequence_of(line)
 
     def write_evidence(self, request: EvidenceInput) -> None:
+        self._write_evidence(request)
+
+    def _write_evidence(
+        self, request: EvidenceInput, *, lead: tuple[Path, bytes] | None = None
+    ) -> None:
+        """The evidence's files made durable as one group (after ``lead``, the state, in
+        the same group), then its lines appended. Where the group's sync covers earlier
+        writes, the lines are not synced here: the next group commit makes them durable
+        before any state that no longer holds their events (a power cut before that loses
+        only lines the state still holds, and the next resume writes them again)."""
+        if lead is not None and not beneath.is_directory(runs_dir(self.workdir) / request.run_id):
+            # A run's first checkpoint: its directory is made only once the state that
+            # names the run is durable, so a crash before leaves no run without a state.
+            with _Naming("write", lead[0]):
+                write_together([lead])
+            lead = None
         run_dir = self._run_dir(request.run_id)
         files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
         created: dict[Path, None] = {}  # directories whose new entries must last too
-        with _Naming("write", *(path for path, _ in files)):
+        items = [lead, *files] if lead is not None else files
+        with _Naming("write", *(path for path, _ in items)):
             for path, _ in files:
                 for directory in reversed(path.relative_to(run_dir).parents[:-1]):
                     absolute = run_dir / directory
@@ -261,15 +286,15 @@ class FileBridge:
                     # Written again after a crash: a killed writer's temporary may be here.
                     sweep_temporaries(path.parent)
                     self._swept_dirs.add(path.parent)
-            atomic_write_many(files)
-            for directory in created:
-                fsync_directory(directory)
+            write_together(items, directories=list(created))
         if request.lines:
             from ..storage.ndjson import append_joined_lines
 
             events = run_dir / EVENTS_FILE
             with _Naming("write", events):
-                append_joined_lines(events, request.lines)
+                append_joined_lines(
+                    events, request.lines, durable=not group_sync_covers_earlier_writes()
+                )
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
@@ -296,8 +321,10 @@ class FileBridge:
                 state = restore_archived(state, lines, source=str(archive))
         history = run_dir / "state.json"
         # Signed again: the requests put back whole are part of what the signature covers.
+        # A group commit: its sync also makes the last event lines durable, which the state
+        # about to go is the only other keeper of.
         with _Naming("write", history):
-            atomic_write(history, signed_document(state))
+            write_together([(history, signed_document(state))])
         # The state goes last: until it is gone, a crash resumes the run from it.
         self._clear_bridge_files()
         with _Naming("remove", self.state_path):

@@ -75,6 +75,8 @@ class MemoryBridge:
     def save_state(self, request: SaveStateInput) -> None:
         self.state_bytes = dump_document(request.state)
         self._saves += 1
+        if request.evidence is not None:
+            self.write_evidence(request.evidence)
 
     def state_token(self) -> object | None:
         return None if self.state_bytes is None else self._saves

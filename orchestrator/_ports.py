@@ -86,8 +86,23 @@ class ReceivedResponse:
 
 
 @attrs.frozen(kw_only=True)
+class EvidenceInput:
+    """Part of a run's evidence: ``files`` (paths relative to the run's directory), each
+    written whole and durably, then ``lines`` appended to the run's ``events.ndjson`` in
+    one durable write."""
+
+    run_id: str
+    files: Sequence[tuple[str, bytes]] = ()
+    lines: bytes = b""
+
+
+@attrs.frozen(kw_only=True)
 class SaveStateInput:
+    """A checkpoint: the state, and the evidence it makes true (published with it: the
+    files as durable as the state, the lines once the state is in place)."""
+
     state: CheckpointState
+    evidence: EvidenceInput | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -122,17 +137,6 @@ class FinishInput:
     run_id: str
 
 
-@attrs.frozen(kw_only=True)
-class EvidenceInput:
-    """Part of a run's evidence: ``files`` (paths relative to the run's directory), each
-    written whole and durably, then ``lines`` appended to the run's ``events.ndjson`` in
-    one durable write."""
-
-    run_id: str
-    files: Sequence[tuple[str, bytes]] = ()
-    lines: bytes = b""
-
-
 class Bridge(Protocol):
     """One workflow instance's durable state and its mailbox to the host."""
 
@@ -148,7 +152,8 @@ class Bridge(Protocol):
     def load_state(self) -> CheckpointState: ...
 
     def save_state(self, request: SaveStateInput) -> None:
-        """Durably replace the state (atomic; survives power loss once it returns)."""
+        """Durably replace the state (atomic; survives power loss once it returns), then
+        publish ``request.evidence`` as :meth:`write_evidence` does."""
         ...
 
     def publish(self, request: PublishInput) -> None: ...
@@ -168,7 +173,9 @@ class Bridge(Protocol):
         ...
 
     def write_evidence(self, request: EvidenceInput) -> None:
-        """Write the files, then append the lines; durable once it returns."""
+        """Write the files, then append the lines. The files are durable once it returns;
+        the lines may reach the disk later, but before a later save or finish, so they
+        are never lost while the state that holds their events is gone."""
         ...
 
     def state_token(self) -> object | None:

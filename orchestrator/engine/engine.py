@@ -907,9 +907,11 @@ class Engine:
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
         self._store_record()
-        self.bridge.save_state(SaveStateInput(state=state))
+        # The checkpoint and the evidence it makes true go to the disk as one group.
+        evidence = self.recorder.outgoing() if publish else None
+        self.bridge.save_state(SaveStateInput(state=state, evidence=evidence))
         if publish:
-            self.recorder.publish()
+            self.recorder.sent()
 
     def _archive_finished(self) -> None:
         """Move finished requests of completed phases to the run's history, in batches.

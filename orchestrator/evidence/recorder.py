@@ -161,22 +161,35 @@ class Recorder:
         under the same numbers, and the log's last number tells which it already has.
         Files go first, so an event in the log always has its files.
         """
+        evidence = self.outgoing()
+        if evidence is not None:
+            self.bridge.write_evidence(evidence)
+        self.sent()
+
+    def outgoing(self) -> EvidenceInput | None:
+        """What the log lacks of the outbox, as the bridge writes it: with the checkpoint
+        that saves the outbox (:class:`SaveStateInput`), or by :meth:`publish`. Call
+        :meth:`sent` once it is written."""
         book = self._require_book()
         if not book.events or book.events[-1].seq <= self._published:
-            return
+            return None
         # Only this engine appends (it holds the instance): once it has published, it
         # knows the log's last number; after loading a state it asks the log.
         mark = self._published or self.bridge.evidence_mark(book.run_id)
         new = [e for e in book.events if e.seq > mark]
-        if new:
-            self.bridge.write_evidence(
-                EvidenceInput(
-                    run_id=book.run_id,
-                    files=self._evidence_files(new),
-                    lines=b"".join(event_line(e.seq, e.ts, e.event, e.data) for e in new),
-                )
-            )
-        self._published = book.events[-1].seq
+        if not new:
+            return None
+        return EvidenceInput(
+            run_id=book.run_id,
+            files=self._evidence_files(new),
+            lines=b"".join(event_line(e.seq, e.ts, e.event, e.data) for e in new),
+        )
+
+    def sent(self) -> None:
+        """The outbox's events are in the log (or on their way with a durable state)."""
+        book = self._require_book()
+        if book.events:
+            self._published = max(self._published, book.events[-1].seq)
 
     def _evidence_files(self, events: list[OutboxEvent]) -> list[tuple[str, bytes]]:
         """The files of ``events``: phases' results, and each agent request's directory as

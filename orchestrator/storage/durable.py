@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +91,11 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True, sync_data: bool = False) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss.
 
     ``durable=False`` still renames atomically but skips both fsyncs: for files that are
-    derived from durable state and are rebuilt from it after a crash. ``sync_data`` syncs
-    the file's data but not its directory (the caller syncs that). No component of
+    derived from durable state and are rebuilt from it after a crash. No component of
     ``path`` is followed if it is a link (:mod:`orchestrator.storage.beneath`), and what
     ``path`` names must be a regular file or nothing.
     """
@@ -104,11 +105,8 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True, sync_data: bo
         check_entry(directory, name, path)
         fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if durable or sync_data:
+            _write_all(fd, data)
+            if durable:
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -126,15 +124,139 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True, sync_data: bo
                 os.fsync(directory)
 
 
-def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
-    """:func:`atomic_write` (durable) of several files, syncing each directory once: every
-    file is written and synced, then all are renamed, then their directories synced."""
-    directories: dict[Path, None] = {}
-    for path, data in items:
-        directories[path.parent] = None
-        atomic_write(path, data, durable=False, sync_data=True)
-    for directory in directories:
-        fsync_directory(directory)
+def write_together(
+    items: Sequence[tuple[Path, bytes]], *, directories: Sequence[Path] = ()
+) -> None:
+    """Replace several files at once, durably, waiting on the disk twice (a group commit).
+
+    Every file is written to its temporary; then all of them are made durable as one group
+    (one ``syncfs`` where Linux offers it, else an fsync of each); then they are renamed
+    into place in the order given; then the renames are made durable (one ``syncfs``, else
+    an fsync of each directory touched, ``directories`` included: the parents of
+    directories the caller made). A crash leaves each file old or new, never a mix. A
+    power cut before the return may keep any of the renames and lose others, so what must
+    never be seen without another file is written by a later call (the event lines after
+    their state, say).
+
+    Where ``syncfs`` is used, the first wait also makes durable whatever was written
+    before it on that file system: appends made without a sync of their own
+    (:func:`group_sync_covers_earlier_writes`) are durable before these files are visible.
+    """
+    if not items:
+        return
+    grouped = _syncfs() is not None
+    with contextlib.ExitStack() as stack:
+        staged: list[tuple[int | None, str, str, Path]] = []
+        # One crash point for the writes: until a rename, a crash anywhere in them leaves
+        # only temporaries (swept later), as one before the first write does.
+        crash_point(f"before-write {items[0][0].name}")
+        try:
+            for path, data in items:
+                directory, name = stack.enter_context(parent(path))
+                tmp = os.path.join(
+                    os.path.dirname(name), f".{os.path.basename(name)}.{os.getpid()}.tmp"
+                )
+                check_entry(directory, name, path)
+                fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
+                staged.append((directory, tmp, name, path))
+                try:
+                    _write_all(fd, data)
+                    if not grouped:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if grouped:
+                _sync_group(staged[0][0], items[0][0])
+            while staged:
+                directory, tmp, name, path = staged[0]
+                crash_point(f"before-rename {path.name}")
+                os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+                staged.pop(0)
+                crash_point(f"after-rename {path.name}")
+        except BaseException:
+            for directory, tmp, _name, _path in staged:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=directory)
+            raise
+        if grouped:
+            _sync_group(None, items[0][0])
+            return
+    touched = dict.fromkeys([*(path.parent for path, _ in items), *directories])
+    for directory_path in touched:
+        fsync_directory(directory_path)
+
+
+def group_sync_covers_earlier_writes() -> bool:
+    """Whether :func:`write_together`'s first wait makes every earlier write on the file
+    system durable (``syncfs``), so an append may skip its own sync when a later group
+    commit is what must not be seen without it."""
+    return _syncfs() is not None
+
+
+def sync_filesystem(fd: int) -> None:
+    """Make everything written on the file system that holds ``fd`` durable (``syncfs``)."""
+    function = _syncfs()
+    if function is None:  # pragma: no cover - only where the system has no syncfs
+        raise OSError(errno.ENOSYS, "syncfs is not available here")
+    if function(fd) != 0:
+        import _ctypes
+
+        code: int = _ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def _sync_group(directory: int | None, path: Path) -> None:
+    # No crash point of its own: a kill here is one at the first item's "before-rename".
+    if directory is not None:
+        sync_filesystem(directory)
+        return
+    fd = open_directory(path.parent)
+    try:
+        sync_filesystem(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+# The C library's syncfs, found once: a callable taking a file descriptor, or None where
+# the system has none (then each file and directory is synced by itself). Only ``_ctypes``
+# is loaded (half a millisecond; the ``ctypes`` package costs four times that).
+_syncfs_function: Any = False
+
+
+def _syncfs() -> Any:
+    global _syncfs_function
+    if _syncfs_function is False:
+        _syncfs_function = _find_syncfs()
+    return _syncfs_function
+
+
+def _find_syncfs() -> Any:
+    if not sys.platform.startswith("linux") or os.environ.get("ORCHESTRATOR_NO_SYNCFS"):
+        return None
+    try:
+        import _ctypes
+
+        c: Any = _ctypes  # typeshed's stubs do not describe these low-level classes
+        address = c.dlsym(c.dlopen(None, os.RTLD_NOW), "syncfs")
+    except (ImportError, OSError, AttributeError):  # pragma: no cover - no C library call
+        return None
+
+    class _Int(c._SimpleCData):  # type: ignore[misc]
+        _type_ = "i"
+
+    class _Function(c.CFuncPtr):  # type: ignore[misc]
+        _flags_ = c.FUNCFLAG_CDECL | c.FUNCFLAG_USE_ERRNO
+        _restype_ = _Int
+        _argtypes_ = (_Int,)
+
+    return _Function(address)
 
 
 def sweep_temporaries(directory: Path) -> list[Path]:

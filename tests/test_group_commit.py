@@ -1,0 +1,194 @@
+"""The group commit: several files made durable together with two waits on the disk.
+
+``write_together`` writes every file to its temporary, makes them durable as one group
+(``syncfs``, or an fsync of each file where there is none), renames them in order, and
+makes the renames durable. These tests watch the system calls it makes, in order, on
+real files; the power-cut simulator (``tests/test_power_cut.py``) checks what the
+ordering buys.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orchestrator.adapters.file_bridge import FileBridge
+
+from orchestrator import Engine, Workflow, phase
+from orchestrator.storage import durable
+from orchestrator.testing import MockAgentInvoker
+
+
+def prompt(which: str) -> str:
+    return (
+        f"You are the writer of a short greeting card. Write its {which} paragraph in two "
+        "plain sentences, and answer with the paragraph alone."
+    )
+
+
+class AskTwice(Workflow):
+    """Two phases, one ask each."""
+
+    name = "ask-twice"
+    agents = ("writer",)
+
+    @phase(1)
+    def first(self, ctx: Any) -> dict[str, Any]:
+        return {"text": ctx.ask("writer", prompt("first"))}
+
+    @phase(2)
+    def second(self, ctx: Any) -> dict[str, Any]:
+        return {"text": ctx.ask("writer", prompt("second"))}
+
+
+class Calls:
+    """Records the durable layer's system calls (names relative to the test's directory)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.root = root
+        real_replace, real_fsync = os.replace, os.fsync
+        real_sync = durable.sync_filesystem
+
+        def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+            self.log.append(("rename", self._name(dst, kwargs.get("dst_dir_fd"))))
+            real_replace(src, dst, **kwargs)
+
+        def fsync(fd: int) -> None:
+            self.log.append(("fsync", self._name(".", fd)))
+            real_fsync(fd)
+
+        def sync_filesystem(fd: int) -> None:
+            self.log.append(("syncfs", ""))
+            real_sync(fd)
+
+        monkeypatch.setattr(os, "replace", replace)
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(durable, "sync_filesystem", sync_filesystem)
+
+    def _name(self, name: Any, fd: int | None) -> str:
+        where = os.readlink(f"/proc/self/fd/{fd}") if fd is not None else os.getcwd()
+        full = os.path.normpath(os.path.join(where, os.fsdecode(name)))
+        return os.path.relpath(full, self.root)
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.log]
+
+
+needs_syncfs = pytest.mark.skipif(
+    not durable.group_sync_covers_earlier_writes(), reason="no syncfs on this system"
+)
+
+
+@needs_syncfs
+def test_files_are_written_then_synced_once_then_renamed_in_order_then_synced_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "state.json").write_bytes(b"old")
+    calls = Calls(monkeypatch, tmp_path)
+    durable.write_together(
+        [(tmp_path / "state.json", b"new"), (tmp_path / "sub" / "a.json", b"a")],
+        directories=[tmp_path],
+    )
+    assert calls.log == [
+        ("syncfs", ""),
+        ("rename", "state.json"),
+        ("rename", "sub/a.json"),
+        ("syncfs", ""),
+    ]
+    assert (tmp_path / "state.json").read_bytes() == b"new"
+    assert (tmp_path / "sub" / "a.json").read_bytes() == b"a"
+    assert sorted(os.listdir(tmp_path)) == ["state.json", "sub"]
+    assert os.listdir(tmp_path / "sub") == ["a.json"]
+
+
+def test_without_syncfs_each_file_then_each_directory_is_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(durable, "_syncfs_function", None)
+    (tmp_path / "sub").mkdir()
+    calls = Calls(monkeypatch, tmp_path)
+    durable.write_together(
+        [(tmp_path / "state.json", b"s"), (tmp_path / "sub" / "a.json", b"a")],
+        directories=[tmp_path],
+    )
+    assert calls.kinds() == ["fsync", "fsync", "rename", "rename", "fsync", "fsync"]
+    # The two directories touched, each once (the extra one is already among them).
+    assert [name for kind, name in calls.log[4:]] == [".", "sub"]
+    assert not durable.group_sync_covers_earlier_writes()
+
+
+def test_a_refused_target_renames_nothing_and_leaves_no_temporary(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_bytes(b"old")
+    (tmp_path / "a.json").mkdir()  # a directory where a file belongs
+    with pytest.raises(Exception, match=r"a\.json"):
+        durable.write_together([(tmp_path / "state.json", b"new"), (tmp_path / "a.json", b"a")])
+    assert (tmp_path / "state.json").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["a.json", "state.json"]
+
+
+@needs_syncfs
+def test_a_failed_sync_renames_nothing_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "state.json").write_bytes(b"old")
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(durable, "sync_filesystem", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        durable.write_together([(tmp_path / "state.json", b"new"), (tmp_path / "b", b"b")])
+    assert (tmp_path / "state.json").read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["state.json"]
+
+
+def test_sync_filesystem_names_a_bad_descriptor() -> None:
+    if not durable.group_sync_covers_earlier_writes():
+        pytest.skip("no syncfs on this system")
+    fd = os.open("/", os.O_RDONLY)
+    os.close(fd)
+    with pytest.raises(OSError) as caught:
+        durable.sync_filesystem(fd)
+    assert caught.value.errno == 9
+
+
+@needs_syncfs
+def test_a_checkpoint_waits_on_the_disk_twice_and_its_lines_come_after_its_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One in-process ask to the next: one group (the state first, then the evidence it
+    makes true), two waits, then the event lines, appended without a wait of their own."""
+    bridge = FileBridge(tmp_path, AskTwice.name)
+    engine = Engine(AskTwice, bridge=bridge, invoker=MockAgentInvoker({"writer": "an answer"}))
+    log: list[str] = []
+    real_sync = durable.sync_filesystem
+    real_append = os.write
+
+    def sync_filesystem(fd: int) -> None:
+        log.append("syncfs")
+        real_sync(fd)
+
+    def write(fd: int, data: Any) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("events.ndjson"):
+            log.append("append events")
+        return real_append(fd, data)
+
+    def fsync(fd: int) -> None:
+        log.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+
+    monkeypatch.setattr(durable, "sync_filesystem", sync_filesystem)
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "fdatasync", fsync)
+    outcome = engine.start(workflow_ref="tests.test_group_commit:AskTwice", workdir=tmp_path)
+    assert outcome.status == "completed", outcome.message
+    # No file or line synced by itself: every wait is a group's.
+    assert not [entry for entry in log if entry.startswith("fsync")], log
+    # Each checkpoint: two waits, then its lines; the last lines ride on the history's.
+    groups = "".join("s" if entry == "syncfs" else "a" for entry in log)
+    assert groups.startswith("ss"), groups
+    assert "sss" not in groups and "aa" not in groups, groups
+    assert groups.endswith("ass"), groups
