@@ -238,7 +238,9 @@ class _Recorder:
         written: int = self.real["pwrite"](fd, data, offset)
         with self.lock:
             if fd in self.files:
-                self.add(Op("write", fid=self.files[fd][0], offset=offset, data=bytes(data[:written])))
+                self.add(
+                    Op("write", fid=self.files[fd][0], offset=offset, data=bytes(data[:written]))
+                )
         return written
 
     def ftruncate(self, fd: int, size: int) -> None:
@@ -476,12 +478,12 @@ class CrashPoint:
         options = [self.variants(log, fid) for fid in fids]
 
         def make(entries: Any, picks: Any) -> Choice:
-            data = tuple((fid, n, torn) for fid, (n, torn) in zip(fids, picks))
+            data = tuple((fid, n, torn) for fid, (n, torn) in zip(fids, picks, strict=True))
             return Choice(frozenset(entries), data)
 
         if self.count(log) <= ENUMERATE_LIMIT:
             for mask in itertools.product((False, True), repeat=len(self.entries)):
-                chosen = [i for i, keep in zip(self.entries, mask) if keep]
+                chosen = [i for i, keep in zip(self.entries, mask, strict=True) if keep]
                 for picks in itertools.product(*options):
                     yield make(chosen, picks)
             return
@@ -584,14 +586,24 @@ def disk_digest(disk: Disk) -> str:
     return digest.hexdigest()  # type: ignore[no-any-return]
 
 
+# No process has this pid after the reboot: above the kernel's largest (2**22).
+DEAD_PID = 2**22 + 1
+
+
 def materialise(disk: Disk, target: Path) -> None:
-    """Make ``target`` hold exactly ``disk`` (real files in a real directory)."""
+    """Make ``target`` hold exactly ``disk`` (real files in a real directory), as after a
+    reboot: a temporary file named after its writer's pid (``.name.<pid>.tmp``, see
+    ``durable.sweep_temporaries``) names this process's pid, which recorded the run, so
+    it is renamed after a pid no process has, as its dead writer's would be."""
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
+    ours = f".{os.getpid()}.tmp"
     for path in sorted(p for p, content in disk.items() if content is None):
         (target / path).mkdir(parents=True, exist_ok=True)
     for path, content in disk.items():
         if content is not None:
+            if path.endswith(ours):
+                path = f"{path[: -len(ours)]}.{DEAD_PID}.tmp"
             (target / path).write_bytes(content)
 
 
@@ -638,7 +650,7 @@ def explore(rec: Recording, *, seed: int, budget: int | None = None) -> list[Cra
     found: list[CrashDisk] = []
     while streams and (budget is None or len(found) < budget):
         alive = []
-        for point, stream in zip(points, streams):
+        for point, stream in zip(points, streams, strict=True):
             choice = next(stream, None)
             if choice is None:
                 continue
