@@ -642,11 +642,12 @@ def test_at_least_a_thousand_distinct_disks_are_explored(explored: dict[str, Rep
 
 
 KNOWN_TEMPLATE = (
-    "today's code loses data under this model: mkdir of .orchestrator/runs, of "
-    "runs/<id>/phases/NN-* and agents/NNNN-* is never followed by a sync of the parent "
-    "directory, so a cut can drop the run's history and evidence (answers asked again, "
-    "events.ndjson restarting at x_seq > 1); and the example's write_text never syncs the "
-    "template files, which a durable step result then says exist"
+    "today's code loses data under this model: FileBridge._run_dir makes .orchestrator/runs "
+    "with make_directories and syncs only runs/, never .orchestrator/, so a cut can drop "
+    "the whole run directory (a completed run's history: its answers asked again; a live "
+    "run's events.ndjson restarting at x_seq > 1); and the example's write_text never "
+    "syncs the template files, which a durable step result then says exist (phase 9: "
+    "template incomplete)"
 )
 KNOWN_BOARD = (
     "today's code, under this model: Board.create's subdirectories are made without a sync "
@@ -668,6 +669,7 @@ def test_the_board_recovers_from_every_power_cut(explored: dict[str, Report]) ->
     assert not report.bad, f"{len(report.bad)} bad disks; one of each kind:\n{_verdict(report)}"
 
 
+@pytest.mark.slow
 def test_a_rename_before_the_data_sync_is_caught(tmp_path: Path) -> None:
     """With ``atomic_write``'s rename swapped before its data sync, some disk holds a
     board file that does not load: a kind of bad disk today's order never makes."""
