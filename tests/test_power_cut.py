@@ -673,9 +673,14 @@ def test_the_board_recovers_from_every_power_cut(explored: dict[str, Report]) ->
 def test_a_rename_before_the_data_sync_is_caught(tmp_path: Path) -> None:
     """With ``atomic_write``'s rename swapped before its data sync, some disk holds a
     board file that does not load: a kind of bad disk today's order never makes."""
+    import shutil
+
     base = scratch(tmp_path)
-    today = explore_board(base / "today", 300)
-    swapped = explore_board(base / "swapped", 300, rename_before_data_sync)
+    try:
+        today = explore_board(base / "today", 300)
+        swapped = explore_board(base / "swapped", 300, rename_before_data_sync)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     unreadable = [
         line for line in swapped.bad if "document is empty" in line or "does not load" in line
     ]
