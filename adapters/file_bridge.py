@@ -343,7 +343,10 @@ class FileBridge:
         if not beneath.is_directory(run_dir):
             with _Naming("write", run_dir):
                 beneath.make_directories(run_dir)
-                fsync_directory(run_dir.parent)  # the new run's entry must last too
+                # The new run's entry must last, and so must the entries above it that an
+                # earlier command may have made without a sync (.orchestrator, runs).
+                for directory in (run_dir.parent, self.private_dir, self.workdir):
+                    fsync_directory(directory)
         return run_dir
 
     def _sweep(self, *extra: Path) -> None:

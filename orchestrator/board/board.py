@@ -43,7 +43,7 @@ from ..formats.board import (
 from ..formats.convert import structure, unstructure
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage import beneath
-from ..storage.durable import atomic_write
+from ..storage.durable import atomic_write, fsync_directory
 from ..storage.files import read_regular_file
 from .gateway import Judgement, evaluate
 from .ledger import TERMINAL, Ledger, LedgerState, TaskRow
@@ -117,6 +117,10 @@ class Board:
         _check_info(info)
         for sub in ("", "worklogs", "packets", "results", "verdicts", "heartbeats"):
             beneath.make_directories(directory / sub)
+        # Their entries last before board.json says the board exists (its write syncs the
+        # board's directory again, for its own entry).
+        fsync_directory(directory.parent)
+        fsync_directory(directory)
         atomic_write(path, _dump(info))
         board._info = info
         return board
