@@ -2,7 +2,7 @@
 
 Run it from the repository root with the project's virtualenv::
 
-    .venv/bin/python bench/resume_cycle.py [--cycles N] [--phases N] [--profile]
+    .venv/bin/python bench/resume_cycle.py [--cycles N] [--phases N] [--profile] [--peers]
 
 One run prints one table. Every figure is a median and a p90 (nearest rank) over ``n``
 samples of wall-clock time, in milliseconds, with the median CPU time beside it (this
@@ -20,6 +20,9 @@ machine is busy), all measured in the same run so that they can be compared:
 3.  floors: the atomic durable write of the same state bytes, one pause's whole durable
     I/O, ``python -c pass``, and the imports ``resume`` needs, each in a fresh process;
     then ``-X importtime`` of one real ``resume`` (top 10 cumulative).
+
+``--peers`` also measures the same workflow on LangGraph (``bench/peers/``), right after
+ours, and prints its lines with the ratios; without its requirements it says how to install.
 
 Targets are printed beside the figures; a missed target never changes the exit status.
 The exit status is 1 only if the benchmark workflow itself does not behave (a resume
@@ -54,6 +57,7 @@ from typing import Any
 
 from _machine import fs_type, load_average
 from orchestrator.adapters.file_bridge import FileBridge
+from peers import measure_peers, peer_lines
 
 from orchestrator import Engine
 from orchestrator.testing import MockAgentInvoker
@@ -611,6 +615,12 @@ def main(argv: list[str] | None = None) -> int:
         "--dir", type=Path, default=None, help="where the temporary work directories go (TMPDIR)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure the same workflow on LangGraph (pip install -r "
+        "bench/peers/requirements.txt), right after ours, and print the ratios",
+    )
     args = parser.parse_args(argv)
     if args.phases < 2 or args.cycles < 1:
         parser.error("--phases must be >= 2 and --cycles >= 1")
@@ -696,6 +706,13 @@ def run(args: argparse.Namespace, root: Path) -> int:
     }
 
     sizes = sorted(len(s) for s in states)
+    # -- --peers: the same workflow on LangGraph (bench/peers/), right after ours --------
+    peers = None
+    if args.peers:
+        peers = measure_peers(
+            root=root, phases=phases, cycles=cycles, env=cached, progress=progress
+        )
+    # -- end --peers ---------------------------------------------------------------------
     load_after = load_average()
     print()
     print(
@@ -797,6 +814,15 @@ def run(args: argparse.Namespace, root: Path) -> int:
         f"{CROSS_PROCESS_TARGET_MS:g} ms per cycle (2-core machine); a miss is reported, "
         "never an error"
     )
+    # -- --peers ---------------------------------------------------------------------------
+    if args.peers:
+        print()
+        first_cross = next(iter(cross.values()))
+        for line in peer_lines(
+            peers, row=row, ours_in_process=inproc, ours_cross_process=first_cross
+        ):
+            print(line)
+    # -- end --peers -----------------------------------------------------------------------
     if args.profile:
         print()
         print(profile_one_resume(workflow, ref, root, phases))
