@@ -109,7 +109,9 @@ class FileBridge:
         self.responses_dir = workdir / RESPONSES_DIR
         self.private_dir = workdir / HISTORY_DIR
         self._swept = False
-        self._swept_dirs: set[Path] = set()
+        # Directories of the run's evidence this bridge made or saw (and swept): not
+        # looked for again at every checkpoint.
+        self._known_dirs: set[Path] = set()
         beneath.guard(workdir)  # nothing under it is reached through a link
         self._key_checked = False
 
@@ -273,20 +275,22 @@ class FileBridge:
             lead = None
         run_dir = self._run_dir(request.run_id)
         files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
-        created: dict[Path, None] = {}  # directories whose new entries must last too
         items = [lead, *files] if lead is not None else files
         with _Naming("write", *(path for path, _ in items)):
-            for path, _ in files:
-                for directory in reversed(path.relative_to(run_dir).parents[:-1]):
-                    absolute = run_dir / directory
-                    if absolute not in created and not beneath.is_directory(absolute):
-                        beneath.make_directories(absolute)
-                        created[absolute.parent] = None
-                if path.parent not in created and path.parent not in self._swept_dirs:
-                    # Written again after a crash: a killed writer's temporary may be here.
-                    sweep_temporaries(path.parent)
-                    self._swept_dirs.add(path.parent)
-            write_together(items, directories=list(created))
+            try:
+                try:
+                    self._write_files(run_dir, files, items)
+                except FileNotFoundError:
+                    # A directory this bridge made went away under it: look again.
+                    self._known_dirs.clear()
+                    self._write_files(run_dir, files, items)
+            except (OSError, OrchestratorError):
+                if lead is None:
+                    raise
+                # The evidence could not be written: the state still is (its outbox keeps
+                # the events for the next resume), and the evidence's error is the one told.
+                write_together([lead])
+                raise
         if request.lines:
             from ..storage.ndjson import append_joined_lines
 
@@ -295,6 +299,25 @@ class FileBridge:
                 append_joined_lines(
                     events, request.lines, durable=not group_sync_covers_earlier_writes()
                 )
+
+    def _write_files(
+        self, run_dir: Path, files: list[tuple[Path, bytes]], items: list[tuple[Path, bytes]]
+    ) -> None:
+        created: dict[Path, None] = {}  # directories whose new entries must last too
+        known = self._known_dirs
+        for path, _ in files:
+            if path.parent in known:
+                continue
+            for directory in reversed(path.relative_to(run_dir).parents[:-1]):
+                absolute = run_dir / directory
+                if absolute not in known and not beneath.is_directory(absolute):
+                    beneath.make_directories(absolute)
+                    created[absolute.parent] = None
+                known.add(absolute)
+            if path.parent not in created:
+                # Written again after a crash: a killed writer's temporary may be here.
+                sweep_temporaries(path.parent)
+        write_together(items, directories=list(created))
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
@@ -325,8 +348,11 @@ class FileBridge:
         # about to go is the only other keeper of.
         with _Naming("write", history):
             write_together([(history, signed_document(state))])
-        # The state goes last: until it is gone, a crash resumes the run from it.
+        # The state goes last: until it is gone, a crash resumes the run from it. The
+        # bridge files' removal lasts first, so no request outlives the run's state.
         self._clear_bridge_files()
+        with _Naming("write", self.workdir):
+            fsync_directory(self.workdir)
         with _Naming("remove", self.state_path):
             remove_file(self.state_path)
             fsync_directory(self.workdir)
@@ -340,6 +366,8 @@ class FileBridge:
 
     def _run_dir(self, run_id: str) -> Path:
         run_dir = runs_dir(self.workdir) / run_id
+        if run_dir in self._known_dirs:
+            return run_dir
         if not beneath.is_directory(run_dir):
             with _Naming("write", run_dir):
                 beneath.make_directories(run_dir)
@@ -347,6 +375,7 @@ class FileBridge:
                 # earlier command may have made without a sync (.orchestrator, runs).
                 for directory in (run_dir.parent, self.private_dir, self.workdir):
                     fsync_directory(directory)
+        self._known_dirs.add(run_dir)
         return run_dir
 
     def _sweep(self, *extra: Path) -> None:
@@ -361,6 +390,9 @@ class FileBridge:
                 if beneath.is_directory(directory):
                     for leftover in beneath.list_directory(directory):
                         remove_file(directory / leftover)
+                    # Its emptiness lasts before it goes: a power cut must not bring back
+                    # requests or answers of a run that is over.
+                    fsync_directory(directory)
                     beneath.remove_directory(directory)
         for path in (self.request_path, self.response_path):
             with _Naming("remove", path):

@@ -245,7 +245,9 @@ def answers_on_disk(workdir: Path) -> dict[str, str]:
         for record in state.get("agent_requests", []):
             if record.get("status") == "completed":
                 answers[record["request_id"]] = record["x_response_sha256"]
-    for path in [workdir / ".agent-response.json", *(workdir / ".agent-responses").glob("*")]:
+    # The files the engine reads as answers (a host's temporary is not one yet).
+    answered = [p for p in (workdir / ".agent-responses").glob("*.json") if p.name[0] != "."]
+    for path in [workdir / ".agent-response.json", *answered]:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             answers.setdefault(json.loads(path.read_bytes())["request_id"], "file")
     return answers
@@ -543,14 +545,13 @@ def explore_board(base: Path, budget: int, swap: Callable[[], Any] | None = None
 def rename_before_data_sync() -> Any:
     """``atomic_write`` with two steps of its commit swapped: the temporary file is renamed
     into place (and its directory synced) before its data is synced. Every module that
-    bound ``atomic_write`` at import gets it. (After main's group commit, retarget this:
-    e.g. rename before the one ``sync_filesystem``.)"""
+    bound ``atomic_write`` at import gets it."""
     from orchestrator.storage import durable
     from orchestrator.storage.beneath import parent
 
     original = durable.atomic_write
 
-    def swapped(path: Path, data: bytes, *, durable: bool = True, sync_data: bool = False) -> None:
+    def swapped(path: Path, data: bytes, *, durable: bool = True) -> None:
         with parent(path) as (directory, name):
             tmp = f".{os.path.basename(name)}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=directory)
@@ -559,10 +560,43 @@ def rename_before_data_sync() -> Any:
                 os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
                 if durable and directory is not None:
                     os.fsync(directory)
-                if durable or sync_data:
+                if durable:
                     os.fsync(fd)  # too late: the name was durable before the bytes
             finally:
                 os.close(fd)
+
+    with replaced_everywhere(original, swapped):
+        yield
+
+
+@contextlib.contextmanager
+def group_renamed_before_its_sync() -> Any:
+    """``write_together`` (the group commit of a checkpoint) with two of its steps
+    swapped: the temporaries are renamed into place before the sync that makes their data
+    durable, so a state can be visible, and durable, before its bytes are."""
+    from orchestrator.storage import durable
+
+    original = durable.write_together
+
+    def swapped(items: Any, *, directories: Any = ()) -> None:
+        if not items:
+            return
+        renamed = []
+        for path, data in items:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)  # swapped: before the sync below
+            renamed.append(path)
+        fd = os.open(renamed[0].parent, os.O_RDONLY)
+        try:
+            durable.sync_filesystem(fd)
+            durable.sync_filesystem(fd)
+        finally:
+            os.close(fd)
 
     with replaced_everywhere(original, swapped):
         yield
@@ -641,29 +675,13 @@ def test_at_least_a_thousand_distinct_disks_are_explored(explored: dict[str, Rep
     assert all(report.disks > 100 for report in explored.values())
 
 
-KNOWN_TEMPLATE = (
-    "today's code loses data under this model: FileBridge._run_dir makes .orchestrator/runs "
-    "with make_directories and syncs only runs/, never .orchestrator/, so a cut can drop "
-    "the whole run directory (a completed run's history: its answers asked again; a live "
-    "run's events.ndjson restarting at x_seq > 1); and the example's write_text never "
-    "syncs the template files, which a durable step result then says exist (phase 9: "
-    "template incomplete)"
-)
-KNOWN_BOARD = (
-    "today's code, under this model: Board.create's subdirectories are made without a sync "
-    "of .board, and a board.json that persisted without packets/ makes assign fail"
-)
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=KNOWN_TEMPLATE)
 def test_template_create_recovers_from_every_power_cut(explored: dict[str, Report]) -> None:
     report = explored["template"]
     assert not report.bad, f"{len(report.bad)} bad disks; one of each kind:\n{_verdict(report)}"
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=KNOWN_BOARD)
 def test_the_board_recovers_from_every_power_cut(explored: dict[str, Report]) -> None:
     report = explored["board"]
     assert not report.bad, f"{len(report.bad)} bad disks; one of each kind:\n{_verdict(report)}"
@@ -688,6 +706,20 @@ def test_a_rename_before_the_data_sync_is_caught(tmp_path: Path) -> None:
     assert not [
         line for line in today.bad if "document is empty" in line or "does not load" in line
     ]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_renamed_before_its_group_sync_is_caught(tmp_path: Path) -> None:
+    """With the group commit's renames swapped before its first sync, some disk holds a
+    state whose name is durable and whose bytes are not: the example does not recover."""
+    import shutil
+
+    base = scratch(tmp_path)
+    try:
+        swapped = explore_template(base / "swapped", 120, group_renamed_before_its_sync)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert swapped.bad, f"the swap went unnoticed over {swapped.disks} disks"
 
 
 def test_the_recorder_logs_an_atomic_write_and_an_append(tmp_path: Path) -> None:

@@ -608,3 +608,30 @@ def test_depth_scan_is_exact(value: Any, indent: int | None, ascii_only: bool) -
     assert loads_strict(data, source=SRC, max_depth=depth) == value
     if depth:
         assert refused(data, max_depth=depth - 1).rule == "depth"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(
+            st.lists(st.dictionaries(st.text(max_size=3), st.text(max_size=8)), max_size=3),
+            st.dictionaries(st.text(max_size=3), st.lists(st.integers(), max_size=3)),
+            st.text(max_size=8),
+        ),
+        max_size=4,
+    )
+)
+def test_a_memo_shared_by_documents_of_the_same_objects_changes_no_byte(doc: dict) -> None:
+    """The state's parts and the state are encoded with one memo: each document comes out
+    as it does without one, whichever is encoded first, lone surrogates included."""
+    parts = [{"a": doc}, dict(doc), {k: v for k, v in list(doc.items())[:2]}]
+    memo: dict = {}
+    for part in [*parts, doc]:
+        assert dumps_canonical(part, memo=memo) == dumps_canonical(part)
+    surrogate = {"x": ["\udc80", {"k": "\ud800"}]}
+    memo = {}
+    assert dumps_canonical(surrogate, memo=memo) == dumps_canonical(surrogate)
+    assert dumps_canonical({"y": surrogate["x"]}, memo=memo) == dumps_canonical(
+        {"y": surrogate["x"]}
+    )

@@ -88,13 +88,16 @@ def signature_of(data: Any) -> Any:
     return None if record is None else record.get(SIGNATURE_KEY)
 
 
-def signed_parts(data: dict[str, Any]) -> list[tuple[str, bytes]]:
+def signed_parts(
+    data: dict[str, Any], *, memo: dict[Any, Any] | None = None
+) -> list[tuple[str, bytes]]:
     """The canonical encoding of each part of ``data`` (see the module's docstring), in
     the order of :data:`PARTS`.
 
     ``data`` is a state's JSON data as read from its file, or, when it is written, its
     top level (values may still be attrs instances: they are encoded as they are
-    written). The signature itself is in no part.
+    written). The signature itself is in no part. ``memo``: see ``dumps_canonical``
+    (the writer encodes the state's items once, for the parts and the file).
     """
     phase_data = data.get("phase_data")
     phase_data = phase_data if isinstance(phase_data, dict) else {}
@@ -113,7 +116,9 @@ def signed_parts(data: dict[str, Any]) -> list[tuple[str, bytes]]:
     if "phase_data" in data and not isinstance(data["phase_data"], dict):
         rest["phase_data"] = data["phase_data"]  # not a state: never equal to one that is
     chosen["rest"] = rest
-    return [(name, dumps_canonical(chosen[name], default=shallow)) for name, _, _ in PARTS]
+    return [
+        (name, dumps_canonical(chosen[name], default=shallow, memo=memo)) for name, _, _ in PARTS
+    ]
 
 
 def with_signature(data: dict[str, Any], signature: Any) -> dict[str, Any]:

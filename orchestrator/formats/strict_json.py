@@ -52,7 +52,7 @@ _surrogate_escapes_pattern: re.Pattern[str] | None = None
 _surrogates_pattern: re.Pattern[str] | None = None
 
 
-def dumps_canonical(obj: Any, *, default: Any = None) -> bytes:
+def dumps_canonical(obj: Any, *, default: Any = None, memo: dict[Any, Any] | None = None) -> bytes:
     """Serialise ``obj`` the one way this project writes JSON (UTF-8, final newline).
 
     The layout is two levels deep: each top-level member on its own line, and each item of
@@ -62,13 +62,19 @@ def dumps_canonical(obj: Any, *, default: Any = None) -> bytes:
     pure-Python one on every checkpoint). Key order is kept; NaN/Infinity raise
     ``ValueError`` so that everything written reads back through ``loads_strict``.
     ``default`` is the encoder's hook for values JSON has no type for.
+
+    ``memo``, a dict the caller keeps for a few documents made of the same objects (the
+    parts of a state and the state), remembers the encoding of each item laid out on its
+    own line by the item's identity: the objects must not change while it is in use.
     """
     try:
-        return _layout(obj, ensure_ascii=False, default=default).encode("utf-8")
+        return _layout(obj, ensure_ascii=False, default=default, memo=memo).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (legal as a JSON escape, e.g. from a host's response) has no
         # UTF-8 form: keep it as an escape so the file stays valid and reads back equal.
-        return _layout(obj, ensure_ascii=True, default=default).encode("ascii")
+        if memo is not None:
+            memo = memo.setdefault("ascii", {})
+        return _layout(obj, ensure_ascii=True, default=default, memo=memo).encode("ascii")
 
 
 _JSON_TYPES = (dict, list, str, int, float, bool, type(None))
@@ -108,10 +114,14 @@ def _compact_encoder(*, ensure_ascii: bool, default: Any) -> Callable[[Any], str
     return encode
 
 
-def _layout(obj: Any, *, ensure_ascii: bool, default: Any) -> str:
+def _layout(
+    obj: Any, *, ensure_ascii: bool, default: Any, memo: dict[Any, Any] | None = None
+) -> str:
     encode = _compact_encoder(ensure_ascii=ensure_ascii, default=default)
     if not isinstance(obj, dict) or not obj:
         return encode(obj) + "\n"
+    if memo is not None:
+        encode = _remembering(encode, memo)
     members = []
     for key, value in obj.items():
         if default is not None and not isinstance(value, _JSON_TYPES):
@@ -125,6 +135,21 @@ def _layout(obj: Any, *, ensure_ascii: bool, default: Any) -> str:
             text = encode(value)
         members.append(f"  {encode(key)}: {text}")
     return "{\n" + ",\n".join(members) + "\n}\n"
+
+
+def _remembering(encode: Callable[[Any], str], memo: dict[Any, Any]) -> Callable[[Any], str]:
+    """``encode`` that keeps each container's text in ``memo`` under its identity (with the
+    object itself, so the identity cannot be reused while the memo lives)."""
+
+    def remembered(value: Any) -> str:
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return encode(value)
+        kept = memo.get(id(value))
+        if kept is None:
+            kept = memo[id(value)] = (value, encode(value))
+        return kept[1]  # type: ignore[no-any-return]
+
+    return remembered
 
 
 def loads_strict(

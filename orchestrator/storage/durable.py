@@ -145,17 +145,19 @@ def write_together(
     if not items:
         return
     grouped = _syncfs() is not None
-    with contextlib.ExitStack() as stack:
-        staged: list[tuple[int | None, str, str, Path]] = []
+    opened: dict[Path, int] = {}  # each directory reached once (storage.beneath's walk)
+    staged: list[tuple[int, str, str, Path]] = []
+    try:
         # One crash point for the writes: until a rename, a crash anywhere in them leaves
         # only temporaries (swept later), as one before the first write does.
         crash_point(f"before-write {items[0][0].name}")
         try:
             for path, data in items:
-                directory, name = stack.enter_context(parent(path))
-                tmp = os.path.join(
-                    os.path.dirname(name), f".{os.path.basename(name)}.{os.getpid()}.tmp"
-                )
+                directory = opened.get(path.parent)
+                if directory is None:
+                    directory = opened[path.parent] = open_directory(path.parent)
+                name = path.name
+                tmp = f".{name}.{os.getpid()}.tmp"
                 check_entry(directory, name, path)
                 fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
                 staged.append((directory, tmp, name, path))
@@ -163,10 +165,14 @@ def write_together(
                     _write_all(fd, data)
                     if not grouped:
                         os.fsync(fd)
+                except OSError as exc:
+                    if exc.filename is None:  # name the file a full disk refused
+                        exc.filename = str(path)
+                    raise
                 finally:
                     os.close(fd)
             if grouped:
-                _sync_group(staged[0][0], items[0][0])
+                sync_filesystem(directory)
             while staged:
                 directory, tmp, name, path = staged[0]
                 crash_point(f"before-rename {path.name}")
@@ -179,11 +185,16 @@ def write_together(
                     os.unlink(tmp, dir_fd=directory)
             raise
         if grouped:
-            _sync_group(None, items[0][0])
+            sync_filesystem(directory)
             return
-    touched = dict.fromkeys([*(path.parent for path, _ in items), *directories])
-    for directory_path in touched:
-        fsync_directory(directory_path)
+        for fd in opened.values():
+            os.fsync(fd)
+        for extra in directories:
+            if extra not in opened:
+                fsync_directory(extra)
+    finally:
+        for fd in opened.values():
+            os.close(fd)
 
 
 def group_sync_covers_earlier_writes() -> bool:
@@ -203,18 +214,6 @@ def sync_filesystem(fd: int) -> None:
 
         code: int = _ctypes.get_errno()
         raise OSError(code, os.strerror(code))
-
-
-def _sync_group(directory: int | None, path: Path) -> None:
-    # No crash point of its own: a kill here is one at the first item's "before-rename".
-    if directory is not None:
-        sync_filesystem(directory)
-        return
-    fd = open_directory(path.parent)
-    try:
-        sync_filesystem(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -233,9 +233,10 @@ def _key_id(key: bytes) -> str:
     return sha256_constructor()(_KEY_ID_CONTEXT + key).hexdigest()[:16]  # type: ignore[no-any-return]
 
 
-def _digests(data: dict[str, Any]) -> list[tuple[str, str]]:
+def _digests(data: dict[str, Any], memo: dict[Any, Any] | None = None) -> list[tuple[str, str]]:
     sha256 = sha256_constructor()
-    return [(name, sha256(encoded).hexdigest()) for name, encoded in signed_parts(data)]
+    parts = signed_parts(data, memo=memo)
+    return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
 
 
 def _signature(key: bytes, digests: list[tuple[str, str]]) -> dict[str, Any]:
@@ -247,21 +248,25 @@ def _signature(key: bytes, digests: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
-def sign_state_data(data: dict[str, Any]) -> dict[str, Any]:
+def sign_state_data(data: dict[str, Any], memo: dict[Any, Any] | None = None) -> dict[str, Any]:
     """A copy of the top level of a state's ``data`` (JSON data, or the top level of a
     state about to be written) that carries its signature, made with the key (made first
     if there is none yet)."""
     key = load_key(create=True)
-    return with_signature(data, _signature(key, _digests(data)))
+    return with_signature(data, _signature(key, _digests(data, memo)))
 
 
 def signed_document(state: Any) -> bytes:
     """The bytes a state (a ``CheckpointState``) is written as, signed: the canonical
-    encoding ``dump_document`` gives it, with the signature in its engine record."""
+    encoding ``dump_document`` gives it, with the signature in its engine record. Each
+    request and output is encoded once, for its part and for the file."""
+    memo: dict[Any, Any] = {}
     try:
-        return dumps_canonical(sign_state_data(shallow(state)), default=shallow)
+        data = shallow(state)
+        return dumps_canonical(sign_state_data(data, memo), default=shallow, memo=memo)
     except TypeError:  # a value only the converter knows how to unstructure
-        return dumps_canonical(sign_state_data(unstructure(state)))
+        data = unstructure(state)
+        return dumps_canonical(sign_state_data(data, {}), memo={})
 
 
 # -- checking ---------------------------------------------------------------------------
