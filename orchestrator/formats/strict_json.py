@@ -120,34 +120,60 @@ def _layout(
     encode = _compact_encoder(ensure_ascii=ensure_ascii, default=default)
     if not isinstance(obj, dict) or not obj:
         return encode(obj) + "\n"
+    quote = _string_encoder(ensure_ascii)
     if memo is not None:
-        encode = _remembering(encode, memo)
+        encode = _remembering(encode, quote, memo)
+
+    def key_text(key: Any) -> str:
+        return quote(key) if type(key) is str else encode(key)
+
     members = []
     for key, value in obj.items():
         if default is not None and not isinstance(value, _JSON_TYPES):
             value = default(value)  # lay an object out as its JSON form would be
         if isinstance(value, dict) and value:
-            inner = ",\n".join(f"    {encode(k)}: {encode(v)}" for k, v in value.items())
+            inner = ",\n".join(f"    {key_text(k)}: {encode(v)}" for k, v in value.items())
             text = "{\n" + inner + "\n  }"
         elif isinstance(value, list) and value:
             text = "[\n" + ",\n".join(f"    {encode(v)}" for v in value) + "\n  ]"
         else:
             text = encode(value)
-        members.append(f"  {encode(key)}: {text}")
+        members.append(f"  {key_text(key)}: {text}")
     return "{\n" + ",\n".join(members) + "\n}\n"
 
 
-def _remembering(encode: Callable[[Any], str], memo: dict[Any, Any]) -> Callable[[Any], str]:
-    """``encode`` that keeps each container's text in ``memo`` under its identity (with the
-    object itself, so the identity cannot be reused while the memo lives)."""
+def _string_encoder(ensure_ascii: bool) -> Callable[[str], str]:
+    """The encoder's own quoting of a string (what it does to a ``str`` key or value)."""
+    from json.encoder import encode_basestring, encode_basestring_ascii
 
-    def remembered(value: Any) -> str:
-        if isinstance(value, (str, int, float, bool)) or value is None:
+    return encode_basestring_ascii if ensure_ascii else encode_basestring  # type: ignore[no-any-return]
+
+
+def _remembering(
+    encode: Callable[[Any], str], quote: Callable[[str], str], memo: dict[Any, Any]
+) -> Callable[[Any], str]:
+    """``encode`` that keeps each container's text in ``memo`` under its identity (with the
+    object itself, so the identity cannot be reused while the memo lives). An object laid
+    out on its own line is put together from its members' texts, which other documents of
+    the memo may have encoded already (a state's engine record, field by field in the
+    signature's parts); the result is the encoder's own (``{"k": v, ...}``)."""
+
+    def member(value: Any) -> str:
+        if type(value) is str:
+            return quote(value)
+        if value is None or isinstance(value, (int, float)):
             return encode(value)
         kept = memo.get(id(value))
         if kept is None:
             kept = memo[id(value)] = (value, encode(value))
         return kept[1]  # type: ignore[no-any-return]
+
+    def remembered(value: Any) -> str:
+        if type(value) is dict and id(value) not in memo and all(type(k) is str for k in value):
+            text = "{" + ", ".join(f"{quote(k)}: {member(v)}" for k, v in value.items()) + "}"
+            memo[id(value)] = (value, text)
+            return text
+        return member(value)
 
     return remembered
 
