@@ -303,7 +303,7 @@ class FileBridge:
     def _write_files(
         self, run_dir: Path, files: list[tuple[Path, bytes]], items: list[tuple[Path, bytes]]
     ) -> None:
-        created: dict[Path, None] = {}  # directories whose new entries must last too
+        made: dict[Path, None] = {}  # new directories: their entries must last too
         known = self._known_dirs
         for path, _ in files:
             if path.parent in known:
@@ -312,12 +312,12 @@ class FileBridge:
                 absolute = run_dir / directory
                 if absolute not in known and not beneath.is_directory(absolute):
                     beneath.make_directories(absolute)
-                    created[absolute.parent] = None
+                    made[absolute] = None
                 known.add(absolute)
-            if path.parent not in created:
+            if path.parent not in made:
                 # Written again after a crash: a killed writer's temporary may be here.
                 sweep_temporaries(path.parent)
-        write_together(items, directories=list(created))
+        write_together(items, directories=list(dict.fromkeys(d.parent for d in made)))
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing
