@@ -144,6 +144,10 @@ class Series(list[float]):
         self.append(wall_ms)
         self.cpu.append(cpu_ms)
 
+    def extend_from(self, other: Series) -> None:
+        for wall_ms, cpu_ms in zip(other, other.cpu, strict=True):
+            self.add(wall_ms, cpu_ms)
+
 
 def children_cpu_ms() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -338,10 +342,13 @@ def cross_process_cycles(
     root: Path,
     phases: int,
     wanted: int,
-) -> dict[str, Series]:
+    floors: dict[str, tuple[list[str], dict[str, str]]],
+) -> tuple[dict[str, Series], dict[str, Series]]:
     """Respond + ``orchestrate resume`` until the next pause (exit 42), each variant its own
-    instance, variants interleaved cycle by cycle so that all see the same machine load."""
+    instance, variants interleaved cycle by cycle so that all see the same machine load;
+    after each round, one process of each of ``floors`` (their samples come second)."""
     samples = {name: Series() for name in variants}
+    floor_samples = {name: Series() for name in floors}
     while any(len(s) < wanted for s in samples.values()):
         workdirs = {
             name: cli_start(cli, ref, root, env, f"cli{index}")
@@ -370,9 +377,12 @@ def cross_process_cycles(
                     done.add(name)
                 else:
                     raise BenchFailure(f"{name}: 'orchestrate resume' exited {code}:\n{err}")
+            for name, (command, env) in floors.items():
+                if len(floor_samples[name]) < wanted:
+                    floor_samples[name].extend_from(floor_processes(command, 1, root, env))
         for workdir in workdirs.values():
             shutil.rmtree(workdir)
-    return samples
+    return samples, floor_samples
 
 
 def finish_in_process(workflow: type[Any], workdir: Path, phases: int, where: str) -> None:
@@ -684,26 +694,29 @@ def run(args: argparse.Namespace, root: Path) -> int:
         for label, env in envs.items()
         for entry, cli in entry_points.items()
     }
-    progress(f"2. cross-process, {cycles} cycles per variant: {', '.join(variants)}")
-    cross = cross_process_cycles(variants, workflow, ref, root, phases, cycles)
-
-    progress(f"3. floors ({spawns} spawns each)")
-    write_floor = floor_atomic_writes(root, states)
-    group_floor = floor_group_io(root, captured_cycles(workflow, ref, root))
     importtimes = {
         label: importtime_of_resume(workflow, ref, root, env) for label, env in envs.items()
     }
     ours = sorted(m for m in importtimes["cached"][2] if m.startswith("orchestrator."))
+    import_floors = {
+        label: ([sys.executable, "-c", "import " + ", ".join(ours)], env)
+        for label, env in envs.items()
+    }
+    progress(
+        f"2. cross-process, {cycles} cycles per variant: {', '.join(variants)}; each round "
+        "followed by the import floor (3c')"
+    )
+    cross, resume_imports = cross_process_cycles(
+        variants, workflow, ref, root, phases, cycles, import_floors
+    )
+
+    progress(f"3. floors ({spawns} spawns each)")
+    write_floor = floor_atomic_writes(root, states)
+    group_floor = floor_group_io(root, captured_cycles(workflow, ref, root))
     bare = floor_processes([sys.executable, "-c", "pass"], spawns, root, cached)
     cli_import = floor_processes(
         [sys.executable, "-c", "import orchestrator.cli.main"], spawns, root, cached
     )
-    resume_imports = {
-        label: floor_processes(
-            [sys.executable, "-c", "import " + ", ".join(ours)], spawns, root, env
-        )
-        for label, env in envs.items()
-    }
 
     sizes = sorted(len(s) for s in states)
     # -- --peers: the same workflow on LangGraph (bench/peers/), right after ours --------
