@@ -112,6 +112,8 @@ class FileBridge:
         # Directories of the run's evidence this bridge made or saw (and swept): not
         # looked for again at every checkpoint.
         self._known_dirs: set[Path] = set()
+        self._requests_listed = True  # whether .agent-requests/ may hold files to withdraw
+        self._saved: bytes | None = None  # the state's bytes as last written or read
         beneath.guard(workdir)  # nothing under it is reached through a link
         self._key_checked = False
 
@@ -135,6 +137,7 @@ class FileBridge:
                 f"{self.state_path.name}); start one with 'orchestrate run'"
             ) from None
         source = str(self.state_path)
+        self._saved = None
         try:
             data = loads_strict(
                 raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
@@ -146,9 +149,11 @@ class FileBridge:
         self._check_key()
         check_signature(data, source=source, raw=raw)
         try:
-            return parse_state(with_signature(data, None), source=source)
+            state = parse_state(with_signature(data, None), source=source)
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
+        self._saved = raw
+        return state
 
     def set_aside(self) -> Path | None:
         """Move a (damaged) state file into ``.orchestrator/damaged/`` and clear the
@@ -168,13 +173,16 @@ class FileBridge:
     def save_state(self, request: SaveStateInput) -> None:
         self._check_key()
         data = signed_document(request.state)
+        self._saved = None  # until it is written whole
         evidence = request.evidence
         if evidence is None:
             with _Naming("write", self.state_path):
                 write_together([(self.state_path, data)])
-            return
-        # One group: the state first, then the evidence files it makes true, then the lines.
-        self._write_evidence(evidence, lead=(self.state_path, data))
+        else:
+            # One group: the state first, then the evidence files it makes true, then the
+            # lines.
+            self._write_evidence(evidence, lead=(self.state_path, data))
+        self._saved = data
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one
@@ -183,9 +191,13 @@ class FileBridge:
         pending = list(request.pending)
         wanted = {f"{r.request_id}.json" for r in pending} if len(pending) > 1 else set()
         with _Naming("write", self.requests_dir):
-            for stale in beneath.list_directory(self.requests_dir):
-                if stale not in wanted:
-                    remove_file(self.requests_dir / stale)
+            if self._requests_listed or len(pending) > 1:
+                stale = [n for n in beneath.list_directory(self.requests_dir) if n not in wanted]
+                for name in stale:
+                    remove_file(self.requests_dir / name)
+                # Only the engine writes there: once found empty, it stays so until it
+                # publishes several requests again.
+                self._requests_listed = len(pending) > 1
             if len(pending) > 1:
                 beneath.make_directories(self.requests_dir)
         for item in pending if len(pending) > 1 else ():
@@ -267,6 +279,12 @@ class FileBridge:
         writes, the lines are not synced here: the next group commit makes them durable
         before any state that no longer holds their events (a power cut before that loses
         only lines the state still holds, and the next resume writes them again)."""
+        with beneath.keeping_directories():  # the files share the walk to their run
+            self._write_evidence_walked(request, lead)
+
+    def _write_evidence_walked(
+        self, request: EvidenceInput, lead: tuple[Path, bytes] | None
+    ) -> None:
         if lead is not None and not beneath.is_directory(runs_dir(self.workdir) / request.run_id):
             # A run's first checkpoint: its directory is made only once the state that
             # names the run is durable, so a crash before leaves no run without a state.
@@ -318,6 +336,11 @@ class FileBridge:
                 # Written again after a crash: a killed writer's temporary may be here.
                 sweep_temporaries(path.parent)
         write_together(items, directories=list(dict.fromkeys(d.parent for d in made)))
+
+    def saved_token(self) -> object | None:
+        # The bytes this bridge last wrote or read: what state_token reads while no one
+        # else has written the state since.
+        return self._saved
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing

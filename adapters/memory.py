@@ -81,6 +81,9 @@ class MemoryBridge:
     def state_token(self) -> object | None:
         return None if self.state_bytes is None else self._saves
 
+    def saved_token(self) -> object | None:
+        return self.state_token()
+
     def archive(self, request: ArchiveInput) -> None:
         self.archived += b"".join(encode_record_line(r) for r in request.records)
 

@@ -183,6 +183,11 @@ class Bridge(Protocol):
         long-lived engine can skip re-reading a state it wrote itself."""
         ...
 
+    def saved_token(self) -> object | None:
+        """:meth:`state_token` of the state this bridge last saved or loaded, known
+        without reading the store again (``None``: unknown)."""
+        ...
+
     def finish(self, request: FinishInput) -> str:
         """Clean up after the run; returns where the run's history was kept (archived
         records whole again)."""

@@ -856,7 +856,7 @@ class Engine:
         # Consumed answers go first: a fast host may answer the new request at once.
         self._flush_consumed()
         self.bridge.publish(PublishInput(pending=pending))
-        self._paused_token = self.bridge.state_token()
+        self._paused_token = self.bridge.saved_token()
         state = self._require_state()
         where = f"paused in phase {state.phase} ({state.phase_name})"
         if not pending and record.waiting_until is not None:

@@ -116,6 +116,9 @@ def parent(
         yield None, os.fspath(path)
         return
     root, parts = split
+    if _kept is not None:
+        yield _kept_directory(_kept, root, parts[:-1], create=create), parts[-1]
+        return
     fd = os.open(root, _DIRECTORY)
     try:
         where = root
@@ -127,6 +130,46 @@ def parent(
         yield fd, parts[-1]
     finally:
         os.close(fd)
+
+
+# Directories reached during one :func:`keeping_directories` block: path -> descriptor.
+_kept: dict[str, int] | None = None
+
+
+@contextlib.contextmanager
+def keeping_directories() -> Iterator[None]:
+    """Within the block, each directory a walk reaches is opened once and kept: the next
+    walk through it starts there. Every descriptor was reached without following a link,
+    as always; the block only makes several files of one commit share the walk. A block
+    must not remove a directory it walks through. Blocks nest (the outer one keeps)."""
+    global _kept
+    if _kept is not None:
+        yield
+        return
+    _kept = {}
+    try:
+        yield
+    finally:
+        kept, _kept = _kept, None
+        for fd in kept.values():
+            os.close(fd)
+
+
+def _kept_directory(kept: dict[str, int], root: str, parts: list[str], *, create: bool) -> int:
+    """The descriptor of ``root/parts...`` from ``kept``, walking (and keeping) from the
+    deepest directory already there."""
+    where = "/".join([root, *parts])
+    depth = len(parts)
+    while where not in kept and depth > 0:
+        depth -= 1
+        where = where.rsplit("/", 1)[0]
+    fd = kept.get(where)
+    if fd is None:
+        fd = kept[root] = os.open(root, _DIRECTORY)
+    for name in parts[depth:]:
+        where = f"{where}/{name}"
+        fd = kept[where] = _step(fd, name, where, create=create)
+    return fd
 
 
 def open_directory(path: Path | str, *, create: bool = False) -> int:
