@@ -146,7 +146,7 @@ def _string_encoder(ensure_ascii: bool) -> Callable[[str], str]:
     """The encoder's own quoting of a string (what it does to a ``str`` key or value)."""
     from json.encoder import encode_basestring, encode_basestring_ascii
 
-    return encode_basestring_ascii if ensure_ascii else encode_basestring  # type: ignore[no-any-return]
+    return encode_basestring_ascii if ensure_ascii else encode_basestring
 
 
 def _remembering(
@@ -166,7 +166,7 @@ def _remembering(
         kept = memo.get(id(value))
         if kept is None:
             kept = memo[id(value)] = (value, encode(value))
-        return kept[1]  # type: ignore[no-any-return]
+        return kept[1]
 
     def remembered(value: Any) -> str:
         if type(value) is dict and id(value) not in memo and all(type(k) is str for k in value):

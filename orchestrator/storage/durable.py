@@ -172,7 +172,7 @@ def write_together(
                 finally:
                     os.close(fd)
             if grouped:
-                sync_filesystem(directory)
+                _sync_file_systems(opened)
             while staged:
                 directory, tmp, name, path = staged[0]
                 crash_point(f"before-rename {path.name}")
@@ -185,7 +185,7 @@ def write_together(
                     os.unlink(tmp, dir_fd=directory)
             raise
         if grouped:
-            sync_filesystem(directory)
+            _sync_file_systems(opened)
             return
         for fd in opened.values():
             os.fsync(fd)
@@ -214,6 +214,14 @@ def sync_filesystem(fd: int) -> None:
 
         code: int = _ctypes.get_errno()
         raise OSError(code, os.strerror(code))
+
+
+def _sync_file_systems(opened: dict[Path, int]) -> None:
+    """One ``syncfs`` per file system the directories ``opened`` are on (one, nearly
+    always: a work directory with a mount inside it has two)."""
+    devices = {os.fstat(fd).st_dev: fd for fd in opened.values()} if len(opened) > 1 else opened
+    for fd in devices.values():
+        sync_filesystem(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
