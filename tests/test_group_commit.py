@@ -192,3 +192,22 @@ def test_a_checkpoint_waits_on_the_disk_twice_and_its_lines_come_after_its_state
     assert groups.startswith("ss"), groups
     assert "sss" not in groups and "aa" not in groups, groups
     assert groups.endswith("ass"), groups
+
+
+def test_the_environment_can_turn_syncfs_off(tmp_path: Path) -> None:
+    """ORCHESTRATOR_NO_SYNCFS=1: each file and directory is synced by itself (for a disk
+    other programs keep busy with large writes, which syncfs would wait for)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from orchestrator.storage import durable; "
+        "print(durable.group_sync_covers_earlier_writes())"
+    )
+    env = {**os.environ, "ORCHESTRATOR_NO_SYNCFS": "1"}
+    off = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert off.stdout.strip() == "False", off.stderr
+    env.pop("ORCHESTRATOR_NO_SYNCFS")
+    on = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    expected = str(sys.platform.startswith("linux"))
+    assert on.stdout.strip() == expected, on.stderr

@@ -603,6 +603,20 @@ def group_renamed_before_its_sync() -> Any:
 
 
 @contextlib.contextmanager
+def without_syncfs() -> Any:
+    """The durable layer as on a system without ``syncfs``: each file, then each directory
+    of a group synced by itself, and every append synced by itself."""
+    from orchestrator.storage import durable
+
+    saved = durable._syncfs_function
+    durable._syncfs_function = None
+    try:
+        yield
+    finally:
+        durable._syncfs_function = saved
+
+
+@contextlib.contextmanager
 def replaced_everywhere(original: Any, replacement: Any) -> Any:
     """Replace ``original`` by ``replacement`` in every loaded orchestrator module that
     holds it (names bound with ``from ... import``), for the block."""
@@ -720,6 +734,20 @@ def test_a_checkpoint_renamed_before_its_group_sync_is_caught(tmp_path: Path) ->
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert swapped.bad, f"the swap went unnoticed over {swapped.disks} disks"
+
+
+@pytest.mark.slow
+def test_without_syncfs_the_example_recovers_from_every_power_cut(tmp_path: Path) -> None:
+    """The fallback where the system has no ``syncfs`` keeps the same promises."""
+    import shutil
+
+    base = scratch(tmp_path)
+    try:
+        report = explore_template(base / "fsync", 200, without_syncfs)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert report.disks >= 150, report.disks
+    assert not report.bad, f"{len(report.bad)} bad disks; one of each kind:\n{_verdict(report)}"
 
 
 def test_the_recorder_logs_an_atomic_write_and_an_append(tmp_path: Path) -> None:

@@ -110,11 +110,25 @@ def find_missing(root: str, expected: list[str]) -> list[str]:
 
 
 def write_text(path: Path, text: str) -> str:
-    """Write a file whole, by rename, so that a crash leaves the old or the new one."""
+    """Write a file whole, by rename, so that a crash leaves the old or the new one; and
+    durably (the data, the rename, each new directory), so that once the step returns and
+    its result is recorded, a power cut cannot take the file back."""
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
+    for directory in [path.parent, *(d.parent for d in reversed(made))]:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return path.as_posix()
 
 
