@@ -24,3 +24,19 @@ def fs_type(path: Path) -> str:
         if len(parts) >= 3 and resolved.startswith(parts[1]) and len(parts[1]) >= len(best[0]):
             best = (parts[1], parts[2])
     return f"{best[1]} on {best[0]}"
+
+
+class Series(list[float]):
+    """Wall-clock samples in ms, with the CPU time of each (this process's, or the child's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: list[float] = []
+
+    def add(self, wall_ms: float, cpu_ms: float) -> None:
+        self.append(wall_ms)
+        self.cpu.append(cpu_ms)
+
+    def extend_from(self, other: Series) -> None:
+        for wall_ms, cpu_ms in zip(other, other.cpu, strict=True):
+            self.add(wall_ms, cpu_ms)

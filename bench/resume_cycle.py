@@ -55,7 +55,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from _machine import fs_type, load_average
+from _machine import Series, fs_type, load_average
 from orchestrator.adapters.file_bridge import FileBridge
 from peers import measure_peers, peer_lines
 
@@ -131,22 +131,6 @@ def now_text() -> str:
 
 def ms(ns: int) -> float:
     return ns / 1e6
-
-
-class Series(list[float]):
-    """Wall-clock samples in ms, with the CPU time of each (this process's, or the child's)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cpu: list[float] = []
-
-    def add(self, wall_ms: float, cpu_ms: float) -> None:
-        self.append(wall_ms)
-        self.cpu.append(cpu_ms)
-
-    def extend_from(self, other: Series) -> None:
-        for wall_ms, cpu_ms in zip(other, other.cpu, strict=True):
-            self.add(wall_ms, cpu_ms)
 
 
 def children_cpu_ms() -> float:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _machine import Series
 from langgraph.types import Command
 
 from peers.langgraph_workflow import (
@@ -56,27 +57,15 @@ class PeerFailure(Exception):
     """The peer's workflow did not behave: its numbers would mean nothing."""
 
 
-class Samples(list[float]):
-    """Wall-clock samples in ms with the CPU time of each (the shape ``row`` prints)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cpu: list[float] = []
-
-    def add(self, wall_ms: float, cpu_ms: float) -> None:
-        self.append(wall_ms)
-        self.cpu.append(cpu_ms)
-
-
 @dataclass(frozen=True)
 class Figures:
     versions: str
     storage: str
     commits_per_cycle: int
     load: tuple[float, float]
-    in_process: Samples
-    cross_process: Samples
-    imports: Samples
+    in_process: Series
+    cross_process: Series
+    imports: Series
 
 
 def measure(
@@ -97,9 +86,9 @@ def measure(
 # -- P1 ------------------------------------------------------------------------------------
 
 
-def in_process_cycles(directory: Path, phases: int, wanted: int) -> tuple[str, int, Samples]:
+def in_process_cycles(directory: Path, phases: int, wanted: int) -> tuple[str, int, Series]:
     """The storage settings, the SQLite commits of one cycle, and P1's samples."""
-    samples = Samples()
+    samples = Series()
     with open_graph(directory / "in-process.sqlite", phases) as graph:
         storage, commits = warm_up(graph)
         run = 0
@@ -168,13 +157,13 @@ def run_child(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, 
 
 def cross_process_cycles(
     directory: Path, phases: int, wanted: int, env: dict[str, str]
-) -> tuple[Samples, Samples]:
+) -> tuple[Series, Series]:
     """P2 and, after each of its samples, one of P3 (so both see the same machine load).
 
     P2: write the answer, one fresh process resumes to the next interrupt. The start of
     each run is a process too, unmeasured (the first one compiles LangGraph's bytecode
     into the cache of ``env``, as ours' first ``orchestrate run`` does)."""
-    samples, floor = Samples(), Samples()
+    samples, floor = Series(), Series()
     run = 0
     while len(samples) < wanted:
         run += 1
@@ -241,8 +230,8 @@ def report(
     figures: Figures,
     *,
     row: Callable[[str, Sequence[float]], str],
-    ours_in_process: Samples,
-    ours_cross_process: Samples,
+    ours_in_process: Series,
+    ours_cross_process: Series,
 ) -> list[str]:
     """The peer lines in the table's columns, then each figure's ratio to ours (``ours_*``:
     line 1 and the first line 2 of the table, lists of wall ms with ``.cpu`` beside)."""
@@ -267,7 +256,7 @@ def report(
     ]
 
 
-def _compare(ours: Samples, peer: Samples) -> str:
+def _compare(ours: Series, peer: Series) -> str:
     wall = _ratio(statistics.median(peer), statistics.median(ours))
     cpu = _ratio(statistics.median(peer.cpu), statistics.median(ours.cpu))
     return (
