@@ -89,7 +89,7 @@ class ReceivedResponse:
 class EvidenceInput:
     """Part of a run's evidence: ``files`` (paths relative to the run's directory), each
     written whole and durably, then ``lines`` appended to the run's ``events.ndjson`` in
-    one durable write."""
+    one write (see :meth:`Bridge.write_evidence` for when they are durable)."""
 
     run_id: str
     files: Sequence[tuple[str, bytes]] = ()

@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,8 +117,9 @@ def parent(
         yield None, os.fspath(path)
         return
     root, parts = split
-    if _kept is not None:
-        yield _kept_directory(_kept, root, parts[:-1], create=create), parts[-1]
+    kept = getattr(_this_thread, "kept", None)
+    if kept is not None:
+        yield _kept_directory(kept, root, parts[:-1], create=create), parts[-1]
         return
     fd = os.open(root, _DIRECTORY)
     try:
@@ -132,25 +134,27 @@ def parent(
         os.close(fd)
 
 
-# Directories reached during one :func:`keeping_directories` block: path -> descriptor.
-_kept: dict[str, int] | None = None
+# ``kept``: the directories reached during this thread's :func:`keeping_directories`
+# block, path -> descriptor (another thread's walks never see them).
+_this_thread = threading.local()
 
 
 @contextlib.contextmanager
 def keeping_directories() -> Iterator[None]:
-    """Within the block, each directory a walk reaches is opened once and kept: the next
-    walk through it starts there. Every descriptor was reached without following a link,
-    as always; the block only makes several files of one commit share the walk. A block
-    must not remove a directory it walks through. Blocks nest (the outer one keeps)."""
-    global _kept
-    if _kept is not None:
+    """Within the block, each directory a walk of this thread reaches is opened once and
+    kept: the next walk through it starts there. Every descriptor was reached without
+    following a link, as always; the block only makes several files of one commit share
+    the walk. A block must not remove a directory it walks through. Blocks nest (the
+    outer one keeps)."""
+    if getattr(_this_thread, "kept", None) is not None:
         yield
         return
-    _kept = {}
+    kept: dict[str, int] = {}
+    _this_thread.kept = kept
     try:
         yield
     finally:
-        kept, _kept = _kept, None
+        _this_thread.kept = None
         for fd in kept.values():
             os.close(fd)
 
