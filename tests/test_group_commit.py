@@ -211,3 +211,52 @@ def test_the_environment_can_turn_syncfs_off(tmp_path: Path) -> None:
     on = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     expected = str(sys.platform.startswith("linux"))
     assert on.stdout.strip() == expected, on.stderr
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_kept_directories_are_walked_once_never_through_a_link_and_closed(
+    tmp_path: Path,
+) -> None:
+    """Within ``keeping_directories`` the files of one commit share the walk to their
+    directory. A directory swapped for a link meanwhile is not followed: the walk holds
+    the directory it reached. At the block's end every descriptor is closed."""
+    import threading
+
+    from orchestrator.storage import beneath
+
+    work = tmp_path / "work"
+    (work / "a" / "b").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "b").mkdir(parents=True)
+    beneath.guard(work)
+    before = _open_descriptors()
+    seen_by_other_thread: list[int] = []
+    with beneath.keeping_directories():
+        durable.write_together([(work / "a" / "b" / "x", b"x")])
+        kept = _open_descriptors() - before
+        # The swap: the real directory moves aside, a link takes its name.
+        (work / "a").rename(work / "moved")
+        (work / "a").symlink_to(elsewhere)
+        durable.write_together([(work / "a" / "b" / "y", b"y")])
+
+        # Another thread's walk is its own: it refuses the link at once.
+        def walk() -> None:
+            try:
+                beneath.is_directory(work / "a" / "b")
+            except Exception as exc:  # the refusal names the link
+                seen_by_other_thread.append(str(exc).count("link"))
+
+        thread = threading.Thread(target=walk)
+        thread.start()
+        thread.join()
+    assert kept == 2  # the work directory and a (b is opened from a, each time)
+    assert _open_descriptors() == before
+    assert (work / "moved" / "b" / "y").read_bytes() == b"y"
+    assert not (elsewhere / "b" / "y").exists()
+    assert seen_by_other_thread and seen_by_other_thread[0] > 0
+    # After the block, a walk refuses the link as always.
+    with pytest.raises(Exception, match="link"):
+        durable.write_together([(work / "a" / "b" / "z", b"z")])
