@@ -52,7 +52,8 @@ only the points just before each sync operation and the end of the log.
 
 :func:`explore` enumerates every disk of a crash point when its choices are few
 (:data:`ENUMERATE_LIMIT`) and otherwise takes a seeded sample that always includes the
-empty set, every singleton, every all-but-one and the full set; it returns distinct disks
+empty set, every name without the unsynced bytes (what a rename before its data's sync
+leaves), every singleton, every all-but-one and the full set; it returns distinct disks
 in rounds over all crash points, so a budget spreads over the whole run.
 """
 
@@ -490,6 +491,9 @@ class CrashPoint:
         nothing = [o[0] for o in options]
         everything = [(len(self.data[fid]), False) for fid in fids]
         yield make((), nothing)
+        # Every name, none of the unsynced bytes: the disk a rename before its data's sync
+        # leaves, the classic ordering bug; early, so a small budget meets it.
+        yield make(self.entries, nothing)
         yield make(self.entries, everything)
         for i in self.entries:
             yield make((i,), nothing)

@@ -545,7 +545,9 @@ def explore_board(base: Path, budget: int, swap: Callable[[], Any] | None = None
 def rename_before_data_sync() -> Any:
     """``atomic_write`` with two steps of its commit swapped: the temporary file is renamed
     into place (and its directory synced) before its data is synced. Every module that
-    bound ``atomic_write`` at import gets it."""
+    bound ``atomic_write`` at import gets it (those the board uses are loaded first)."""
+    import orchestrator.board.board
+    import orchestrator.board.ledger  # noqa: F401
     from orchestrator.storage import durable
     from orchestrator.storage.beneath import parent
 
@@ -574,6 +576,10 @@ def group_renamed_before_its_sync() -> Any:
     """``write_together`` (the group commit of a checkpoint) with two of its steps
     swapped: the temporaries are renamed into place before the sync that makes their data
     durable, so a state can be visible, and durable, before its bytes are."""
+    # Loaded first: a module imported inside the block would bind the swapped function
+    # for good (``from ... import`` copies the name once).
+    import orchestrator.adapters.file_bridge  # noqa: F401
+
     from orchestrator.storage import durable
 
     original = durable.write_together
@@ -730,7 +736,7 @@ def test_a_checkpoint_renamed_before_its_group_sync_is_caught(tmp_path: Path) ->
 
     base = scratch(tmp_path)
     try:
-        swapped = explore_template(base / "swapped", 120, group_renamed_before_its_sync)
+        swapped = explore_template(base / "swapped", 250, group_renamed_before_its_sync)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert swapped.bad, f"the swap went unnoticed over {swapped.disks} disks"
