@@ -78,7 +78,12 @@ from ..storage.durable import (
 )
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
-from ..storage.state_key import check_key_outside, check_signature, signed_document
+from ..storage.state_key import (
+    EncodedItems,
+    check_key_outside,
+    check_signature,
+    signed_document,
+)
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
@@ -114,6 +119,7 @@ class FileBridge:
         self._known_dirs: set[Path] = set()
         self._requests_listed = True  # whether .agent-requests/ may hold files to withdraw
         self._saved: bytes | None = None  # the state's bytes as last written or read
+        self._encoded = EncodedItems()  # what the history's items encoded to last time
         beneath.guard(workdir)  # nothing under it is reached through a link
         self._key_checked = False
 
@@ -172,7 +178,7 @@ class FileBridge:
 
     def save_state(self, request: SaveStateInput) -> None:
         self._check_key()
-        data = signed_document(request.state)
+        data = signed_document(request.state, self._encoded)
         self._saved = None  # until it is written whole
         evidence = request.evidence
         if evidence is None:

@@ -260,3 +260,54 @@ def test_kept_directories_are_walked_once_never_through_a_link_and_closed(
     # After the block, a walk refuses the link as always.
     with pytest.raises(Exception, match="link"):
         durable.write_together([(work / "a" / "b" / "z", b"z")])
+
+
+def _asking(number: int) -> Any:
+    def run(self: Any, ctx: Any) -> dict[str, Any]:
+        return {"text": ctx.ask("writer", prompt(f"number {number}"))}
+
+    return run
+
+
+# Five phases, one ask each; finished requests archived at once, so records change between
+# saves (their text leaves, ``x_archived`` is set).
+AskMany = type(
+    "AskMany",
+    (Workflow,),
+    {
+        "__module__": __name__,
+        "name": "ask-many",
+        "agents": ("writer",),
+        "archive_after": 1,
+        **{f"phase_{n}": phase(n, name=f"phase_{n}")(_asking(n)) for n in range(1, 6)},
+    },
+)
+
+
+def test_a_save_reuses_the_text_of_unchanged_items_and_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every save through the bridge (which keeps the items' texts from one save to the
+    next) gives the very bytes a fresh encoding gives, as requests are answered and
+    archived; and later saves do reuse texts."""
+    from orchestrator.adapters import file_bridge
+
+    from orchestrator.storage import state_key
+
+    original = state_key.signed_document
+    saves: list[int] = []
+
+    def checked(state: Any, encoded: Any = None) -> bytes:
+        reused = len(encoded._texts) if encoded is not None else 0
+        data = original(state, encoded)
+        assert data == original(state), "a reused text changed the state's bytes"
+        saves.append(reused)
+        return data
+
+    monkeypatch.setattr(file_bridge, "signed_document", checked)
+    bridge = FileBridge(tmp_path, AskMany.name)
+    answers = {"writer": lambda text: "Réponse : " + text[-40:]}
+    engine = Engine(AskMany, bridge=bridge, invoker=MockAgentInvoker(answers))
+    outcome = engine.start(workflow_ref="tests.test_group_commit:AskMany", workdir=tmp_path)
+    assert outcome.status == "completed", outcome.message
+    assert len(saves) > 5 and max(saves) > 0

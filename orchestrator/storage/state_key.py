@@ -256,17 +256,61 @@ def sign_state_data(data: dict[str, Any], memo: dict[Any, Any] | None = None) ->
     return with_signature(data, _signature(key, _digests(data, memo)))
 
 
-def signed_document(state: Any) -> bytes:
+def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
     """The bytes a state (a ``CheckpointState``) is written as, signed: the canonical
     encoding ``dump_document`` gives it, with the signature in its engine record. Each
-    request and output is encoded once, for its part and for the file."""
+    request and output is encoded once, for its part and for the file; with ``encoded``
+    (kept by the writer from one save to the next), a recorded request or a completed
+    phase that has not changed since the last save is not encoded again."""
     memo: dict[Any, Any] = {}
     try:
         data = shallow(state)
-        return dumps_canonical(sign_state_data(data, memo), default=shallow, memo=memo)
+        if encoded is not None:
+            encoded.lend(state, memo)
+        document = dumps_canonical(sign_state_data(data, memo), default=shallow, memo=memo)
     except TypeError:  # a value only the converter knows how to unstructure
         data = unstructure(state)
         return dumps_canonical(sign_state_data(data, {}), memo={})
+    if encoded is not None:
+        encoded.keep(state, memo)
+    return document
+
+
+class EncodedItems:
+    """The text each item of a state's ``agent_requests`` and ``completed_phases`` had at
+    the last save, for the next. An item whose fields are the very objects they were then
+    (``is``) encodes as it did: the engine replaces a field's value, never changes one in
+    place (a request, once made, is what the host was sent)."""
+
+    __slots__ = ("_texts",)
+
+    def __init__(self) -> None:
+        # id -> (the item, its fields' values, its text); the item is held, so its id
+        # cannot be another object's while it is here.
+        self._texts: dict[int, tuple[Any, tuple[Any, ...], str]] = {}
+
+    def lend(self, state: Any, memo: dict[Any, Any]) -> None:
+        """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
+        texts = self._texts
+        for item in (*state.agent_requests, *state.completed_phases):
+            kept = texts.get(id(item))
+            if kept is not None and kept[0] is item:
+                values = _field_values(item)
+                if all(a is b for a, b in zip(values, kept[1], strict=True)):
+                    memo[id(item)] = (item, kept[2])
+
+    def keep(self, state: Any, memo: dict[Any, Any]) -> None:
+        """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
+        texts = {}
+        for item in (*state.agent_requests, *state.completed_phases):
+            made = memo.get(id(item))
+            if made is not None and made[0] is item:
+                texts[id(item)] = (item, _field_values(item), made[1])
+        self._texts = texts
+
+
+def _field_values(item: Any) -> tuple[Any, ...]:
+    return tuple(getattr(item, field.name) for field in item.__attrs_attrs__)
 
 
 # -- checking ---------------------------------------------------------------------------
