@@ -20,6 +20,7 @@ MAC is built by hand (RFC 2104) on the interpreter's built-in SHA-256, as
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import stat
 from pathlib import Path
@@ -296,7 +297,7 @@ class EncodedItems:
             kept = texts.get(id(item))
             if kept is not None and kept[0] is item:
                 values = _field_values(item)
-                if all(a is b for a, b in zip(values, kept[1], strict=True)):
+                if all(map(operator.is_, values, kept[1])):
                     memo[id(item)] = (item, kept[2])
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
@@ -309,8 +310,16 @@ class EncodedItems:
         self._texts = texts
 
 
+_getters: dict[type, Any] = {}  # class -> attrgetter of all its fields (a tuple)
+
+
 def _field_values(item: Any) -> tuple[Any, ...]:
-    return tuple(getattr(item, field.name) for field in item.__attrs_attrs__)
+    getter = _getters.get(type(item))
+    if getter is None:
+        names = [field.name for field in item.__attrs_attrs__]
+        getter = _getters[type(item)] = operator.attrgetter(names[0], *names[1:])
+    values = getter(item)
+    return values if isinstance(values, tuple) else (values,)
 
 
 # -- checking ---------------------------------------------------------------------------
