@@ -8,10 +8,11 @@ durable layer calls (``open`` with or without ``dir_fd``, ``write``, ``pwrite``,
 ``ftruncate``, ``close``, ``fsync``, ``fdatasync``, ``replace``/``rename`` with
 ``src_dir_fd``/``dst_dir_fd``, ``unlink``/``remove``, ``mkdir`` (``makedirs`` calls it),
 ``rmdir``), ``orchestrator.storage.ndjson._sync_data`` (bound at import),
-``orchestrator.storage.durable.sync_filesystem`` when it exists, and ``io.open`` /
-``builtins.open`` for files opened for writing (a workflow's ``Path.write_text``: its
-bytes are recorded as one write when the file is closed). The real call always happens;
-the operations under the run's root directory are appended to a log of :class:`Op`:
+``orchestrator.storage.durable.sync_filesystem`` (the group commit's ``syncfs``), and
+``io.open`` / ``builtins.open`` for files opened for writing (a workflow's
+``Path.write_text``: its bytes are recorded as one write when the file is closed). The
+real call always happens; the operations under the run's root directory are appended to
+a log of :class:`Op`:
 
     create(path, fid)  write(fid, offset, bytes)  truncate(fid, size)  rename(src, dst)
     unlink(path)  mkdir(path)  rmdir(path)  fsync(fid)  fdatasync(fid)  dirsync(dir)
@@ -381,11 +382,10 @@ def recording(root: Path) -> Iterator[Recording]:
     for module, name, _ in patches:
         key = "io_open" if name == "open" and module is not os else name
         recorder.real.setdefault(key, getattr(module, name))
-    # ndjson binds its sync at import; sync_filesystem is main's group commit (if here).
+    # ndjson binds its sync at import; sync_filesystem is the group commit's syncfs.
     patches.append((ndjson, "_sync_data", recorder.sync(ndjson._sync_data.__name__)))
-    if hasattr(durable, "sync_filesystem"):
-        recorder.real["sync_filesystem"] = durable.sync_filesystem
-        patches.append((durable, "sync_filesystem", recorder.sync_filesystem))
+    recorder.real["sync_filesystem"] = durable.sync_filesystem
+    patches.append((durable, "sync_filesystem", recorder.sync_filesystem))
     saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
     try:
         for module, name, replacement in patches:
@@ -681,8 +681,7 @@ def syncs_skipped() -> Iterator[None]:
         return None
 
     patches = [(os, "fsync"), (os, "fdatasync"), (ndjson, "_sync_data")]
-    if hasattr(durable, "sync_filesystem"):
-        patches.append((durable, "sync_filesystem"))
+    patches.append((durable, "sync_filesystem"))
     saved = [(module, name, getattr(module, name)) for module, name in patches]
     try:
         for module, name in patches:

@@ -710,12 +710,12 @@ def test_the_board_recovers_from_every_power_cut(explored: dict[str, Report]) ->
 @pytest.mark.slow
 def test_a_rename_before_the_data_sync_is_caught(tmp_path: Path) -> None:
     """With ``atomic_write``'s rename swapped before its data sync, some disk holds a
-    board file that does not load: a kind of bad disk today's order never makes."""
+    board file that does not load: a kind of bad disk the real order never makes."""
     import shutil
 
     base = scratch(tmp_path)
     try:
-        today = explore_board(base / "today", 300)
+        kept = explore_board(base / "kept", 300)
         swapped = explore_board(base / "swapped", 300, rename_before_data_sync)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -723,9 +723,7 @@ def test_a_rename_before_the_data_sync_is_caught(tmp_path: Path) -> None:
         line for line in swapped.bad if "document is empty" in line or "does not load" in line
     ]
     assert unreadable, f"the swap went unnoticed: {dict(swapped.kinds)}"
-    assert not [
-        line for line in today.bad if "document is empty" in line or "does not load" in line
-    ]
+    assert not [line for line in kept.bad if "document is empty" in line or "does not load" in line]
 
 
 @pytest.mark.slow
