@@ -42,25 +42,26 @@ def trust_state(path: Path, *, workflow: str | None = None) -> str:
     path = Path.cwd() / path
     data, record, verdict = _read(path)
     moved = _moved_reference(workflow, path, record) if workflow is not None else None
-    if moved is not None:
-        name = path.name
-        if name.startswith(".") and name.endswith(_LIVE_SUFFIX):
-            from ..adapters.file_bridge import FileBridge
-
-            with FileBridge(path.parent, name[1 : -len(_LIVE_SUFFIX)]).lock():
-                return _sign(path, moved=moved)
-        return _sign(path, moved=moved)
-    if verdict.ok:  # nothing to do, and no lock to take
+    if moved is None and verdict.ok:  # nothing to do, and no lock to take
         return printable(
             f"{path} is already signed with your key ({_what(data, record)}); nothing was changed"
         )
+    instance = _instance_name(path)
+    if instance is None:
+        return _sign(path, moved=moved)
+    from ..adapters.file_bridge import FileBridge
+
+    with FileBridge(path.parent, instance).lock():
+        return _sign(path, moved=moved)
+
+
+def _instance_name(path: Path) -> str | None:
+    """The workflow a live instance's state file is named for (``.NAME-state.json``);
+    ``None`` for any other file (a run's history state)."""
     name = path.name
     if name.startswith(".") and name.endswith(_LIVE_SUFFIX) and len(name) > len(_LIVE_SUFFIX) + 1:
-        from ..adapters.file_bridge import FileBridge
-
-        with FileBridge(path.parent, name[1 : -len(_LIVE_SUFFIX)]).lock():
-            return _sign(path)
-    return _sign(path)
+        return name[1 : -len(_LIVE_SUFFIX)]
+    return None
 
 
 def _moved_reference(workflow: str, path: Path, record: EngineRecord) -> str:
@@ -71,9 +72,7 @@ def _moved_reference(workflow: str, path: Path, record: EngineRecord) -> str:
 
     reference = resolve_reference(workflow, base_dir=Path.cwd())
     new_cls = load_workflow(reference)
-    name = path.name
-    live = name.startswith(".") and name.endswith(_LIVE_SUFFIX)
-    old_name = name[1 : -len(_LIVE_SUFFIX)] if live else _workflow_name(record.workflow)
+    old_name = _instance_name(path) or _workflow_name(record.workflow)
     if old_name is not None and new_cls.name != old_name:
         raise UsageError(
             f"--workflow {workflow}: that workflow is {new_cls.name!r}, this state is "

@@ -100,20 +100,8 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     ``path`` names must be a regular file or nothing.
     """
     with parent(path) as (directory, name):
-        tmp = os.path.join(os.path.dirname(name), f".{os.path.basename(name)}.{os.getpid()}.tmp")
         crash_point(f"before-write {path.name}")
-        check_entry(directory, name, path)
-        fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
-        try:
-            _write_all(fd, data)
-            if durable:
-                os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=directory)
-            raise
-        os.close(fd)
+        tmp = _write_temporary(directory, name, path, data, sync=durable)
         crash_point(f"before-rename {path.name}")
         os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
         crash_point(f"after-rename {path.name}")
@@ -144,7 +132,7 @@ def write_together(
     """
     if not items:
         return
-    grouped = _syncfs() is not None
+    grouped = group_sync_covers_earlier_writes()
     opened: dict[Path, int] = {}  # each directory reached once (storage.beneath's walk)
     staged: list[tuple[int, str, str, Path]] = []
     try:
@@ -156,21 +144,13 @@ def write_together(
                 directory = opened.get(path.parent)
                 if directory is None:
                     directory = opened[path.parent] = open_directory(path.parent)
-                name = path.name
-                tmp = f".{name}.{os.getpid()}.tmp"
-                check_entry(directory, name, path)
-                fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
-                staged.append((directory, tmp, name, path))
                 try:
-                    _write_all(fd, data)
-                    if not grouped:
-                        os.fsync(fd)
+                    tmp = _write_temporary(directory, path.name, path, data, sync=not grouped)
                 except OSError as exc:
                     if exc.filename is None:  # name the file a full disk refused
                         exc.filename = str(path)
                     raise
-                finally:
-                    os.close(fd)
+                staged.append((directory, tmp, path.name, path))
             if grouped:
                 _sync_file_systems(opened)
             while staged:
@@ -224,11 +204,29 @@ def _sync_file_systems(opened: dict[Path, int]) -> None:
         sync_filesystem(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _write_temporary(
+    directory: int | None, name: str, path: Path, data: bytes, *, sync: bool
+) -> str:
+    """Write ``data`` to the temporary beside ``name`` (in ``directory``; the name is
+    ``path``'s, which must be a regular file or nothing), fsynced with ``sync``; return
+    the temporary's name. If anything fails, no temporary is left."""
+    tmp = os.path.join(os.path.dirname(name), f".{os.path.basename(name)}.{os.getpid()}.tmp")
+    check_entry(directory, name, path)
+    fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if sync:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=directory)
+        raise
+    os.close(fd)
+    return tmp
 
 
 # The C library's syncfs, found once: a callable taking a file descriptor, or None where
