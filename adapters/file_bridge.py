@@ -63,7 +63,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
-from ..formats.state_signature import with_signature
+from ..formats.state_signature import signature_of, with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
 from ..storage.durable import (
@@ -79,6 +79,7 @@ from ..storage.durable import (
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 from ..storage.state_key import (
+    COVERS_FILE,
     EncodedItems,
     check_key_outside,
     check_signature,
@@ -158,6 +159,8 @@ class FileBridge:
             state = parse_state(with_signature(data, None), source=source)
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
+        if signature_of(data).get("covers") == COVERS_FILE:  # what a save wrote, exactly
+            self._encoded.seed(state, raw)
         self._saved = raw
         return state
 

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.formats.strict_json import dumps_canonical
-from orchestrator.storage.state_key import judge_signature, sign_state_data
+from orchestrator.storage.state_key import judge_signature, signed_bytes
 
 
 def sign_state_file(path: Path) -> None:
     """Sign the state at ``path`` as it is now (whatever it holds)."""
     data = json.loads(path.read_bytes())
-    path.write_bytes(dumps_canonical(sign_state_data(data)))
+    path.write_bytes(signed_bytes(data, {}))
 
 
 def edit_state(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
@@ -27,7 +26,7 @@ def edit_state(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     then sign it: an edit a person checked and trusted."""
     data = json.loads(path.read_bytes())
     change(data)
-    path.write_bytes(dumps_canonical(sign_state_data(data)))
+    path.write_bytes(signed_bytes(data, {}))
 
 
 def signed_copy(source: Path, target: Path) -> Path:
@@ -41,4 +40,5 @@ def signed_copy(source: Path, target: Path) -> Path:
 
 def signature_holds(path: Path) -> bool:
     """Whether the state at ``path`` carries a signature made with the session's key."""
-    return judge_signature(json.loads(path.read_bytes())).ok
+    raw = path.read_bytes()
+    return judge_signature(json.loads(raw), raw).ok

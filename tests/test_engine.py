@@ -484,3 +484,28 @@ def test_request_ids_are_random_version_4_uuids() -> None:
     for text in made:
         value = uuid.UUID(text)
         assert (value.version, value.variant, str(value)) == (4, uuid.RFC_4122, text)
+
+
+def test_the_record_index_follows_appends_and_a_new_list() -> None:
+    """Looking a request up by id stays right as the engine appends records, replaces
+    the list, or is handed a shorter one."""
+    from orchestrator.formats.bridge import (
+        AgentRequestRecord,
+        HistoryStatus,
+        RecordIndex,
+    )
+
+    def record(request_id: str) -> AgentRequestRecord:
+        return AgentRequestRecord(
+            request_id=request_id, agent_name="a", phase=1, status=HistoryStatus.PENDING
+        )
+
+    index = RecordIndex()
+    items = [record("r1"), record("r2")]
+    assert list(index.of(items)) == ["r1", "r2"]
+    items.append(record("r3"))
+    assert index.of(items)["r3"] is items[2]
+    replaced = [record("r1")]
+    assert index.of(replaced) == {"r1": replaced[0]}
+    del replaced[0]
+    assert index.of(replaced) == {}

@@ -9,6 +9,7 @@ ordering buys.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -311,3 +312,81 @@ def test_a_save_reuses_the_text_of_unchanged_items_and_writes_the_same_bytes(
     outcome = engine.start(workflow_ref="tests.test_group_commit:AskMany", workdir=tmp_path)
     assert outcome.status == "completed", outcome.message
     assert len(saves) > 5 and max(saves) > 0
+
+
+class AskInALoop(Workflow):
+    """A phase asking in a loop, and a phase that keeps what it returns and changes it
+    in the next one. Outputs hold text outside ASCII (and the second phase a lone
+    surrogate, which has the state written all in ASCII from then on)."""
+
+    name = "ask-loop"
+    agents = ("writer",)
+    archive_after = 2
+
+    @phase(1)
+    def gather(self, ctx: Any) -> dict[str, Any]:
+        notes = [ctx.ask("writer", prompt(f"note {n}")) for n in range(4)]
+        self.kept = {"notes": notes, "title": "Carte de vœux"}
+        return self.kept
+
+    @phase(2)
+    def finish(self, ctx: Any) -> dict[str, Any]:
+        if hasattr(self, "kept"):  # the same engine ran the phase before
+            self.kept["title"] = "changed after it was returned"
+        text = ctx.ask("writer", prompt("closing"))
+        return {"closing": text, "odd": "\udce9"}
+
+    @phase(3)
+    def last(self, ctx: Any) -> dict[str, Any]:
+        return {"done": ctx.ask("writer", prompt("last"))}
+
+
+def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bridge that has just read the state (a new process, or a new engine) takes each
+    item's text from the file; every save still gives the bytes a fresh encoding gives,
+    and the texts are reused, but not once the state is written all in ASCII."""
+    from orchestrator.adapters import file_bridge
+
+    from orchestrator.storage import state_key
+    from orchestrator.testing import WorkflowHarness
+
+    original = state_key.signed_document
+    reused: list[int] = []
+
+    def checked(state: Any, encoded: Any = None) -> bytes:
+        before = len(encoded._texts) if encoded is not None else 0
+        data = original(state, encoded)
+        assert data == original(state), "a text read from the file changed the state's bytes"
+        reused.append(before)
+        return data
+
+    monkeypatch.setattr(file_bridge, "signed_document", checked)
+    harness = WorkflowHarness(AskInALoop, tmp_path)
+    outcome = harness.run()
+    answers = 0
+    while outcome.status == "paused":
+        for request in outcome.pending:
+            answers += 1
+            harness.respond(request.request_id, f"Réponse n° {answers}.")
+        reused.append(-1)  # a new engine and bridge from here
+        outcome = harness.resume()
+    assert outcome.status == "completed", outcome.message
+    assert answers == 6
+    firsts = [reused[i + 1] for i, mark in enumerate(reused) if mark == -1]
+    assert all(n > 0 for n in firsts[1:4]), firsts  # read back while the state is UTF-8
+    assert firsts[-1] == 0, firsts  # the lone surrogate made it ASCII: nothing taken
+
+
+def test_what_a_phase_returned_is_recorded_as_it_was_when_returned(tmp_path: Path) -> None:
+    """The engine keeps a copy of a phase's output: a workflow that changes the object
+    afterwards changes neither the state nor the run's history."""
+    invoker = MockAgentInvoker({"writer": "Une réponse."})
+    engine = Engine(AskInALoop, bridge=FileBridge(tmp_path, AskInALoop.name), invoker=invoker)
+    outcome = engine.start(workflow_ref="tests.test_group_commit:AskInALoop", workdir=tmp_path)
+    assert outcome.status == "completed", outcome.message
+    (history,) = (tmp_path / ".orchestrator" / "runs").glob("*/state.json")
+    state = json.loads(history.read_bytes())
+    assert state["phase_data"]["gather"]["title"] == "Carte de vœux"
+    assert outcome.outputs["gather"]["title"] == "Carte de vœux"

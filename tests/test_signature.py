@@ -603,3 +603,76 @@ def test_bytes_checked_once_are_not_a_way_around_the_check(
     load_key(create=True)
     with pytest.raises(StateUntrustedError, match="signed with another key"):
         check_signature(json.loads(raw), source="state", raw=raw)
+
+
+# -- the signature over the file ----------------------------------------------------------
+
+
+def _resumed(run: Run) -> Any:
+    run.cli("respond", "--workdir", run.workdir, "--text", "Tides are the sea moving.")
+    return run.cli("resume", "--workdir", run.workdir)
+
+
+def test_a_state_is_signed_over_its_file_so_the_same_data_in_other_bytes_is_refused(
+    tmp_path: Path,
+) -> None:
+    """What is checked is the file: the same JSON data laid out otherwise (one space
+    less in a request's line) is not what orchestrate wrote, and is refused."""
+    run = Run(tmp_path)
+    run.start()
+    raw = run.state_path.read_bytes()
+    assert judge_signature(json.loads(raw), raw).ok
+    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "file"
+    squeezed = raw.replace(b'"agent_name": "writer"', b'"agent_name":"writer"', 1)
+    assert squeezed != raw and json.loads(squeezed) == json.loads(raw)
+    run.state_path.write_bytes(squeezed)
+    assert_refused_by_every_command(run, "changed since orchestrate signed it")
+    assert run.state_path.read_bytes() == squeezed
+
+
+def test_a_state_signed_over_its_parts_still_resumes(tmp_path: Path) -> None:
+    """States written before the signature covered the file carry one over their parts;
+    they resume as they are, and are signed over the file from the next save on."""
+    from orchestrator.formats.strict_json import dumps_canonical
+    from orchestrator.storage.state_key import sign_state_data
+
+    run = Run(tmp_path)
+    run.start()
+    data = run.state()
+    run.state_path.write_bytes(dumps_canonical(sign_state_data(data)))
+    assert "covers" not in run.state()["phase_data"][ENGINE_KEY]["x_signature"]
+    assert signature_holds(run.state_path)
+    assert _resumed(run).returncode == 42
+    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "file"
+
+
+def test_a_second_copy_of_the_signature_in_the_file_is_refused(tmp_path: Path) -> None:
+    """The signature's text must stand in the file once: a copy of it put in a phase's
+    output leaves the reader unable to tell which one was signed."""
+    run = Run(tmp_path)
+    run.start()
+    raw = run.state_path.read_bytes()
+    data = json.loads(raw)
+    signature = data["phase_data"][ENGINE_KEY]["x_signature"]
+    text = json.dumps(signature, separators=(", ", ": "))
+    assert f'"x_signature": {text}'.encode() in raw
+    doubled = raw.replace(
+        b'\n  "phase_data": {\n',
+        b'\n  "phase_data": {\n    "x_copy": {"x_signature": ' + text.encode() + b"},\n",
+        1,
+    )
+    assert judge_signature(json.loads(doubled), doubled).ok is False
+
+
+def test_a_state_holding_the_mark_is_signed_over_its_parts(tmp_path: Path) -> None:
+    """Should a state's own data hold the text that stands for the signature while it is
+    made, the state is signed over its parts, which every reader checks too."""
+    from orchestrator.storage import state_key
+
+    run = Run(tmp_path)
+    run.start()
+    data = run.state()
+    data["phase_data"]["x_note"] = {"x_signature": state_key._MARK}
+    written = state_key.signed_bytes(data, {})
+    assert "covers" not in json.loads(written)["phase_data"][ENGINE_KEY]["x_signature"]
+    assert judge_signature(json.loads(written), written).ok

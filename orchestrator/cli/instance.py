@@ -24,7 +24,7 @@ from ..formats.bridge_codec import dump_document, parse_request, parse_response,
 from ..formats.times import SystemClock, format_time
 from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
-from ..storage.files import STATE_MAX_BYTES, read_json_file
+from ..storage.files import STATE_MAX_BYTES, read_json_file, read_json_file_bytes
 from ..storage.state_key import check_key_outside, check_signature
 
 
@@ -35,7 +35,9 @@ def load_state_file(path: Path) -> Any:
 
 def _load(path: Path, *, signed_only: bool = False) -> Any:
     try:
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
+        data, raw = read_json_file_bytes(
+            path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
     except FileNotFoundError:
@@ -44,7 +46,7 @@ def _load(path: Path, *, signed_only: bool = False) -> Any:
         raise StorageError.from_os_error(exc, path=str(path), action="read") from exc
     if signed_only:  # a command that acts on the state believes only what orchestrate wrote
         check_key_outside(path.parent)
-        check_signature(data, source=str(path))
+        check_signature(data, source=str(path), raw=raw)
     try:
         return parse_state(data, source=str(path))
     except ContractError as exc:
@@ -56,13 +58,15 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
     says, and whether its signature holds (a state that was changed is shown, not acted
     on)."""
     try:
-        data = read_json_file(state_path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
+        data, raw = read_json_file_bytes(
+            state_path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
         state = parse_state(data, source=str(state_path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
     record = load_record(state, source=str(state_path))
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
-    signature = _signature_problem(data, state_path)
+    signature = _signature_problem(data, raw, state_path)
     if signature is not None:
         next_step: str | None = _trust_step(state_path)
     elif record.waiting_until and not pending:
@@ -106,13 +110,13 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
     }
 
 
-def _signature_problem(data: Any, state_path: Path) -> str | None:
+def _signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
     """Why the state's signature does not hold, in one sentence; ``None`` when it does."""
     from .._errors import KeyFileError
 
     try:
         check_key_outside(state_path.parent)
-        check_signature(data, source=str(state_path))
+        check_signature(data, source=str(state_path), raw=raw)
     except StateUntrustedError as exc:
         where = f" at {exc.json_path}" if exc.json_path != "$" else ""
         others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)

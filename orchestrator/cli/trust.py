@@ -17,7 +17,7 @@ from .._errors import ContractError, UsageError
 from .._text import printable
 from ..engine.record import EngineRecord, load_record
 from ..formats.bridge_codec import parse_state
-from ..formats.strict_json import dumps_canonical, loads_strict
+from ..formats.strict_json import loads_strict
 from ..storage.durable import atomic_write
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.state_key import (
@@ -25,7 +25,7 @@ from ..storage.state_key import (
     check_key_outside,
     judge_signature,
     key_file,
-    sign_state_data,
+    signed_bytes,
 )
 
 _LIVE_SUFFIX = "-state.json"
@@ -99,12 +99,12 @@ def _sign(path: Path, *, moved: str | None = None) -> str:
         before_ref = record.workflow
         data["phase_data"]["x_orchestrator"]["workflow"] = moved
         data, record = _reread(path, data)
-        atomic_write(path, dumps_canonical(sign_state_data(data)))
+        atomic_write(path, signed_bytes(data, {}))
         return printable(
             f"signed {path}, pointed at {moved} (was {before_ref}): {_what(data, record)}; "
             f"with the key {key_file()}"
         )
-    atomic_write(path, dumps_canonical(sign_state_data(data)))
+    atomic_write(path, signed_bytes(data, {}))
     if verdict.ok:
         before = "it was already signed"
     elif verdict.changed:
@@ -138,11 +138,8 @@ def _read(path: Path) -> tuple[dict[str, Any], EngineRecord, Verdict]:
     that is not a state of this engine is refused."""
     source = str(path)
     try:
-        data = loads_strict(
-            read_regular_file(path, max_bytes=STATE_MAX_BYTES),
-            source=source,
-            allow_lone_surrogates=True,
-        )
+        raw = read_regular_file(path, max_bytes=STATE_MAX_BYTES)
+        data = loads_strict(raw, source=source, allow_lone_surrogates=True)
         record = load_record(parse_state(data, source=source), source=source)
     except FileNotFoundError:
         raise UsageError(
@@ -157,4 +154,4 @@ def _read(path: Path) -> tuple[dict[str, Any], EngineRecord, Verdict]:
             rule=exc.rule,
         ) from None
     check_key_outside(path.parent)
-    return data, record, judge_signature(data)
+    return data, record, judge_signature(data, raw)

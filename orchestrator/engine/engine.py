@@ -60,6 +60,7 @@ from ..formats.bridge import (
     CompletedPhase,
     ErrorType,
     HistoryStatus,
+    RecordIndex,
     RequestStatus,
     ResponseMetadata,
 )
@@ -124,6 +125,7 @@ class Engine:
         self._record: EngineRecord | None = None
         self._consumed: list[ReceivedResponse] = []
         self._fatal: OrchestratorError | None = None
+        self._record_index = RecordIndex()
         # The bridge's token of the state this engine left at its last clean pause: while
         # the stored state still has it, a later resume needs no re-read.
         self._paused_token: object | None = None
@@ -951,7 +953,7 @@ class Engine:
         ]
 
     def _records_by_id(self) -> dict[str, AgentRequestRecord]:
-        return {r.request_id: r for r in self._require_state().agent_requests}
+        return self._record_index.of(self._require_state().agent_requests)
 
     def _new_record(
         self,

@@ -219,10 +219,11 @@ def to_json_value(value: Any, *, where: str) -> Any:
     """``value`` as plain JSON data (attrs instances unstructured); refuses what JSON can't hold."""
     data = unstructure(value) if attrs.has(type(value)) else value
     try:
-        json.dumps(data, allow_nan=False)
+        text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise RunFailedError(f"{where} cannot be stored as JSON: {exc}") from None
-    return data
+    # A copy, as a resumed run reads it back: what the phase still holds may change later.
+    return json.loads(text) if isinstance(data, (dict, list)) else data
 
 
 def load_record(state: CheckpointState, *, source: str) -> EngineRecord:

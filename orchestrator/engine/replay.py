@@ -25,7 +25,12 @@ from ..evidence.documents import JOURNAL_FILE, phase_dir
 from ..formats.bridge import CheckpointState
 from ..formats.bridge_codec import parse_state, restore_archived
 from ..formats.convert import structure
-from ..storage.files import STATE_MAX_BYTES, read_json_file, read_regular_file
+from ..storage.files import (
+    STATE_MAX_BYTES,
+    read_json_file,
+    read_json_file_bytes,
+    read_regular_file,
+)
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
 from .record import JournalEntry, Pause, copy_json, load_record
@@ -68,7 +73,9 @@ def load_recorded_run(
     given = Path(path)
     state_file = given / "state.json" if given.is_dir() else given
     try:
-        data = read_json_file(state_file, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
+        data, raw = read_json_file_bytes(
+            state_file, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
     except FileNotFoundError:
         raise NoInstanceError(
             f"{state_file}: no recorded run here; name a run's directory "
@@ -77,7 +84,7 @@ def load_recorded_run(
     if signed_only:
         from ..storage.state_key import check_signature
 
-        check_signature(data, source=str(state_file))
+        check_signature(data, source=str(state_file), raw=raw)
     state = parse_state(data, source=str(state_file))
     if state_file.name == "state.json":
         run_dir = state_file.parent

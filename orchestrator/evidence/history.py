@@ -36,7 +36,11 @@ def load_run(
     signature does not hold is refused (``StateUntrustedError``) before it is read.
     """
     from ..formats.bridge_codec import parse_state, restore_archived
-    from ..storage.files import STATE_MAX_BYTES, read_json_file, read_regular_file
+    from ..storage.files import (
+        STATE_MAX_BYTES,
+        read_json_file_bytes,
+        read_regular_file,
+    )
 
     runs = runs_dir(workdir)
     live = live_state_files(workdir)
@@ -49,14 +53,16 @@ def load_run(
     for path in candidates:
         if not path.exists():
             continue
-        data = read_json_file(path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True)
+        data, raw = read_json_file_bytes(
+            path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
         own_run = run_id_in(data, source=str(path))
         if run_id is not None and own_run != run_id:
             continue
         if signed_only:
             from ..storage.state_key import check_signature
 
-            check_signature(data, source=str(path))
+            check_signature(data, source=str(path), raw=raw)
         state = parse_state(data, source=str(path))
         archive = runs / str(own_run) / ARCHIVE_FILE
         if any(r.x_archived for r in state.agent_requests) and archive.exists():

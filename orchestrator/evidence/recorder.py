@@ -17,7 +17,13 @@ from typing import Any, Protocol
 import attrs
 
 from .._ports import Bridge, Clock, EvidenceInput
-from ..formats.bridge import AgentRequest, AgentRequestRecord, CheckpointState, HistoryStatus
+from ..formats.bridge import (
+    AgentRequest,
+    AgentRequestRecord,
+    CheckpointState,
+    HistoryStatus,
+    RecordIndex,
+)
 from ..formats.step_names import (
     EVENT_AGENT_END,
     EVENT_AGENT_START,
@@ -100,6 +106,7 @@ class Recorder:
         self._book: RunBook | None = None
         # The highest event number known to be in the run's log.
         self._published = 0
+        self._record_index = RecordIndex()
 
     def attach(self, state: CheckpointState, book: RunBook) -> None:
         """Record for a state just made or loaded; what its log holds is asked on publish."""
@@ -397,7 +404,7 @@ class Recorder:
         return self._state
 
     def _records_by_id(self) -> dict[str, AgentRequestRecord]:
-        return {r.request_id: r for r in self._require_state().agent_requests}
+        return self._record_index.of(self._require_state().agent_requests)
 
 
 def seconds_since(start: datetime, end: datetime) -> float:

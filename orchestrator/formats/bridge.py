@@ -177,3 +177,32 @@ class CheckpointState:
     phase_data: dict[str, Any] = attrs.field(factory=dict)
     completed_phases: list[CompletedPhase] = attrs.field(factory=list)
     agent_requests: list[AgentRequestRecord] = attrs.field(factory=list)
+
+
+class RecordIndex:
+    """``request_id`` -> item of a state's ``agent_requests``, kept as the list grows.
+
+    A phase that asks in a loop looks up one record per recorded ask at every replay;
+    building the map anew for each lookup made a long loop quadratic. The engine only
+    appends to the list (or replaces the list whole), so the map is extended with the
+    items added since the last call, and rebuilt when the list is another one or shorter.
+    Callers must not change the map.
+    """
+
+    __slots__ = ("_by_id", "_items", "_seen")
+
+    def __init__(self) -> None:
+        self._items: list[AgentRequestRecord] | None = None  # held: its id is not reused
+        self._seen = 0
+        self._by_id: dict[str, AgentRequestRecord] = {}
+
+    def of(self, items: list[AgentRequestRecord]) -> dict[str, AgentRequestRecord]:
+        """The map for ``items`` (the state's ``agent_requests``)."""
+        if items is not self._items or len(items) < self._seen:
+            self._items, self._seen, self._by_id = items, 0, {}
+        if len(items) > self._seen:
+            by_id = self._by_id
+            for item in items[self._seen :]:
+                by_id[item.request_id] = item
+            self._seen = len(items)
+        return self._by_id

@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["STATE_MAX_BYTES", "read_json_file", "read_regular_file"]
+__all__ = ["STATE_MAX_BYTES", "read_json_file", "read_json_file_bytes", "read_regular_file"]
 
 STATE_MAX_BYTES = 256 * 1024 * 1024
 
@@ -117,15 +117,34 @@ def read_json_file(
     ``loads_strict``; errors name ``source`` (default: the path). ``allow_lone_surrogates``
     is for the engine's own records (see ``loads_strict``).
     """
+    return read_json_file_bytes(
+        path,
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+        source=source,
+        allow_lone_surrogates=allow_lone_surrogates,
+    )[0]
+
+
+def read_json_file_bytes(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    source: str | None = None,
+    allow_lone_surrogates: bool = False,
+) -> tuple[Any, bytes]:
+    """:func:`read_json_file`, with the bytes it parsed (a state's signature covers them)."""
     name = source if source is not None else os.fspath(path)
-    data = read_regular_file(path, max_bytes=max_bytes, source=name)
-    return loads_strict(
-        data,
+    raw = read_regular_file(path, max_bytes=max_bytes, source=name)
+    data = loads_strict(
+        raw,
         source=name,
         max_bytes=max_bytes,
         max_depth=max_depth,
         allow_lone_surrogates=allow_lone_surrogates,
     )
+    return data, raw
 
 
 def _symlink_error(name: str) -> UntrustedJSONError:

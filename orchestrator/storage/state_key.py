@@ -20,16 +20,21 @@ MAC is built by hand (RFC 2104) on the interpreter's built-in SHA-256, as
 from __future__ import annotations
 
 import errno
+import json
 import operator
 import os
+import re
 import stat
+from json.encoder import encode_basestring as _quote
 from pathlib import Path
 
 from .._errors import KeyFileError, StateUntrustedError
 from ..formats.convert import unstructure
 from ..formats.fastpath import shallow
 from ..formats.state_signature import (
+    ENGINE_KEY,
     PARTS,
+    SIGNATURE_KEY,
     SIGNATURE_PATH,
     signature_of,
     signed_parts,
@@ -53,6 +58,7 @@ __all__ = [
     "key_file",
     "load_key",
     "sign_state_data",
+    "signed_bytes",
     "signed_document",
 ]
 
@@ -62,11 +68,19 @@ KEY_NAME = "state.key"
 KEY_MIN_BYTES = 32
 _KEY_MAX_BYTES = 4096
 _MAC_CONTEXT = b"checkpoint-orchestrator state signature 1\n"
+_FILE_MAC_CONTEXT = b"checkpoint-orchestrator state signature 2, over the file\n"
+COVERS_FILE = "file"  # ``covers`` of a signature made over the file's bytes
+# What stands in the file for the signature while its MAC is computed.
+_MARK = "checkpoint-orchestrator: the state signature goes here"
+_MARK_TEXT = b'"' + _MARK.encode() + b'"'
 _KEY_ID_CONTEXT = b"checkpoint-orchestrator key id\n"
 _HINT_DIGITS = 8  # of each part's digest kept beside the MAC, to name what changed
 _BLOCK = 64  # SHA-256's block size, in bytes
 _IPAD = bytes(byte ^ 0x36 for byte in range(256))
 _OPAD = bytes(byte ^ 0x5C for byte in range(256))
+
+# A lone surrogate written as an escape: a state with one was written all in ASCII.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 _keys: dict[str, bytes] = {}  # key file -> its key, once read in this process
 _verified: tuple[str, bytes | None] | None = None  # the last bytes whose signature held
@@ -259,29 +273,75 @@ def sign_state_data(data: dict[str, Any], memo: dict[Any, Any] | None = None) ->
 
 def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
     """The bytes a state (a ``CheckpointState``) is written as, signed: the canonical
-    encoding ``dump_document`` gives it, with the signature in its engine record. Each
-    request and output is encoded once, for its part and for the file; with ``encoded``
-    (kept by the writer from one save to the next), a recorded request or a completed
-    phase that has not changed since the last save is not encoded again."""
+    encoding ``dump_document`` gives it, with a signature over those very bytes in its
+    engine record (see :func:`signed_bytes`). Each request and output is encoded once,
+    for its part and for the file; with ``encoded`` (kept by the writer from one save to
+    the next), a recorded request or a completed phase that has not changed since the
+    last save is not encoded again."""
     memo: dict[Any, Any] = {}
     try:
         data = shallow(state)
         if encoded is not None:
             encoded.lend(state, memo)
-        document = dumps_canonical(sign_state_data(data, memo), default=shallow, memo=memo)
+        document = signed_bytes(data, memo, default=shallow)
     except TypeError:  # a value only the converter knows how to unstructure
-        data = unstructure(state)
-        return dumps_canonical(sign_state_data(data, {}), memo={})
+        return signed_bytes(unstructure(state), {})
     if encoded is not None:
         encoded.keep(state, memo)
+    global _verified
+    _verified = (str(key_file()), document)  # signed here: reading it back needs no check
     return document
 
 
+def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = None) -> bytes:
+    """The canonical encoding of a state's ``data``, signed over its own bytes.
+
+    The file is what a reader checks, so the MAC covers the file: its bytes with the
+    signature's own text in place of a fixed mark, after the signature's other fields.
+    Checking it costs one search and one hash of the file, with no encoding, however
+    long the run. The parts' digests are still kept beside it, to name what changed.
+    Should the state's own data hold the mark's text, the state is signed over its
+    parts instead (as states written before were), which every reader also checks.
+    """
+    key = load_key(create=True)
+    digests = _digests(data, memo)
+    unsigned = dumps_canonical(with_signature(data, _MARK), default=default, memo=memo)
+    mark = _member(_MARK_TEXT)
+    if unsigned.count(mark) != 1:
+        signed = with_signature(data, _signature(key, digests))
+        return dumps_canonical(signed, default=default, memo=memo)
+    fields = {
+        "key_id": _key_id(key),
+        "parts": {name: digest[:_HINT_DIGITS] for name, digest in digests},
+        "covers": COVERS_FILE,
+    }
+    signature = {"hmac_sha256": _file_mac(key, fields, unsigned), **fields}
+    return unsigned.replace(mark, _member(_compact(signature)))
+
+
+def _file_mac(key: bytes, fields: dict[str, Any], unsigned: bytes) -> str:
+    return hmac_sha256_hex(key, _FILE_MAC_CONTEXT + _compact(fields) + b"\n" + unsigned)
+
+
+def _compact(value: Any) -> bytes:
+    """``value`` as the canonical encoding lays out an object inside a line."""
+    return json.dumps(value, ensure_ascii=True, separators=(", ", ": ")).encode("ascii")
+
+
+def _member(text: bytes) -> bytes:
+    return b'"' + SIGNATURE_KEY.encode() + b'": ' + text
+
+
 class EncodedItems:
-    """The text each item of a state's ``agent_requests`` and ``completed_phases`` had at
-    the last save, for the next. An item whose fields are the very objects they were then
-    (``is``) encodes as it did: the engine replaces a field's value, never changes one in
-    place (a request, once made, is what the host was sent)."""
+    """The text each item of a state had at the last save or load, for the next save.
+
+    The items are those laid out on a line of their own: each of ``agent_requests``,
+    ``completed_phases`` and the phases' outputs in ``phase_data``. A request or a
+    completed phase whose fields are the very objects they were then (``is``) encodes as
+    it did: the engine replaces a field's value, never changes one in place (a request,
+    once made, is what the host was sent). An output is the same while it is the same
+    object: the engine keeps its own copy of what a phase returned and hands out copies.
+    """
 
     __slots__ = ("_texts",)
 
@@ -293,21 +353,72 @@ class EncodedItems:
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
         texts = self._texts
-        for item in (*state.agent_requests, *state.completed_phases):
+        for item in _items(state):
             kept = texts.get(id(item))
-            if kept is not None and kept[0] is item:
-                values = _field_values(item)
-                if all(map(operator.is_, values, kept[1])):
-                    memo[id(item)] = (item, kept[2])
+            if (
+                kept is not None
+                and kept[0] is item
+                and all(map(operator.is_, _field_values(item), kept[1]))
+            ):
+                memo[id(item)] = (item, kept[2])
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
         texts = {}
-        for item in (*state.agent_requests, *state.completed_phases):
+        for item in _items(state):
             made = memo.get(id(item))
             if made is not None and made[0] is item:
                 texts[id(item)] = (item, _field_values(item), made[1])
         self._texts = texts
+
+    def seed(self, state: Any, raw: bytes) -> None:
+        """Take each item's text from the file ``state`` was just read from: a new
+        process then encodes only what changes, however long the run.
+
+        Only for bytes signed over themselves (so they are exactly what a save wrote, in
+        the canonical layout, one item a line) and written without the ASCII fallback
+        (its escapes would not be what the next save writes).
+        """
+        self._texts = {}
+        if _SURROGATE_ESCAPE.search(raw) is not None:
+            return
+        text = raw.decode("utf-8")
+        found: list[tuple[Any, str]] = []
+        for name in ("completed_phases", "agent_requests"):
+            items = getattr(state, name)
+            lines = _block(text, f'"{name}": [', "]", len(items))
+            if lines is None:
+                return
+            texts = [line[4:-1] for line in lines]
+            if texts:
+                texts[-1] = lines[-1][4:]  # the last item has no comma
+            found += zip(items, texts, strict=True)
+        outputs = [(key, value) for key, value in state.phase_data.items()]
+        lines = _block(text, '"phase_data": {', "}", len(outputs))
+        if lines is None:
+            return
+        for (key, value), line in zip(outputs, lines, strict=True):
+            head = f"    {_quote(key)}: "
+            if key != ENGINE_KEY and type(value) is dict and line.startswith(head):
+                found.append((value, line[len(head) : -1 if line.endswith(",") else None]))
+        self._texts = {id(item): (item, _field_values(item), line) for item, line in found}
+
+
+def _items(state: Any) -> list[Any]:
+    outputs = [v for k, v in state.phase_data.items() if k != ENGINE_KEY and type(v) is dict]
+    return [*state.agent_requests, *state.completed_phases, *outputs]
+
+
+def _block(text: str, opening: str, closing: str, count: int) -> list[str] | None:
+    """The lines of a top-level member laid out one item a line, if it has ``count``."""
+    if count == 0:
+        return []
+    start = text.find(f"\n  {opening}\n")
+    end = text.find(f"\n  {closing}", start + 1)
+    if start < 0 or end < 0:
+        return None
+    lines = text[start + len(opening) + 4 : end].split("\n")
+    return lines if len(lines) == count else None
 
 
 _getters: dict[type, Any] = {}  # class -> attrgetter of all its fields (a tuple)
@@ -316,6 +427,8 @@ _getters: dict[type, Any] = {}  # class -> attrgetter of all its fields (a tuple
 def _field_values(item: Any) -> tuple[Any, ...]:
     getter = _getters.get(type(item))
     if getter is None:
+        if type(item) is dict:
+            return ()
         names = [field.name for field in item.__attrs_attrs__]
         getter = _getters[type(item)] = operator.attrgetter(names[0], *names[1:])
     values = getter(item)
@@ -346,9 +459,11 @@ class Verdict:
         self.changed = changed
 
 
-def judge_signature(data: Any) -> Verdict:
+def judge_signature(data: Any, raw: bytes | None = None) -> Verdict:
     """Whether a state's JSON ``data`` carries a signature made with the user's key over
-    exactly these parts. Reads the key, never makes one."""
+    exactly this state. Reads the key, never makes one. ``raw``: the bytes ``data`` was
+    parsed from (without them, a signature over the file is checked against the state's
+    canonical encoding, which is what its file holds)."""
     signature = signature_of(data)
     if signature is None or not isinstance(data, dict):
         return Verdict(
@@ -382,19 +497,55 @@ def judge_signature(data: Any) -> Verdict:
             f"{signature['key_id']}): a state from another user or machine, or the key "
             "was replaced",
         )
+    if signature.get("covers") == COVERS_FILE:
+        if raw is None:
+            raw = dumps_canonical(data)
+        return _judge_file(data, signature, key, raw)
     digests = _digests(data)
     expected = _signature(key, digests)
     if _compare_digest(signature["hmac_sha256"], expected["hmac_sha256"]):
         if signature["parts"] == expected["parts"]:
             return Verdict(ok=True)
-        changed: tuple[tuple[str, str, str], ...] = ()  # the hints alone were edited
-    else:
-        hints = signature["parts"]
-        changed = tuple(
-            (name, where, words)
-            for (name, digest), (_, where, words) in zip(digests, PARTS, strict=True)
-            if hints.get(name) != digest[:_HINT_DIGITS]
-        )
+        return _changed(())  # the hints alone were edited
+    return _changed(_parts_changed(signature, digests))
+
+
+def _judge_file(data: dict[str, Any], signature: dict[str, Any], key: bytes, raw: bytes) -> Verdict:
+    """A signature over the file (see :func:`signed_bytes`): its text must stand in the
+    file once, where the mark stood when the MAC was made."""
+    fields = {name: value for name, value in signature.items() if name != "hmac_sha256"}
+    try:
+        text = _member(_compact(signature))
+    except (TypeError, ValueError):
+        return _changed(())
+    unsigned = raw.replace(text, _member(_MARK_TEXT))
+    if raw.count(text) == 1 and _compare_digest(
+        signature["hmac_sha256"], _file_mac(key, fields, unsigned)
+    ):
+        return Verdict(ok=True)
+    # Changed: the parts whose digests differ from the hints say where. When the state is
+    # as signed but the hints were edited, the MAC holds with the true hints put back.
+    digests = _digests(data)
+    true_hints = {name: digest[:_HINT_DIGITS] for name, digest in digests}
+    if raw.count(text) == 1 and true_hints != signature["parts"]:
+        restored = {**fields, "parts": true_hints}
+        if _compare_digest(signature["hmac_sha256"], _file_mac(key, restored, unsigned)):
+            return _changed(())
+    return _changed(_parts_changed(signature, digests))
+
+
+def _parts_changed(
+    signature: dict[str, Any], digests: list[tuple[str, str]]
+) -> tuple[tuple[str, str, str], ...]:
+    hints = signature["parts"]
+    return tuple(
+        (name, where, words)
+        for (name, digest), (_, where, words) in zip(digests, PARTS, strict=True)
+        if hints.get(name) != digest[:_HINT_DIGITS]
+    )
+
+
+def _changed(changed: tuple[tuple[str, str, str], ...]) -> Verdict:
     return Verdict(
         ok=False,
         rule="signature-changed",
@@ -415,7 +566,7 @@ def check_signature(data: Any, *, source: str, raw: bytes | None = None) -> None
     checked = (str(key_file()), raw)
     if raw is not None and checked == _verified:
         return
-    verdict = judge_signature(data)
+    verdict = judge_signature(data, raw)
     if verdict.ok:
         if raw is not None:
             _verified = checked
