@@ -83,6 +83,7 @@ from ..storage.state_key import (
     EncodedItems,
     check_key_outside,
     check_signature,
+    data_if_signed,
     signed_document,
 )
 
@@ -145,16 +146,18 @@ class FileBridge:
             ) from None
         source = str(self.state_path)
         self._saved = None
-        try:
-            data = loads_strict(
-                raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
-            )
-        except ContractError as exc:
-            raise StateDamagedError.wrap(exc) from None
         # Before anything in it is believed: whoever writes here may have edited it. The
         # signature is the file's, not the state's: it is made again at every save.
         self._check_key()
-        check_signature(data, source=source, raw=raw)
+        data = data_if_signed(raw)  # bytes a save wrote: the C parser alone reads them
+        if data is None:
+            try:
+                data = loads_strict(
+                    raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+                )
+            except ContractError as exc:
+                raise StateDamagedError.wrap(exc) from None
+            check_signature(data, source=source, raw=raw)
         try:
             state = parse_state(with_signature(data, None), source=source)
         except ContractError as exc:

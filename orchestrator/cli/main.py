@@ -630,14 +630,11 @@ def _recorded_reference(state_path: Path) -> str:
     from a state whose signature holds: nothing a state names is imported before."""
     from ..formats.strict_json import loads_strict
     from ..storage.files import STATE_MAX_BYTES, read_regular_file
-    from ..storage.state_key import check_key_outside, check_signature
+    from ..storage.state_key import check_key_outside, check_signature, data_if_signed
 
     source = str(state_path)
     try:
         raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
-        data = loads_strict(
-            raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
-        )
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
     except FileNotFoundError:
@@ -645,7 +642,15 @@ def _recorded_reference(state_path: Path) -> str:
     except OSError as exc:  # a read that failed in the device names no file
         raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
     check_key_outside(state_path.parent)
-    check_signature(data, source=source, raw=raw)  # the file bridge's own check reuses it
+    data = data_if_signed(raw)  # the file bridge's own check of the same bytes reuses it
+    if data is None:
+        try:
+            data = loads_strict(
+                raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+            )
+        except ContractError as exc:
+            raise StateDamagedError.wrap(exc) from None
+        check_signature(data, source=source, raw=raw)
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

@@ -29,6 +29,7 @@ from json.encoder import encode_basestring as _quote
 from pathlib import Path
 
 from .._errors import KeyFileError, StateUntrustedError
+from ..formats.bridge import CompletedPhase
 from ..formats.convert import unstructure
 from ..formats.fastpath import shallow
 from ..formats.state_signature import (
@@ -53,6 +54,7 @@ __all__ = [
     "Verdict",
     "check_key_outside",
     "check_signature",
+    "data_if_signed",
     "hmac_sha256_hex",
     "judge_signature",
     "key_file",
@@ -73,6 +75,8 @@ COVERS_FILE = "file"  # ``covers`` of a signature made over the file's bytes
 # What stands in the file for the signature while its MAC is computed.
 _MARK = "checkpoint-orchestrator: the state signature goes here"
 _MARK_TEXT = b'"' + _MARK.encode() + b'"'
+_SIGNATURE_OPENING = b'"' + SIGNATURE_KEY.encode() + b'": {"hmac_sha256": "'
+_signature_pattern: re.Pattern[bytes] | None = None
 _KEY_ID_CONTEXT = b"checkpoint-orchestrator key id\n"
 _HINT_DIGITS = 8  # of each part's digest kept beside the MAC, to name what changed
 _BLOCK = 64  # SHA-256's block size, in bytes
@@ -319,6 +323,50 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     return unsigned.replace(mark, _member(_compact(signature)))
 
 
+def data_if_signed(raw: bytes) -> Any:
+    """The JSON data of a state file's bytes when they carry a signature over themselves
+    made with the user's key (so they are exactly what a save wrote); ``None`` otherwise,
+    and the caller reads them the careful way, which says what is wrong.
+
+    The check needs no parsing: the signature's text is found in the bytes, and the MAC
+    computed over them. Bytes orchestrate wrote are parsed by the C parser alone, without
+    the rules that guard against what others write (duplicate keys, NaN, depth): a save
+    never writes any of that.
+    """
+    start = raw.find(_SIGNATURE_OPENING)
+    if start < 0 or raw.find(_SIGNATURE_OPENING, start + 1) >= 0:
+        return None
+    match = _signature_text().match(raw, start)
+    if match is None:
+        return None
+    try:
+        key = load_key(create=False)
+    except FileNotFoundError:
+        return None
+    unsigned = raw[:start] + _member(_MARK_TEXT) + raw[match.end() :]
+    message = _FILE_MAC_CONTEXT + b"{" + match.group(2) + b"\n" + unsigned
+    if not _compare_digest(match.group(1).decode("ascii"), hmac_sha256_hex(key, message)):
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:  # pragma: no cover - bytes a save wrote always parse
+        return None
+    global _verified
+    _verified = (str(key_file()), raw)
+    return data
+
+
+def _signature_text() -> re.Pattern[bytes]:
+    global _signature_pattern
+    if _signature_pattern is None:
+        _signature_pattern = re.compile(
+            _SIGNATURE_OPENING
+            + rb'([0-9a-f]{64})", ("key_id": "[0-9a-f]{1,64}", "parts": \{[^{}]*\}, '
+            + rb'"covers": "file"\})'
+        )
+    return _signature_pattern
+
+
 def _file_mac(key: bytes, fields: dict[str, Any], unsigned: bytes) -> str:
     return hmac_sha256_hex(key, _FILE_MAC_CONTEXT + _compact(fields) + b"\n" + unsigned)
 
@@ -343,16 +391,19 @@ class EncodedItems:
     object: the engine keeps its own copy of what a phase returned and hands out copies.
     """
 
-    __slots__ = ("_texts",)
+    __slots__ = ("_lent", "_texts")
 
     def __init__(self) -> None:
         # id -> (the item, its fields' values, its text); the item is held, so its id
         # cannot be another object's while it is here.
         self._texts: dict[int, tuple[Any, tuple[Any, ...], str]] = {}
+        # id -> (what was put in the encoder's memo, the text it came from), for ``keep``.
+        self._lent: dict[int, tuple[Any, tuple[Any, Any, str]]] = {}
 
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
         texts = self._texts
+        lent = self._lent = {}
         for item in _items(state):
             kept = texts.get(id(item))
             if (
@@ -360,16 +411,24 @@ class EncodedItems:
                 and kept[0] is item
                 and all(map(operator.is_, _field_values(item), kept[1]))
             ):
-                memo[id(item)] = (item, kept[2])
+                pair = memo[id(item)] = (item, kept[2])
+                lent[id(item)] = (pair, kept)
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
         texts = {}
+        lent = self._lent
         for item in _items(state):
             made = memo.get(id(item))
             if made is not None and made[0] is item:
-                texts[id(item)] = (item, _field_values(item), made[1])
+                was = lent.get(id(item))
+                # A text lent is kept as it was (its fields unchanged); a new one is kept
+                # with the fields it was made from.
+                texts[id(item)] = (
+                    was[1] if was and was[0] is made else (item, _field_values(item), made[1])
+                )
         self._texts = texts
+        self._lent = {}
 
     def seed(self, state: Any, raw: bytes) -> None:
         """Take each item's text from the file ``state`` was just read from: a new
@@ -427,12 +486,24 @@ _getters: dict[type, Any] = {}  # class -> attrgetter of all its fields (a tuple
 def _field_values(item: Any) -> tuple[Any, ...]:
     getter = _getters.get(type(item))
     if getter is None:
-        if type(item) is dict:
-            return ()
-        names = [field.name for field in item.__attrs_attrs__]
-        getter = _getters[type(item)] = operator.attrgetter(names[0], *names[1:])
-    values = getter(item)
-    return values if isinstance(values, tuple) else (values,)
+        getter = _getters[type(item)] = _getter_for(type(item))
+    return getter(item)  # type: ignore[no-any-return]
+
+
+def _getter_for(kind: type) -> Any:
+    if kind is dict or kind is CompletedPhase:
+        # An output is the engine's own copy, and a completed phase is frozen: the same
+        # object encodes the same.
+        return _no_fields
+    names = [field.name for field in kind.__attrs_attrs__]  # type: ignore[attr-defined]
+    if len(names) == 1:
+        name = names[0]
+        return lambda item: (getattr(item, name),)
+    return operator.attrgetter(*names)
+
+
+def _no_fields(item: Any) -> tuple[Any, ...]:
+    return ()
 
 
 # -- checking ---------------------------------------------------------------------------
