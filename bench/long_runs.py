@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import math
 import os
@@ -419,8 +420,6 @@ def measure_peer(
 
 def peer_header(root: Path) -> str:
     from peers import langgraph_cycle, langgraph_long
-
-    import importlib.metadata
 
     storage, commits = langgraph_long.storage_settings(root)
     versions = ", ".join(
