@@ -1,8 +1,10 @@
 """One step of the LangGraph peer in a fresh process, as ``orchestrate resume`` is for ours.
 
-    python bench/peers/langgraph_resume.py start|resume DATABASE PHASES
+    python bench/peers/langgraph_resume.py start|resume DATABASE SIZE [phases|loop]
 
-Imports LangGraph, opens the ``SqliteSaver`` at DATABASE, compiles the graph and invokes it
+Imports LangGraph, opens the ``SqliteSaver`` at DATABASE, compiles the graph of the shape
+(``phases``, the default: SIZE nodes with one interrupt each; ``loop``: one node with SIZE
+interrupts in a loop, see ``langgraph_workflow.py``) and invokes it
 once: ``start`` from the beginning, ``resume`` with ``Command(resume=...)`` carrying the
 answer the host wrote to ``answer.txt`` beside the database. Prints the next interrupt's
 prompt as JSON and exits 42, or prints the outputs and exits 0 when the graph ends.
@@ -18,6 +20,7 @@ from langgraph.types import Command
 from langgraph_workflow import (
     ANSWER_FILE,
     EXIT_PAUSED,
+    SHAPES,
     THREAD,
     open_graph,
     pending_prompt,
@@ -26,9 +29,13 @@ from langgraph_workflow import (
 
 
 def main(argv: list[str]) -> int:
-    action, database, phases = argv
+    action, database, size, *rest = argv
+    shape = rest[0] if rest else "phases"
+    if shape not in SHAPES or action not in ("start", "resume"):
+        print(f"usage: {sys.argv[0]} start|resume DATABASE SIZE [phases|loop]", file=sys.stderr)
+        return 2
     path = Path(database)
-    with open_graph(path, int(phases)) as graph:
+    with open_graph(path, int(size), shape) as graph:
         if action == "start":
             result = graph.invoke({"outputs": {}}, thread_config(THREAD))
         else:

@@ -1,0 +1,758 @@
+"""Long-run benchmark: does the thousandth pause cost what the first did?
+
+Run it from the repository root with the project's virtualenv::
+
+    .venv/bin/python bench/long_runs.py [--peers] [--quick] [--shapes phases:1000,loop:500]
+
+Four shapes by default, each one run: 100 phases with one ask each, 1,000 phases, one
+phase asking 100 times in a loop, one phase asking 500 times (~300-character prompts,
+~200-character answers, as ``bench/resume_cycle.py``). A cycle is what a host does from one
+pause to the next: answer every pending request, resume, run to the next pause.
+
+- in process: ``WorkflowHarness(cls, workdir)`` with ``invoker=None``: ``run()``, then
+  ``respond()`` to every pending request + ``resume()`` (a fresh ``Engine`` each time,
+  which reads the state from disk) until the run completes; every cycle that ends in a
+  pause is timed, respond included. Printed: the first and the last tenth of them.
+- across processes: another run of the same shape, started in process; its first K cycles
+  and its last K cycles are each ``respond()`` + ``orchestrate resume --workdir D`` as a
+  fresh process (until it exits 42), and the cycles between them are driven in process,
+  unmeasured, on the same work directory (the same state file a process reads). After each
+  process, one ``python -c 'import orchestrator.cli.main'`` (its floor, to tell a slower
+  cycle from a busier machine).
+- ``--peers``: the same shapes on LangGraph + ``SqliteSaver`` right after each of ours
+  (``bench/peers/langgraph_long.py``); without its requirements, one line says how to
+  install them.
+
+Every figure is a median and a p90 (nearest rank) of wall-clock milliseconds over ``n``
+cycles, with the median CPU time (this process's in process, the child's for a process).
+The targets of issue 18 are printed at the end, each met or missed; a missed target never
+changes the exit status, which is 1 only when a workflow does not behave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _machine import Series, fs_type, load_average
+from peers import INSTALL_HINT, langgraph_installed
+
+from orchestrator.testing import WorkflowHarness
+
+#: The issue's targets: the last tenth of a long run's cycles in process, and the last
+#: cycles across processes, against the first; ours against LangGraph's.
+IN_PROCESS_GROWTH_TARGET = 1.5
+PROCESS_GROWTH_TARGET = 1.2
+PEER_TARGET = 2.0
+EXIT_PAUSED = 42
+PROCESS_SAMPLES = 10
+DEFAULT_SHAPES = "phases:100,phases:1000,loop:100,loop:500"
+QUICK_SHAPES = "phases:50,phases:200,loop:50,loop:100"
+REQUEST_FILE = ".agent-request.json"
+REQUESTS_DIR = ".agent-requests"
+#: The answer of every ask, the same text as resume_cycle.py's and the LangGraph peer's.
+ANSWER = (
+    "Done. The benchmark agent read the prompt, did nothing of substance, and answers with "
+    "this fixed paragraph of about two hundred characters so that every response is alike."
+)
+
+# The workflows under test, written to temporary files that both this process and the
+# ``orchestrate`` processes import by module name (the directory is on PYTHONPATH).
+PHASES_SOURCE = '''\
+"""Benchmark workflow written by bench/long_runs.py: @SIZE@ phases, one ask each."""
+
+from orchestrator import Workflow, phase
+
+PHASES = @SIZE@
+AGENT = "bench-agent"
+
+
+def _prompt(number):
+    text = (
+        f"Phase {number} of {PHASES} of the resume-cycle benchmark. Read the notes of the "
+        "earlier phases, then answer with one short paragraph that the next phase can use. "
+    )
+    return text * 2  # about 300 characters
+
+
+def _make_phase(number):
+    prompt = _prompt(number)
+
+    def run(self, ctx):
+        answer = ctx.ask(AGENT, prompt)
+        return {"phase": number, "answer_chars": len(answer)}
+
+    return run
+
+
+_namespace = {
+    "__module__": __name__,
+    "__qualname__": "Bench",
+    "name": "bench-phases",
+    "agents": (AGENT,),
+    "purpose": "long-run benchmark, phases",
+}
+for _number in range(1, PHASES + 1):
+    _namespace[f"phase_{_number:03d}"] = phase(_number, name=f"phase_{_number:03d}")(
+        _make_phase(_number)
+    )
+Bench = type("Bench", (Workflow,), _namespace)
+'''
+
+LOOP_SOURCE = '''\
+"""Benchmark workflow written by bench/long_runs.py: one phase asking @SIZE@ times."""
+
+from orchestrator import Workflow, phase
+
+ASKS = @SIZE@
+AGENT = "bench-agent"
+
+
+def _prompt(number):
+    text = (
+        f"Ask {number} of {ASKS} of the long-run benchmark's loop. Read the answers to the "
+        "earlier asks, then answer with one short paragraph that the next ask can use. "
+    )
+    return text * 2  # about 300 characters
+
+
+class Bench(Workflow):
+    name = "bench-loop"
+    agents = (AGENT,)
+    purpose = "long-run benchmark, one phase asking in a loop"
+
+    @phase(1, name="loop")
+    def loop(self, ctx):
+        total = 0
+        for number in range(1, ASKS + 1):
+            total += len(ctx.ask(AGENT, _prompt(number)))
+        return {"asks": ASKS, "answer_chars": total}
+'''
+
+
+class BenchFailure(Exception):
+    """A workflow did not behave: the benchmark's numbers would mean nothing."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A run's shape: ``phases`` (N phases, one ask each) or ``loop`` (one phase, N asks)."""
+
+    kind: str
+    size: int
+
+    @property
+    def title(self) -> str:
+        if self.kind == "loop":
+            return f"one phase asking {self.size:,} times in a loop"
+        return f"{self.size:,} phases, one ask each"
+
+    @property
+    def short(self) -> str:
+        return f"{self.size:,} asks in a loop" if self.kind == "loop" else f"{self.size:,} phases"
+
+    @property
+    def module(self) -> str:
+        return f"long_runs_{self.kind}_{self.size}"
+
+    @property
+    def cycles(self) -> int:
+        """The cycles that end in a pause (the last one completes the run)."""
+        return self.size - 1
+
+    @property
+    def tenth(self) -> int:
+        return max(1, self.cycles // 10)
+
+
+@dataclass
+class Figures:
+    """One shape's figures: ours, and LangGraph's (or the line printed instead)."""
+
+    in_process: Series
+    whole_run_s: float
+    first_processes: Series
+    last_processes: Series
+    first_floor: Series
+    last_floor: Series
+    peer: Any = None
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    shapes: list[Shape] = []
+    for item in text.split(","):
+        kind, _, size = item.strip().partition(":")
+        if kind not in ("phases", "loop") or not size.isdigit() or int(size) < 3:
+            raise ValueError(f"{item.strip()!r}: give phases:N or loop:N with N >= 3")
+        shape = Shape(kind, int(size))
+        if shape not in shapes:
+            shapes.append(shape)
+    return shapes
+
+
+# -- small helpers -----------------------------------------------------------------------
+
+
+def ms(ns: int) -> float:
+    return ns / 1e6
+
+
+def p90(samples: Sequence[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def children_cpu_ms() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def fresh_dir(root: Path, name: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+
+
+def write_workflows(root: Path, shapes: list[Shape]) -> tuple[Path, dict[Shape, type[Any]]]:
+    """Each shape's workflow file, in one directory put on ``sys.path`` (and on the
+    processes' PYTHONPATH), and its class imported from there by module name."""
+    directory = root / "workflows"
+    directory.mkdir()
+    classes: dict[Shape, type[Any]] = {}
+    for shape in shapes:
+        source = LOOP_SOURCE if shape.kind == "loop" else PHASES_SOURCE
+        path = directory / f"{shape.module}.py"
+        path.write_text(source.replace("@SIZE@", str(shape.size)), encoding="utf-8")
+    sys.path.insert(0, str(directory))
+    for shape in shapes:
+        classes[shape] = importlib.import_module(shape.module).Bench
+    return directory, classes
+
+
+def expect_pause(outcome: Any, where: str) -> None:
+    if outcome.status != "paused" or outcome.exit_code != EXIT_PAUSED or len(outcome.pending) != 1:
+        raise BenchFailure(
+            f"{where}: expected a pause with one request, got {outcome.status} "
+            f"(exit {outcome.exit_code}, {len(outcome.pending)} pending): {outcome.message}"
+        )
+
+
+def check_completed(outcome: Any, shape: Shape, where: str) -> None:
+    if outcome.status != "completed" or outcome.exit_code != 0:
+        raise BenchFailure(f"{where}: expected completion, got {outcome.status}: {outcome.message}")
+    if shape.kind == "loop":
+        expected = {"loop": {"asks": shape.size, "answer_chars": shape.size * len(ANSWER)}}
+    else:
+        expected = {
+            f"phase_{n:03d}": {"phase": n, "answer_chars": len(ANSWER)}
+            for n in range(1, shape.size + 1)
+        }
+    if outcome.outputs != expected:
+        raise BenchFailure(f"{where}: the run completed without every output it should have")
+
+
+def pending_request_ids(workdir: Path) -> list[str]:
+    """The requests a host finds on disk (one request file, or a directory of them)."""
+    many = workdir / REQUESTS_DIR
+    files = sorted(many.glob("*.json")) if many.is_dir() else []
+    if not files and (workdir / REQUEST_FILE).exists():
+        files = [workdir / REQUEST_FILE]
+    if not files:
+        raise BenchFailure(f"{workdir}: no pending request to answer")
+    return [str(json.loads(f.read_text(encoding="utf-8"))["request_id"]) for f in files]
+
+
+def run_process(command: list[str], env: dict[str, str]) -> tuple[int, float, str]:
+    """Exit code, the child's CPU ms (user + system), standard error."""
+    cpu = children_cpu_ms()
+    result = subprocess.run(command, env=env, capture_output=True, check=False)
+    return result.returncode, children_cpu_ms() - cpu, result.stderr.decode("utf-8", "replace")
+
+
+# -- in process --------------------------------------------------------------------------
+
+
+def in_process_run(shape: Shape, workflow: type[Any], root: Path) -> tuple[Series, float]:
+    """Every cycle of one run that ends in a pause, respond + ``resume()`` (a fresh Engine),
+    in order; and the whole run's seconds, from ``run()`` to completion."""
+    workdir = fresh_dir(root, f"inproc-{shape.kind}-{shape.size}")
+    harness = WorkflowHarness(workflow, workdir)
+    samples = Series()
+    began = time.perf_counter_ns()
+    outcome = harness.run()
+    while outcome.status == "paused":
+        expect_pause(outcome, f"{shape.title}, in process")
+        start, cpu = time.perf_counter_ns(), time.process_time_ns()
+        for request in outcome.pending:
+            harness.respond(request.request_id, ANSWER)
+        outcome = harness.resume()
+        elapsed, cpu = time.perf_counter_ns() - start, time.process_time_ns() - cpu
+        if outcome.status == "paused":
+            samples.add(ms(elapsed), ms(cpu))
+    whole = (time.perf_counter_ns() - began) / 1e9
+    check_completed(outcome, shape, f"{shape.title}, in process")
+    if len(samples) != shape.cycles:
+        raise BenchFailure(f"{shape.title}: {len(samples)} pauses, not {shape.cycles}")
+    shutil.rmtree(workdir)
+    return samples, whole
+
+
+# -- across processes --------------------------------------------------------------------
+
+
+def cross_process_run(
+    shape: Shape,
+    workflow: type[Any],
+    root: Path,
+    samples: int,
+    cli: list[str],
+    env: dict[str, str],
+) -> tuple[Series, Series, Series, Series]:
+    """The first and the last ``samples`` cycles of one run as fresh processes, each
+    followed by one import floor; the cycles between them in process, unmeasured, by the
+    same harness on the same work directory. Started and ended in process (checked)."""
+    where = f"{shape.title}, across processes"
+    workdir = fresh_dir(root, f"cross-{shape.kind}-{shape.size}")
+    harness = WorkflowHarness(workflow, workdir)
+    expect_pause(harness.run(), where)
+    first_end = min(samples, shape.cycles)
+    last_start = max(first_end, shape.cycles - samples)
+    first, last, first_floor, last_floor = Series(), Series(), Series(), Series()
+    floor_command = [sys.executable, "-c", "import orchestrator.cli.main"]
+    for _ in range(first_end):
+        first.add(*process_cycle(harness, cli, env, where))
+        first_floor.add(*floor_process(floor_command, env))
+    for _ in range(first_end, last_start):
+        for request_id in pending_request_ids(workdir):
+            harness.respond(request_id, ANSWER)
+        expect_pause(harness.resume(), where)
+    for _ in range(last_start, shape.cycles):
+        last.add(*process_cycle(harness, cli, env, where))
+        last_floor.add(*floor_process(floor_command, env))
+    for request_id in pending_request_ids(workdir):
+        harness.respond(request_id, ANSWER)
+    check_completed(harness.resume(), shape, where)
+    shutil.rmtree(workdir)
+    return first, last, first_floor, last_floor
+
+
+def process_cycle(
+    harness: WorkflowHarness, cli: list[str], env: dict[str, str], where: str
+) -> tuple[float, float]:
+    """Respond to what is pending, then ``orchestrate resume`` until it exits 42: wall ms
+    and the child's CPU ms."""
+    request_ids = pending_request_ids(harness.workdir)
+    start = time.perf_counter_ns()
+    for request_id in request_ids:
+        harness.respond(request_id, ANSWER)
+    code, cpu, err = run_process([*cli, "resume", "--workdir", str(harness.workdir)], env)
+    elapsed = time.perf_counter_ns() - start
+    if code != EXIT_PAUSED:
+        raise BenchFailure(f"{where}: 'orchestrate resume' exited {code}, not 42:\n{err}")
+    return ms(elapsed), cpu
+
+
+def floor_process(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    start = time.perf_counter_ns()
+    code, cpu, err = run_process(command, env)
+    if code != 0:
+        raise BenchFailure(f"{' '.join(command)} exited {code}:\n{err}")
+    return ms(time.perf_counter_ns() - start), cpu
+
+
+def warm_up(
+    shapes: list[Shape],
+    workflows: dict[Shape, type[Any]],
+    root: Path,
+    cli: list[str],
+    env: dict[str, str],
+) -> None:
+    """First-use costs, paid before anything is timed: in process, the converter's hooks
+    (a long-lived host pays them once); for processes, the bytecode of the package and of
+    each workflow module, compiled into the cache once (as an installed package has it)."""
+    for shape in shapes:
+        workdir = fresh_dir(root, "warm")
+        harness = WorkflowHarness(workflows[shape], workdir)
+        outcome = harness.run()
+        expect_pause(outcome, f"{shape.title}, warm-up")
+        harness.respond(outcome.pending[0].request_id, ANSWER)
+        expect_pause(harness.resume(), f"{shape.title}, warm-up")
+        process_cycle(harness, cli, env, f"{shape.title}, warm-up")
+        shutil.rmtree(workdir)
+
+
+# -- the peer ----------------------------------------------------------------------------
+
+
+def measure_peer(
+    shape: Shape, samples: int, root: Path, env: dict[str, str], progress: Callable[[str], None]
+) -> Any:
+    """LangGraph's figures for ``shape``, or the line to print instead (its workflow
+    failed: ours are judged alone, the exit status stays)."""
+    from peers import langgraph_long  # imported only now: it imports langgraph
+
+    try:
+        return langgraph_long.measure(
+            shape=shape.kind,
+            size=shape.size,
+            samples=samples,
+            root=root,
+            env=env,
+            progress=progress,
+        )
+    except langgraph_long.PeerFailure as exc:
+        return f"LangGraph: no figures, its workflow failed: {exc}"
+
+
+def peer_header(root: Path) -> str:
+    from peers import langgraph_cycle, langgraph_long
+
+    storage, commits = langgraph_long.storage_settings(root)
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}" for name in langgraph_cycle.PACKAGES
+    )
+    return (
+        f"peer: {versions}; SqliteSaver on a file as shipped ({storage}), {commits} commits "
+        "per cycle, durability 'async' (the default); in process one compiled graph, a cycle "
+        "is invoke(Command(resume=answer)); across processes answer file + a fresh 'python "
+        "bench/peers/langgraph_resume.py resume'; each shape measured right after ours"
+    )
+
+
+# -- report ------------------------------------------------------------------------------
+
+LABEL_WIDTH = 58
+
+
+def row(label: str, samples: Series) -> str:
+    if not samples:
+        return f"{label:<{LABEL_WIDTH}} {0:>5}        -        -        -"
+    return (
+        f"{label:<{LABEL_WIDTH}} {len(samples):>5} {statistics.median(samples):>8.2f} "
+        f"{p90(samples):>8.2f} {statistics.median(samples.cpu):>8.2f}"
+    )
+
+
+def head(samples: Series, count: int) -> Series:
+    part = Series()
+    for wall, cpu in zip(samples[:count], samples.cpu[:count], strict=True):
+        part.add(wall, cpu)
+    return part
+
+
+def tail(samples: Series, count: int) -> Series:
+    part = Series()
+    for wall, cpu in zip(samples[-count:], samples.cpu[-count:], strict=True):
+        part.add(wall, cpu)
+    return part
+
+
+def ratio(top: Series, bottom: Series) -> float:
+    if not top or not bottom:
+        return math.nan
+    return statistics.median(top) / statistics.median(bottom)
+
+
+def verdict(value: float, target: float, *, at_most: bool) -> str:
+    if math.isnan(value):
+        return "not measured"
+    met = value <= target if at_most else value >= target
+    return "met" if met else "MISSED"
+
+
+def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
+    tenth = shape.tenth
+    k_first, k_last = len(figures.first_processes), len(figures.last_processes)
+    lines = [
+        f"== {shape.title}: {shape.cycles:,} cycles end in a pause; a tenth is {tenth} "
+        f"cycles; processes: cycles 1-{k_first} and {shape.cycles - k_last + 1}-{shape.cycles}",
+        f"{'figure (per cycle, ms)':<{LABEL_WIDTH}} {'n':>5} {'median':>8} {'p90':>8} "
+        f"{'cpu med':>8}",
+    ]
+    lines.append("-" * len(lines[-1]))
+    ours_first, ours_last = head(figures.in_process, tenth), tail(figures.in_process, tenth)
+    lines += [
+        row(f"ours in process, first tenth (cycles 1-{tenth})", ours_first),
+        row(
+            f"ours in process, last tenth (cycles {shape.cycles - tenth + 1}-{shape.cycles})",
+            ours_last,
+        ),
+        row(f"ours processes, first {k_first}", figures.first_processes),
+        row(f"ours processes, last {k_last}", figures.last_processes),
+        row(
+            f"floor: python -c 'import orchestrator.cli.main', first {k_first}", figures.first_floor
+        ),
+        row(f"floor: the same, beside the last {k_last}", figures.last_floor),
+    ]
+    peer = figures.peer
+    if peer is not None and not isinstance(peer, str):
+        lines += [
+            row("LangGraph in process, first tenth", head(peer.in_process, tenth)),
+            row("LangGraph in process, last tenth", tail(peer.in_process, tenth)),
+            row(f"LangGraph processes, first {len(peer.first_processes)}", peer.first_processes),
+            row(f"LangGraph processes, last {len(peer.last_processes)}", peer.last_processes),
+        ]
+    elif isinstance(peer, str):
+        lines.append(peer)
+    whole = f"whole run in process (run() to completion): ours {figures.whole_run_s:.1f} s"
+    if peer is not None and not isinstance(peer, str):
+        whole += f", LangGraph {peer.whole_run_s:.1f} s"
+    lines.append(whole)
+    in_target = IN_PROCESS_GROWTH_TARGET if judged else None
+    out_target = PROCESS_GROWTH_TARGET if judged else None
+    line = (
+        f"last / first (medians, wall and cpu): ours in process "
+        f"{growth(ours_last, ours_first, in_target)}, processes "
+        f"{growth(figures.last_processes, figures.first_processes, out_target)}, their import "
+        f"floor {growth(figures.last_floor, figures.first_floor, None)}"
+    )
+    if peer is not None and not isinstance(peer, str):
+        line += (
+            f"; LangGraph in process "
+            f"{growth(tail(peer.in_process, tenth), head(peer.in_process, tenth), None)}, "
+            f"processes {growth(peer.last_processes, peer.first_processes, None)}"
+        )
+    lines.append(line)
+    if peer is not None and not isinstance(peer, str):
+        lines.append(
+            "LangGraph / ours (medians; target >= 2x): "
+            + ", ".join(f"{name} {value:.2f}x" for name, value in peer_ratios(shape, figures))
+        )
+    return lines
+
+
+def growth(last: Series, first: Series, target: float | None) -> str:
+    """Last over first, wall (judged against ``target`` when there is one) and CPU: on a
+    busy machine the CPU ratio tells growth from noise."""
+    wall = ratio(last, first)
+    cpu = ratio(cpu_series(last), cpu_series(first))
+    text = f"{wall:.2f}x/{cpu:.2f}x"
+    if target is None:
+        return text
+    return f"{text} (target <= {target:g}x: {verdict(wall, target, at_most=True)})"
+
+
+def cpu_series(samples: Series) -> Series:
+    """The CPU times of ``samples`` as a series of their own (for their ratios)."""
+    part = Series()
+    for cpu in samples.cpu:
+        part.add(cpu, cpu)
+    return part
+
+
+def peer_ratios(shape: Shape, figures: Figures) -> list[tuple[str, float]]:
+    """LangGraph's median over ours: in process first and last tenth, processes first
+    and last."""
+    peer, tenth = figures.peer, shape.tenth
+    return [
+        (
+            "in process first tenth",
+            ratio(head(peer.in_process, tenth), head(figures.in_process, tenth)),
+        ),
+        ("last tenth", ratio(tail(peer.in_process, tenth), tail(figures.in_process, tenth))),
+        ("processes first", ratio(peer.first_processes, figures.first_processes)),
+        ("last", ratio(peer.last_processes, figures.last_processes)),
+    ]
+
+
+def targets_section(
+    shapes: list[Shape], results: dict[Shape, Figures], judged: list[Shape], no_peer: str | None
+) -> list[str]:
+    """Each target of the issue with its figures; ``no_peer``: why LangGraph was not
+    measured (None when it was)."""
+    lines = [
+        "targets (issue 18; wall-clock medians of this run; a miss is reported, never an error):"
+    ]
+    growth_in, growth_out = [], []
+    for shape in judged:
+        figures = results[shape]
+        value = ratio(tail(figures.in_process, shape.tenth), head(figures.in_process, shape.tenth))
+        growth_in.append(
+            f"{shape.short} {value:.2f}x {verdict(value, IN_PROCESS_GROWTH_TARGET, at_most=True)}"
+        )
+        value = ratio(figures.last_processes, figures.first_processes)
+        growth_out.append(
+            f"{shape.short} {value:.2f}x {verdict(value, PROCESS_GROWTH_TARGET, at_most=True)}"
+        )
+    lines.append(
+        f"  1. in process, last tenth <= {IN_PROCESS_GROWTH_TARGET:g}x the first tenth: "
+        + "; ".join(growth_in)
+    )
+    lines.append(
+        f"     across processes, last cycles <= {PROCESS_GROWTH_TARGET:g}x the first: "
+        + "; ".join(growth_out)
+    )
+    if no_peer is not None:
+        lines.append(
+            f"  2. ours >= {PEER_TARGET:g}x faster than LangGraph: not measured ({no_peer})"
+        )
+        return lines
+    lines.append(
+        f"  2. ours >= {PEER_TARGET:g}x faster than LangGraph (its median / ours), every shape:"
+    )
+    for shape in shapes:
+        peer = results[shape].peer
+        if peer is None or isinstance(peer, str):
+            lines.append(f"     {shape.short}: not measured ({peer or 'no peer'})")
+            continue
+        lines.append(
+            f"     {shape.short}: "
+            + ", ".join(
+                f"{name} {value:.2f}x {verdict(value, PEER_TARGET, at_most=False)}"
+                for name, value in peer_ratios(shape, results[shape])
+            )
+        )
+    return lines
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument(
+        "--shapes",
+        default=None,
+        help=f"comma-separated phases:N and loop:N (default {DEFAULT_SHAPES}; with --quick "
+        f"{QUICK_SHAPES})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help=f"smaller runs for a smoke run ({QUICK_SHAPES})"
+    )
+    parser.add_argument(
+        "--process-samples",
+        type=int,
+        default=None,
+        help=f"cycles run as processes at each end of a run ({PROCESS_SAMPLES}; at most a "
+        "tenth of the run's cycles; with --quick 5)",
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where the temporary work directories go (TMPDIR)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure the same shapes on LangGraph (pip install -r "
+        "bench/peers/requirements.txt), each right after ours",
+    )
+    args = parser.parse_args(argv)
+    try:
+        shapes = parse_shapes(args.shapes or (QUICK_SHAPES if args.quick else DEFAULT_SHAPES))
+    except ValueError as exc:
+        parser.error(f"--shapes: {exc}")
+    if args.process_samples is not None and args.process_samples < 0:
+        parser.error("--process-samples must be >= 0")
+
+    root = Path(tempfile.mkdtemp(prefix="long-runs-", dir=args.dir))
+    try:
+        return run(args, shapes, root)
+    except BenchFailure as exc:
+        print(f"long_runs: a workflow failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"(kept {root})", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def process_env(root: Path, workflows: Path) -> dict[str, str]:
+    """The processes' environment: bytecode compiled once into a prefix in the temporary
+    directory (as after a regular install, nothing written into the source tree), and
+    the workflow files' directory on PYTHONPATH."""
+    env = dict(os.environ)
+    for key in ("ORCHESTRATOR_CRASH_AT", "ORCHESTRATOR_CRASH_LOG", "PYTHONPROFILEIMPORTTIME"):
+        env.pop(key, None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(workflows), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run(args: argparse.Namespace, shapes: list[Shape], root: Path) -> int:
+    began = time.perf_counter()
+    load_before = load_average()
+    progress: Callable[[str], None] = lambda text: print(f"... {text}", file=sys.stderr)  # noqa: E731
+    wanted = args.process_samples
+    if wanted is None:
+        wanted = 5 if args.quick else PROCESS_SAMPLES
+    directory, workflows = write_workflows(root, shapes)
+    env = process_env(root, directory)
+    console = Path(sys.executable).parent / "orchestrate"
+    cli = [str(console)] if console.exists() else [sys.executable, "-m", "orchestrator"]
+    peers = args.peers and langgraph_installed()
+    progress("warm-up: one in-process cycle and one process per shape")
+    warm_up(shapes, workflows, root, cli, env)
+    header_peer = peer_header(root) if peers else (INSTALL_HINT if args.peers else None)
+
+    results: dict[Shape, Figures] = {}
+    for shape in shapes:
+        samples = min(wanted, shape.tenth)
+        progress(f"{shape.title}: in process, {shape.cycles} cycles")
+        in_process, whole = in_process_run(shape, workflows[shape], root)
+        progress(f"{shape.title}: {samples} + {samples} cycles as processes")
+        first, last, first_floor, last_floor = cross_process_run(
+            shape, workflows[shape], root, samples, cli, env
+        )
+        figures = Figures(in_process, whole, first, last, first_floor, last_floor)
+        if peers:
+            figures.peer = measure_peer(shape, samples, root, env, progress)
+        results[shape] = figures
+
+    load_after = load_average()
+    judged = [
+        max((s for s in shapes if s.kind == kind), key=lambda s: s.size)
+        for kind in ("phases", "loop")
+        if any(s.kind == kind for s in shapes)
+    ]
+    print()
+    print(
+        f"long_runs: {len(shapes)} shapes; Python {platform.python_version()} "
+        f"({sys.executable}); {os.cpu_count()} CPUs; 1-min load avg {load_before:.2f} before, "
+        f"{load_after:.2f} after; the bench took {time.perf_counter() - began:.0f} s"
+    )
+    if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
+        print(
+            "NOTE: the machine was busy with other work during this run: every figure is "
+            "inflated; run again when it is idle"
+        )
+    print(f"work directories under {root.parent} ({fs_type(root)})")
+    print(
+        "a cycle: respond to the pending request, then resume until the next pause (or the "
+        "end); only cycles that end in a pause are counted. In process: "
+        "WorkflowHarness.respond + WorkflowHarness.resume (a fresh Engine, which reads the "
+        f"state from disk). Processes: respond + '{' '.join(cli)} resume --workdir D' until "
+        "it exits 42, bytecode cached (PYTHONPYCACHEPREFIX in the temp dir), as installed."
+    )
+    if header_peer:
+        print(header_peer)
+    for shape in shapes:
+        print()
+        for line in shape_section(shape, results[shape], shape in judged):
+            print(line)
+    print()
+    no_peer = None
+    if not peers:
+        no_peer = "LangGraph is not installed" if args.peers else "run with --peers"
+    for line in targets_section(shapes, results, judged, no_peer):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
