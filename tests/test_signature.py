@@ -676,3 +676,26 @@ def test_a_state_holding_the_mark_is_signed_over_its_parts(tmp_path: Path) -> No
     written = state_key.signed_bytes(data, {})
     assert "covers" not in json.loads(written)["phase_data"][ENGINE_KEY]["x_signature"]
     assert judge_signature(json.loads(written), written).ok
+
+
+def test_bytes_a_save_wrote_are_read_without_the_careful_parser_and_others_are_not(
+    tmp_path: Path,
+) -> None:
+    """The bytes a save wrote are known as such before they are parsed (the MAC over them
+    holds), and read by the C parser alone; a byte changed anywhere, or the signature
+    moved, sends them back to the careful reader, which refuses them."""
+    from orchestrator.storage.state_key import data_if_signed
+
+    run = Run(tmp_path)
+    run.start()
+    raw = run.state_path.read_bytes()
+    assert data_if_signed(raw) == json.loads(raw)
+    changed = raw.replace(b"what is a tide?", b"what is a tidE?", 1)
+    assert changed != raw and data_if_signed(changed) is None
+    record_line = next(line for line in raw.splitlines() if b'"x_signature": {' in line)
+    signature = record_line[record_line.index(b'"x_signature": {') :].rstrip(b",")[:-1]
+    moved = raw.replace(b", " + signature, b"", 1).replace(
+        b'\n  "phase_data": {\n', b'\n  "phase_data": {\n    "x_moved": {' + signature + b"},\n"
+    )
+    assert moved != raw and data_if_signed(moved) is None
+    assert data_if_signed(raw + b" ") is None
