@@ -63,7 +63,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
-from ..formats.state_signature import signature_of, with_signature
+from ..formats.state_signature import with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
 from ..storage.durable import (
@@ -79,7 +79,6 @@ from ..storage.durable import (
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 from ..storage.state_key import (
-    COVERS_FILE,
     EncodedItems,
     check_key_outside,
     check_signature,
@@ -150,6 +149,7 @@ class FileBridge:
         # signature is the file's, not the state's: it is made again at every save.
         self._check_key()
         data = data_if_signed(raw)  # bytes a save wrote: the C parser alone reads them
+        written_here = data is not None
         if data is None:
             try:
                 data = loads_strict(
@@ -159,10 +159,10 @@ class FileBridge:
                 raise StateDamagedError.wrap(exc) from None
             check_signature(data, source=source, raw=raw)
         try:
-            state = parse_state(with_signature(data, None), source=source)
+            state = parse_state(with_signature(data, None), source=source, items=not written_here)
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
-        if signature_of(data).get("covers") == COVERS_FILE:  # what a save wrote, exactly
+        if written_here:
             self._encoded.seed(state, raw)
         self._saved = raw
         return state

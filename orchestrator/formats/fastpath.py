@@ -35,6 +35,7 @@ class _Plan:
     names: frozenset[str]
     open_object: bool  # unknown keys are kept in an ``extra`` dict field
     order: tuple[str, ...]  # field names in declaration order
+    build: Convert  # data -> instance: the steps above, as one function made for the class
 
 
 _plans: dict[type, _Plan | None] = {}
@@ -42,10 +43,10 @@ _plans: dict[type, _Plan | None] = {}
 
 def structure(data: Any, cls: type[Any]) -> Any:
     """``data`` structured into the attrs class ``cls``; :class:`Unsupported` otherwise."""
-    plan = _plan_for(cls)
+    plan = _plans.get(cls) or _plan_for(cls)
     if plan is None:
         raise Unsupported(cls)
-    return _structure_with(plan, cls, data)
+    return plan.build(data)
 
 
 def unstructure(obj: Any) -> Any:
@@ -129,11 +130,74 @@ def _plan_for(cls: type[Any]) -> _Plan | None:
             steps.append((field.name, _converter_for(field.type), required))
         names = frozenset(f.name for f in fields)
         order = tuple(f.name for f in fields)
-        plan: _Plan | None = _Plan(tuple(steps), names, "extra" in names, order)
+        open_object = "extra" in names
+        build = _generic_builder(cls) if open_object else _closed_builder(cls, fields, names)
+        plan: _Plan | None = _Plan(tuple(steps), names, open_object, order, build)
     except (Unsupported, NameError, TypeError):
         plan = None
     _plans[cls] = plan
     return plan
+
+
+def _generic_builder(cls: type[Any]) -> Convert:
+    def build(data: Any) -> Any:
+        plan = _plans[cls]
+        assert plan is not None
+        return _structure_with(plan, cls, data)
+
+    return build
+
+
+def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Convert:
+    """One function that structures ``cls`` as :func:`_structure_with` does, written out
+    field by field: a long run's state holds thousands of records, and a generic loop
+    over each one's fields was most of the cost of reading it back."""
+    scope: dict[str, Any] = {
+        "cls": cls,
+        "names": names,
+        "Unsupported": Unsupported,
+        "check_keys": _check_keys,
+    }
+    lines = [
+        "def build(data):",
+        "    if type(data) is not dict:",
+        "        raise Unsupported(cls)",
+        "    if not names.issuperset(data):",
+        "        check_keys(data, names)",
+        "    kwargs = {}",
+    ]
+    for index, field in enumerate(fields):
+        name = field.name
+        value = f"v{index}"
+        exact = _EXACT.get(field.type)
+        if exact is not None:
+            scope[f"t{index}"] = exact
+            converted = [
+                f"if type({value}) is not t{index}:",
+                f"    raise Unsupported(t{index})",
+                f"kwargs[{name!r}] = {value}",
+            ]
+        else:
+            scope[f"c{index}"] = _converter_for(field.type)
+            converted = [f"kwargs[{name!r}] = c{index}({value})"]
+        if field.default is attrs.NOTHING:
+            lines += [f"    if {name!r} not in data:", f"        raise Unsupported({name!r})"]
+            lines += [f"    {value} = data[{name!r}]"] + [f"    {line}" for line in converted]
+        else:
+            lines += [f"    if {name!r} in data:", f"        {value} = data[{name!r}]"]
+            lines += [f"        {line}" for line in converted]
+    lines.append("    return cls(**kwargs)")
+    exec("\n".join(lines), scope)
+    return scope["build"]  # type: ignore[no-any-return]
+
+
+def _check_keys(data: dict[str, Any], names: frozenset[str]) -> None:
+    for key in data:
+        if key not in names and not key.startswith(EXTENSION_PREFIX):
+            raise Unsupported(key)  # the converter names the unknown field
+
+
+_EXACT: dict[Any, type] = {str: str, int: int, bool: bool}
 
 
 def _converter_for(kind: Any) -> Convert:

@@ -58,8 +58,13 @@ def sha256_hex(data: bytes) -> str:
 
 
 def sha256_constructor() -> Any:
-    """The interpreter's built-in SHA-256 constructor (``hashlib.sha256``'s signature),
-    found once; see :func:`sha256_hex`."""
+    """A SHA-256 constructor (``hashlib.sha256``'s signature): ``hashlib``'s once this
+    process has imported it (OpenSSL's, several times faster on a long run's state),
+    else the interpreter's built-in one, which costs no library load; see
+    :func:`sha256_hex`."""
+    loaded = sys.modules.get("hashlib")
+    if loaded is not None:
+        return loaded.sha256
     global _sha256_constructor
     if _sha256_constructor is None:
         _sha256_constructor = _find_sha256()
