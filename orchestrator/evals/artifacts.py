@@ -104,7 +104,7 @@ def _failure_files(
     if failure.body:
         body_asset = PlannedAsset(
             asset_id=f"{case_id}.full_body",
-            file_name=f"{case_id}.full_body{_extension(failure.content_type)}",
+            file_name=f"{case_id}.full_body{_extension(failure.body)}",
             kind="full_body",
             data=failure.body,
         )
@@ -152,13 +152,14 @@ def _meta(case_id: str, version: str, failure: Failure) -> FailureMeta:
     )
 
 
-def _extension(content_type: str | None) -> str:
-    kind = (content_type or "").split(";")[0].strip().lower()
-    if kind.endswith("json"):
-        return ".json"
-    if kind.startswith("text/"):
-        return ".txt"
-    return ".bin"
+def _extension(body: bytes) -> str:
+    """``.txt`` for a body that is UTF-8 text, else ``.bin``: never ``.json``, since a
+    failed body is often not (or not whole) JSON."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return ".bin"
+    return ".txt"
 
 
 def _charset(content_type: str | None) -> str | None:
