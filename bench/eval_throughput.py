@@ -120,13 +120,10 @@ def main() -> int:
     finally:
         agent.kill()
         agent.wait()
-    print(
-        f"{'concurrency':>11}  {'eval run (cases/s)':>18}  {'bare client (cases/s)':>21}  {'floor/run':>9}"
-    )
+    print(f"{'concurrency':>11}  {'eval run':>10}  {'bare client':>11}  {'floor/run':>9}  cases/s")
     for concurrency, run_rate, floor_rate in rows:
-        print(
-            f"{concurrency:>11}  {run_rate:>18.1f}  {floor_rate:>21.1f}  {floor_rate / run_rate:>8.1f}x"
-        )
+        ratio = floor_rate / run_rate
+        print(f"{concurrency:>11}  {run_rate:>10.1f}  {floor_rate:>11.1f}  {ratio:>8.1f}x")
     print(f"load average {load_average():.2f} after")
     return 1 if failed else 0
 
