@@ -177,6 +177,7 @@ COMMANDS = (
     "events",
     "output",
     "trust",
+    "eval",
 )
 
 
@@ -549,6 +550,15 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         from .board import add_board_commands
 
         add_board_commands(board, _Formatter)
+    eval_group = command(
+        "eval",
+        _cmd_eval,
+        "Agent regression runs: ask every case of a cases file of an agent version.",
+    )
+    if not isinstance(eval_group, _Unused):
+        from .evals import add_eval_commands
+
+        add_eval_commands(eval_group, _Formatter)
     check = command(
         "check",
         _cmd_check,
@@ -1147,6 +1157,10 @@ def _cmd_events(args: argparse.Namespace) -> int:
     from .events import cmd_events
 
     return cmd_events(args)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
 
 
 def _cmd_board(args: argparse.Namespace) -> int:

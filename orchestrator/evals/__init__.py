@@ -1,0 +1,13 @@
+"""Agent regression runs: every case of a cases file asked of one version of an agent
+(``baseline`` or ``new``), the answers and failures kept as the agent artifact contract
+v1 lays them out (``run.json``, ``<caseId>.json``, ``assets/``), ready to be compared.
+
+Owns the transports that reach an agent under test (HTTP ``/run-case``, a subprocess, a
+callable), judging each try into an error class and retrying it (``attempts``), what
+moves to ``assets/`` (``payloads``), the files of a run directory (``artifacts``), and
+the run itself as a workflow on the engine (``workflow``), so a run survives ``kill -9``
+and resumes without asking a recorded case again.
+
+May import: ``engine``, ``evidence``, ``orchestrator._ports``, ``storage``, ``formats``
+and ``orchestrator._errors``. Never an adapter or the CLI: the CLI picks the store.
+"""
