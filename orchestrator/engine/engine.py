@@ -11,6 +11,7 @@ answer is ever applied twice.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -912,17 +913,23 @@ class Engine:
         cases) saves its whole journal at each step, and would otherwise encode every
         earlier entry again each time. An entry is made anew when any of its fields is
         replaced (``_repoint_journal`` replaces ``request_ids``); none is changed in place."""
-        key = (
+        # The fields themselves, held: compared by identity, so a replaced field is never
+        # taken for its predecessor (an id alone may be reused once that one is freed).
+        fields = (
             entry.position,
             entry.kind,
-            id(entry.fingerprint),
-            id(entry.request_ids),
-            id(entry.result),
-            id(entry.error),
+            entry.fingerprint,
+            entry.request_ids,
+            entry.result,
+            entry.error,
         )
         cached = cache.get(id(entry))
-        if cached is None or cached[0] is not entry or cached[1] != key:
-            cached = (entry, key, unstructure(entry))
+        if (
+            cached is None
+            or cached[0] is not entry
+            or not all(map(operator.is_, fields, cached[1]))
+        ):
+            cached = (entry, fields, unstructure(entry))
         self._journal_cache[id(entry)] = cached
         return cached[2]
 
