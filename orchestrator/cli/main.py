@@ -177,6 +177,7 @@ COMMANDS = (
     "events",
     "output",
     "trust",
+    "eval",
 )
 
 
@@ -558,6 +559,19 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         from .board import add_check_command
 
         add_check_command(check)
+
+    evals = command(
+        "eval",
+        _cmd_eval,
+        "Agent regression runs: compare a baseline run with a new one, check run folders.",
+    )
+    if not isinstance(evals, _Unused):
+        from .eval_compare import add_compare_commands
+
+        eval_commands = evals.add_subparsers(
+            dest="eval_command", metavar="SUBCOMMAND", required=True
+        )
+        add_compare_commands(eval_commands, _Formatter)
     return parser
 
 
@@ -1146,6 +1160,10 @@ def _cmd_events(args: argparse.Namespace) -> int:
 
 def _cmd_board(args: argparse.Namespace) -> int:
     raise UsageError("name a board subcommand (orchestrate board --help lists them)")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

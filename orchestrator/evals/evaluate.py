@@ -1,0 +1,141 @@
+"""``orchestrate eval compare``: two run directories in, ``evaluation.json`` and
+``report.html`` out, in one folder that can be copied anywhere.
+
+The output folder (``--out``, by default the directory both runs are under, which for a
+runner's ``<out>/<version>/<run_id>/`` layout is ``<out>``) holds the two files and, when
+a run directory is not already inside it, a copy of that run directory (regular files
+only, no link), so every link of the report resolves inside the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .._errors import ContractError, UsageError
+from ..formats.evaluation import EVALUATION_FILE, Evaluation, unstructure_evaluation
+from ..formats.strict_json import dumps_canonical
+from ..storage.durable import atomic_write
+from ..storage.files import read_json_file
+from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
+from .reading import read_run_dir
+
+REPORT_FILE = "report.html"
+
+
+def evaluate(
+    baseline_dir: Path,
+    new_dir: Path,
+    *,
+    out_dir: Path | None = None,
+    cases_file: Path | None = None,
+    fail_on: Iterable[str] = DEFAULT_FAIL_ON,
+    generated_at: str,
+) -> tuple[Evaluation, Path]:
+    """Compare the runs, write ``evaluation.json`` and ``report.html``; returns the
+    evaluation and the folder written."""
+    for name, path in (("BASELINE_DIR", baseline_dir), ("NEW_DIR", new_dir)):
+        if not path.is_dir() or path.is_symlink():
+            raise UsageError(f"{name} {path} is not a directory: name a run directory")
+    expectations = read_expectations(cases_file) if cases_file else {}
+    if out_dir is None:
+        out_dir = Path(os.path.commonpath([baseline_dir.resolve(), new_dir.resolve()]))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    baseline_dir = _inside(baseline_dir, out_dir, "baseline")
+    new_dir = _inside(new_dir, out_dir, "new")
+    evaluation = compare_runs(
+        read_run_dir(baseline_dir),
+        read_run_dir(new_dir),
+        out_dir=out_dir,
+        expectations=expectations,
+        fail_on=fail_on,
+        generated_at=generated_at,
+        evaluator_version=_version(),
+    )
+    from .report import render_report
+
+    document = unstructure_evaluation(evaluation)
+    atomic_write(out_dir / EVALUATION_FILE, dumps_canonical(document) + b"\n")
+    atomic_write(out_dir / REPORT_FILE, render_report(evaluation).encode("utf-8"))
+    return evaluation, out_dir
+
+
+def _inside(run_dir: Path, out_dir: Path, version: str) -> Path:
+    """``run_dir`` if it is under ``out_dir``; else its copy at ``out_dir/<version>/<name>``."""
+    resolved, root = run_dir.resolve(), out_dir.resolve()
+    if resolved == root or root in resolved.parents:
+        return resolved
+    target = root / version / resolved.name
+    staging = target.with_name(f".{target.name}.copying")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(resolved, staging, symlinks=True, ignore=_links)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
+
+
+def _links(directory: str, names: list[str]) -> list[str]:
+    """Links are left out of a copy: one may point anywhere, and a copy must stand alone."""
+    return [name for name in names if os.path.islink(os.path.join(directory, name))]
+
+
+def read_expectations(path: Path) -> dict[str, Expectation]:
+    """``{case_id: Expectation}`` from a cases file: a JSON array of cases, or an object with
+    ``cases``; each case an object with ``id`` (or ``case_id``) and, optionally,
+    ``expected``. Fields the evaluator does not judge are ignored."""
+    source = str(path)
+    data = read_json_file(path, source=source)
+    cases = data.get("cases") if isinstance(data, dict) else data
+    if not isinstance(cases, list):
+        raise ContractError(
+            "expected a JSON array of cases, or an object with 'cases'", source=source
+        )
+    found: dict[str, Expectation] = {}
+    for index, case in enumerate(cases):
+        at = f"$.cases[{index}]" if isinstance(data, dict) else f"$[{index}]"
+        if not isinstance(case, dict):
+            raise ContractError("expected an object", source=source, json_path=at)
+        case_id = case.get("id", case.get("case_id"))
+        expected = case.get("expected")
+        if not isinstance(case_id, str):
+            raise ContractError("a case needs a string 'id'", source=source, json_path=at)
+        if expected is not None:
+            found[case_id] = _expectation(expected, source, f"{at}.expected")
+    return found
+
+
+def _expectation(expected: Any, source: str, at: str) -> Expectation:
+    if not isinstance(expected, dict):
+        raise ContractError("expected an object", source=source, json_path=at)
+    contains = expected.get("output_contains", [])
+    if isinstance(contains, str):
+        contains = [contains]
+    if not isinstance(contains, list) or not all(isinstance(c, str) for c in contains):
+        raise ContractError(
+            "expected a string or an array of strings",
+            source=source,
+            json_path=f"{at}.output_contains",
+        )
+    limit = expected.get("max_risk_level")
+    if limit is not None and limit not in ("low", "medium", "unknown", "high"):
+        raise ContractError(
+            "expected low, medium, unknown or high", source=source, json_path=f"{at}.max_risk_level"
+        )
+    return Expectation(
+        output_contains=tuple(contains),
+        output_equals=expected.get("output_equals"),
+        max_risk_level=limit,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"checkpoint-orchestrator {version('checkpoint-orchestrator')}"
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "checkpoint-orchestrator (not installed)"
