@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from .._errors import UnknownVersionError
-from .convert import refusal, structure, unstructure
+from .convert import null_problem, refusal, structure, unstructure
 
 __all__ = [
     "ACTION_CHANGES",
@@ -191,9 +191,25 @@ def parse_evaluation(data: Any, *, source: str = EVALUATION_FILE) -> Evaluation:
     """
     if isinstance(data, dict):
         _check_version(data.get("schema_version"), source)
+    nulls = list(_nulls(data, "$"))
+    if nulls:
+        raise refusal([null_problem(path, [key]) for path, key in nulls], source=source)
     evaluation = structure(data, Evaluation, source=source)
     validate_evaluation(evaluation, source=source)
     return evaluation
+
+
+def _nulls(value: Any, at: str) -> Any:
+    """``(path of the object, key)`` of each null outside an action's open ``params``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if item is None:
+                yield at, str(key)
+            elif key != "params":
+                yield from _nulls(item, f"{at}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nulls(item, f"{at}[{index}]")
 
 
 def unstructure_evaluation(evaluation: Evaluation) -> dict[str, Any]:

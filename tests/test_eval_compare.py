@@ -1,0 +1,264 @@
+"""``orchestrate eval compare``: the six verdicts, the CI gate, tolerance of what a run
+may hold, and ``evaluation.json`` read alike by its JSON Schema and its Python model."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from orchestrator._errors import ContractError
+from orchestrator.evals.compare import judge
+from orchestrator.formats.evaluation import (
+    ActionView,
+    Side,
+    evaluation_schema,
+    parse_evaluation,
+)
+from tests.eval_support import compare, copy_runs, edit_json, evaluation_of, verdicts
+
+EXPECTED = {
+    "c-new-failure": "new_failure",
+    "c-regressed": "regressed",
+    "c-both-failing": "both_failing",
+    "c-fixed": "fixed",
+    "c-improved": "improved",
+    "c-unchanged": "unchanged",
+    "c-html": "unchanged",
+}
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    return copy_runs(tmp_path)
+
+
+def test_each_verdict_and_the_order_of_severity(runs: Path) -> None:
+    assert compare(runs) == 1
+    assert verdicts(runs) == EXPECTED
+    evaluation = evaluation_of(runs)
+    order = [case["verdict"] for case in evaluation["cases"]]
+    assert order[:5] == ["new_failure", "regressed", "both_failing", "fixed", "improved"]
+    assert evaluation["totals"] == {
+        "cases": 7,
+        "new_failure": 1,
+        "regressed": 1,
+        "both_failing": 1,
+        "fixed": 1,
+        "improved": 1,
+        "unchanged": 2,
+    }
+    regressed = next(c for c in evaluation["cases"] if c["case_id"] == "c-regressed")
+    assert regressed["reasons"] == [
+        "new: output lacks 'Refund approved'",
+        "new: an action is medium risk, above the allowed low",
+    ]
+    assert regressed["output_changed"] is True
+    assert "-Refund approved: 30 EUR back to the card." in regressed["output_diff"]
+    assert [(c["action_id"], c["change"]) for c in regressed["action_changes"]] == [
+        ("a1", "same"),
+        ("a2", "added"),
+    ]
+    failure = next(c for c in evaluation["cases"] if c["case_id"] == "c-new-failure")["new"]
+    assert failure["failure"]["http_status"] == 500
+    assert failure["failure"]["full_body_href"] == (
+        "new/r-new/assets/failure_new_c-new-failure.body"
+    )
+
+
+def test_without_expectations_the_riskiest_action_decides(runs: Path) -> None:
+    code = main_without_cases(runs)
+    assert code == 1
+    evaluation = evaluation_of(runs)
+    regressed = next(c for c in evaluation["cases"] if c["case_id"] == "c-regressed")
+    assert regressed["verdict"] == "regressed"
+    assert regressed["reasons"] == ["riskiest action low -> medium"]
+
+
+def main_without_cases(runs: Path) -> int:
+    from orchestrator.cli.main import main
+
+    return main(["eval", "compare", str(runs / "baseline/r-base"), str(runs / "new/r-new")])
+
+
+def _ok(max_risk: str, *, met: bool | None) -> Side:
+    action = ActionView(
+        action_id="a1",
+        action_type="tool_call",
+        tool_name="t",
+        risk_level=max_risk,
+        risk_tags=[],
+        params={},
+        evidence=[],
+    )
+    return Side(status="ok", actions=[action], max_risk=max_risk, expected_met=met)
+
+
+def test_expectations_are_judged_before_risk() -> None:
+    # Met expectations outweigh a riskier action, and the other way round.
+    assert judge(_ok("low", met=False), _ok("high", met=True))[0] == "improved"
+    assert judge(_ok("high", met=True), _ok("low", met=False))[0] == "regressed"
+    assert judge(_ok("low", met=True), _ok("unknown", met=True))[0] == "regressed"
+    assert judge(_ok("unknown", met=None), _ok("medium", met=None))[0] == "improved"
+    assert judge(_ok("medium", met=None), _ok("medium", met=None)) == ("unchanged", [])
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code"),
+    [
+        ("regressed,new-failure", 1),
+        ("none", 0),
+        ("fixed", 1),
+        ("both_failing", 1),
+        ("improved,unchanged", 1),
+    ],
+)
+def test_fail_on_sets_the_exit_code(runs: Path, fail_on: str, code: int) -> None:
+    assert compare(runs, "--fail-on", fail_on) == code
+    gate = evaluation_of(runs)["gate"]
+    assert gate["exit_code"] == code and gate["failed"] is (code == 1)
+
+
+def test_the_gate_passes_when_nothing_it_watches_happened(runs: Path) -> None:
+    shutil.rmtree(runs / "new" / "r-new")
+    shutil.copytree(runs / "baseline" / "r-base", runs / "new" / "r-new")
+    assert compare(runs) == 0
+    assert set(verdicts(runs).values()) == {"unchanged", "both_failing"}
+    assert compare(runs, "--fail-on", "both-failing") == 1
+    assert evaluation_of(runs)["gate"]["cases"] == ["c-both-failing", "c-fixed"]
+
+
+def test_an_unknown_verdict_is_a_usage_error(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert compare(runs, "--fail-on", "regressed,worse") == 2
+    assert "'worse' is not a verdict" in capsys.readouterr().err
+    assert not (runs / "evaluation.json").exists()
+
+
+def test_tolerated_unknown_event_type_and_later_minor_version(runs: Path) -> None:
+    # c-html is case.v1.3, has a field v1 does not name and an event type v1 does not
+    # know: it is read, judged, and its evidence ref (events[0]) resolves.
+    assert compare(runs) == 1
+    case = next(c for c in evaluation_of(runs)["cases"] if c["case_id"] == "c-html")
+    assert case["new"]["status"] == "ok"
+    assert case["new"]["actions"][0]["evidence"][0]["where"] == "events[0]"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{ not json", "c-unchanged.json"),
+        ('["a list"]', "expected a JSON object"),
+        ('{"schema_version": "case.v2", "case_id": "c-unchanged"}', "major version"),
+        (
+            '{"schema_version": "case.v1", "case_id": "c-unchanged", "version": "new", '
+            '"status": "ok", "events": [], "final_output": {}}',
+            "$.proposed_actions",
+        ),
+    ],
+)
+def test_a_malformed_case_file_is_reported_not_fatal(
+    runs: Path, content: str, message: str
+) -> None:
+    (runs / "new" / "r-new" / "c-unchanged.json").write_text(content, encoding="utf-8")
+    assert compare(runs) == 1
+    evaluation = evaluation_of(runs)
+    case = next(c for c in evaluation["cases"] if c["case_id"] == "c-unchanged")
+    assert case["verdict"] == "new_failure"
+    assert case["new"]["status"] == "unreadable"
+    (problem,) = evaluation["problems"]
+    assert problem["file"] == "new/r-new/c-unchanged.json"
+    assert message in problem["message"] + problem["field"] + problem["file"]
+    report = (runs / "report.html").read_text(encoding="utf-8")
+    assert "Files that could not be read (1)" in report
+    assert 'href="new/r-new/c-unchanged.json"' in report
+
+
+def test_everything_from_the_runs_is_escaped(runs: Path) -> None:
+    compare(runs)
+    report = (runs / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in report
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in report
+    assert "&lt;b&gt;tool&lt;/b&gt;" in report
+    assert "<img" not in report
+
+
+def test_runs_outside_the_out_folder_are_copied_in(runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "elsewhere"
+    assert compare(runs, "--out", str(out)) == 1
+    evaluation = evaluation_of(out)
+    assert evaluation["baseline"]["dir"] == "baseline/r-base"
+    assert (out / "new" / "r-new" / "assets" / "failure_new_c-new-failure.body").is_file()
+    assert verdicts(out) == EXPECTED
+
+
+# -- evaluation.json: the schema and the model agree ---------------------------------------
+
+
+def _validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(
+        evaluation_schema(), format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER
+    )
+
+
+def test_the_written_evaluation_meets_the_schema_and_the_model(runs: Path) -> None:
+    compare(runs)
+    document = evaluation_of(runs)
+    _validator().validate(document)
+    parsed = parse_evaluation(document)
+    assert parsed.cases[0].verdict == "new_failure"
+
+
+def _broken(document: dict[str, Any], change: str) -> dict[str, Any]:
+    document = copy.deepcopy(document)
+    case = document["cases"][0]
+    if change == "verdict":
+        case["verdict"] = "worse"
+    elif change == "absolute":
+        case["new"]["case_file"] = "/home/someone/runs/c.json"
+    elif change == "climbs":
+        document["baseline"]["dir"] = "../outside"
+    elif change == "missing":
+        del document["gate"]
+    elif change == "unknown-field":
+        case["surprise"] = 1
+    elif change == "null":
+        case["new"]["failure"] = None
+    elif change == "major":
+        document["schema_version"] = "evaluation.v2"
+    elif change == "risk":
+        document["cases"][1]["new"]["max_risk"] = "extreme"
+    return document
+
+
+@pytest.mark.parametrize(
+    "change", ["verdict", "absolute", "climbs", "missing", "unknown-field", "null", "major", "risk"]
+)
+def test_the_schema_and_the_model_refuse_the_same_documents(runs: Path, change: str) -> None:
+    compare(runs)
+    document = _broken(evaluation_of(runs), change)
+    assert list(_validator().iter_errors(document)), change
+    with pytest.raises(ContractError):
+        parse_evaluation(document)
+
+
+def test_extension_fields_and_a_later_minor_version_are_read_by_both(runs: Path) -> None:
+    compare(runs)
+    document = evaluation_of(runs)
+    document["schema_version"] = "evaluation.v1.4"
+    document["x_note"] = "kept aside"
+    _validator().validate(document)
+    assert parse_evaluation(document).schema_version == "evaluation.v1.4"
+
+
+def test_an_unreadable_run_json_is_named(runs: Path) -> None:
+    edit_json(runs / "baseline" / "r-base" / "run.json", lambda d: d.update(schema_version=3))
+    compare(runs)
+    (problem,) = evaluation_of(runs)["problems"]
+    assert problem["file"] == "baseline/r-base/run.json"
+    assert problem["field"] == "$.schema_version"
