@@ -19,7 +19,8 @@ from .._errors import ContractError, UsageError
 from ..formats.evaluation import EVALUATION_FILE, Evaluation, unstructure_evaluation
 from ..formats.strict_json import dumps_canonical
 from ..storage.durable import atomic_write
-from ..storage.files import read_json_file
+from ..formats.strict_json import loads_strict
+from ..storage.files import read_regular_file
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
 from .reading import read_run_dir
 
@@ -84,25 +85,33 @@ def _links(directory: str, names: list[str]) -> list[str]:
 
 
 def read_expectations(path: Path) -> dict[str, Expectation]:
-    """``{case_id: Expectation}`` from a cases file: a JSON array of cases, or an object with
-    ``cases``; each case an object with ``id`` (or ``case_id``) and, optionally,
-    ``expected``. Fields the evaluator does not judge are ignored."""
+    """``{case_id: Expectation}`` from a cases file, as the runner reads it: a JSON array of
+    cases or one case per line (JSONL); an object with ``cases`` is read too. Each case has
+    an ``id`` and, optionally, ``expected``; fields the evaluator does not judge are
+    ignored."""
     source = str(path)
-    data = read_json_file(path, source=source)
-    cases = data.get("cases") if isinstance(data, dict) else data
-    if not isinstance(cases, list):
-        raise ContractError(
-            "expected a JSON array of cases, or an object with 'cases'", source=source
-        )
+    raw = read_regular_file(path, max_bytes=64 * 1024 * 1024, source=source)
+    whole: Any = None
+    if raw.lstrip()[:1] == b"[" or b'"cases"' in raw:
+        whole = loads_strict(raw, source=source)
+    if isinstance(whole, list):
+        located = [(f"$[{index}]", case) for index, case in enumerate(whole)]
+    elif isinstance(whole, dict) and isinstance(whole.get("cases"), list):
+        located = [(f"$.cases[{index}]", case) for index, case in enumerate(whole["cases"])]
+    else:  # JSONL: one case per line
+        located = [
+            (f"line {number}", loads_strict(line, source=f"{source} line {number}"))
+            for number, line in enumerate(raw.split(b"\n"), start=1)
+            if line.strip()
+        ]
     found: dict[str, Expectation] = {}
-    for index, case in enumerate(cases):
-        at = f"$.cases[{index}]" if isinstance(data, dict) else f"$[{index}]"
+    for at, case in located:
         if not isinstance(case, dict):
             raise ContractError("expected an object", source=source, json_path=at)
         case_id = case.get("id", case.get("case_id"))
-        expected = case.get("expected")
         if not isinstance(case_id, str):
             raise ContractError("a case needs a string 'id'", source=source, json_path=at)
+        expected = case.get("expected")
         if expected is not None:
             found[case_id] = _expectation(expected, source, f"{at}.expected")
     return found
