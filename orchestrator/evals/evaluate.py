@@ -17,9 +17,8 @@ from typing import Any
 
 from .._errors import ContractError, UsageError
 from ..formats.evaluation import EVALUATION_FILE, Evaluation, unstructure_evaluation
-from ..formats.strict_json import dumps_canonical
+from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import atomic_write
-from ..formats.strict_json import loads_strict
 from ..storage.files import read_regular_file
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
 from .reading import read_run_dir
