@@ -68,7 +68,7 @@ background:#fafbfc}
 font-weight:600;color:#fff;white-space:nowrap}
 .risk{display:inline-block;border-radius:4px;padding:0 6px;font-size:12px;font-weight:600;
 border:1px solid currentColor}
-.st{font-size:13px}.st.bad{color:var(--new_failure);font-weight:600}.dim{color:var(--muted)}
+.nowrap{white-space:nowrap}.st{font-size:13px}.st.bad{color:var(--new_failure);font-weight:600}.dim{color:var(--muted)}
 .case{background:var(--card);border:1px solid var(--line);border-left:6px solid;
 border-radius:10px;margin:18px 0;padding:14px 18px}
 .case header{display:flex;align-items:baseline;gap:12px;flex-wrap:wrap}
@@ -160,9 +160,14 @@ def _gate(evaluation: Evaluation) -> str:
     if gate.failed:
         count = len(gate.cases)
         noun = "case" if count == 1 else "cases"
+        anchors = {case.case_id: index for index, case in enumerate(evaluation.cases)}
+        names = ", ".join(
+            f'<a href="#case-{anchors[case_id]}" class="mono">{_e(case_id)}</a>'
+            for case_id in gate.cases
+        )
         return (
-            f'<div class="gate failed">Gate failed: {count} {noun} '
-            f"<span>({watched} fail the gate; exit code {gate.exit_code})</span></div>"
+            f'<div class="gate failed">Gate failed: {count} {noun} ({names}) '
+            f"<span>· {watched} fail the gate · exit code {gate.exit_code}</span></div>"
         )
     return f'<div class="gate passed">Gate passed <span>(watching {_e(watched)})</span></div>'
 
@@ -194,10 +199,10 @@ def _summary_table(evaluation: Evaluation) -> str:
     for index, case in enumerate(evaluation.cases):
         rows.append(
             "<tr>"
-            f'<td><a href="#case-{index}" class="mono">{_e(case.case_id)}</a></td>'
+            f'<td class=nowrap><a href="#case-{index}" class="mono">{_e(case.case_id)}</a></td>'
             f"<td>{_pill(case.verdict)}</td>"
             f"<td>{_status(case.baseline)}</td><td>{_status(case.new)}</td>"
-            f"<td>{_risk(case.baseline.max_risk)} → {_risk(case.new.max_risk)}</td>"
+            f"<td class=nowrap>{_risk_change(case.baseline.max_risk, case.new.max_risk)}</td>"
             f"<td>{'changed' if case.output_changed else '<span class=dim>same</span>'}</td>"
             f"<td>{_e(case.reasons[0]) if case.reasons else ''}</td>"
             "</tr>"
@@ -207,6 +212,12 @@ def _summary_table(evaluation: Evaluation) -> str:
         "<th>Riskiest action</th><th>Output</th><th>Why</th></tr>"
     )
     return f'<h2>Summary</h2><div class="summary"><table>{head}{"".join(rows)}</table></div>'
+
+
+def _risk_change(before: str | None, after: str | None) -> str:
+    if before is None and after is None:
+        return '<span class="dim">—</span>'
+    return f"{_risk(before)} → {_risk(after)}"
 
 
 def _status(side: Side) -> str:
@@ -330,10 +341,13 @@ def _actions(actions: list[ActionView], case_file: str | None) -> str:
 def _evidence(action: ActionView, case_file: str | None) -> str:
     links = []
     for link in action.evidence:
-        label = f"{link.kind} {link.ref}"
+        label = {"tool_result": "call ", "retrieval_doc": "doc ", "asset": "asset "}.get(
+            link.kind, ""
+        ) + link.ref
         if not link.resolved:
             links.append(f'<div class="unresolved">{_e(label)}: unresolved</div>')
             continue
-        where = f" <span class=dim>{_e(link.where)}</span>" if link.where else ""
+        shown = link.where and link.where != link.ref
+        where = f" <span class=dim>{_e(link.where)}</span>" if shown else ""
         links.append(f"<div>{_link(link.href or case_file, label)}{where}</div>")
     return "".join(links) or '<span class="dim">none</span>'
