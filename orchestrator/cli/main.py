@@ -550,6 +550,17 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         from .board import add_board_commands
 
         add_board_commands(board, _Formatter)
+    eval_group = command(
+        "eval",
+        _cmd_eval,
+        "Agent regression runs: ask every case of a cases file of an agent version, "
+        "compare a baseline run with a new one, check run and evaluation folders.",
+    )
+    if not isinstance(eval_group, _Unused):
+        from .eval_compare import add_compare_commands
+        from .evals import add_eval_commands
+
+        add_compare_commands(add_eval_commands(eval_group, _Formatter), _Formatter)
     check = command(
         "check",
         _cmd_check,
@@ -559,19 +570,6 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         from .board import add_check_command
 
         add_check_command(check)
-
-    evals = command(
-        "eval",
-        _cmd_eval,
-        "Agent regression runs: compare a baseline run with a new one, check run folders.",
-    )
-    if not isinstance(evals, _Unused):
-        from .eval_compare import add_compare_commands
-
-        eval_commands = evals.add_subparsers(
-            dest="eval_command", metavar="SUBCOMMAND", required=True
-        )
-        add_compare_commands(eval_commands, _Formatter)
     return parser
 
 

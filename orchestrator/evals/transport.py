@@ -1,0 +1,333 @@
+"""How one try reaches the agent under test: an HTTP endpoint (``POST {base_url}/run-case``,
+stdlib ``http.client``), a command run as a subprocess (the request on stdin, the answer
+on stdout), or a Python callable in this process.
+
+A transport returns what came back (:class:`Reply`: status, body up to the cap, whether
+it was cut) or raises :class:`TransportFailure` with its error class when nothing usable
+came back (``timeout``, ``network_error``, ``other``). Judging the body (JSON, shape) is
+the caller's (:mod:`orchestrator.evals.attempts`), the same for every transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from .._errors import UsageError
+
+_CHUNK = 64 * 1024
+
+
+@attrs.define(kw_only=True)
+class Reply:
+    """What one try got back: ``body`` holds at most the cap (``truncated`` says whether
+    more came), ``bytes_total`` the full size when known."""
+
+    status: int | None
+    status_text: str | None = None
+    body: bytes
+    truncated: bool = False
+    bytes_total: int | None = None
+    content_type: str | None = None
+    headers: dict[str, str] = attrs.Factory(dict)
+
+
+class TransportFailure(Exception):
+    """A try that got no reply to judge: its error class, name and message, and the part
+    of a body that arrived before the connection dropped, if any."""
+
+    def __init__(
+        self,
+        error_class: str,
+        error_name: str,
+        message: str,
+        *,
+        partial: bytes | None = None,
+        bytes_total: int | None = None,
+        status: int | None = None,
+        content_type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.error_name = error_name
+        self.message = message
+        self.partial = partial
+        self.bytes_total = bytes_total
+        self.status = status
+        self.content_type = content_type
+        self.headers = headers or {}
+
+
+class Transport(Protocol):
+    """Sends one request body to the agent and returns its reply."""
+
+    #: what ``run.json``'s ``base_url`` and ``runner_failure.url`` show
+    url: str
+
+    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply: ...
+
+
+# -- HTTP ---------------------------------------------------------------------------------
+
+
+class HttpTransport:
+    """``POST {base_url}/run-case`` with ``http.client``: one connection per try, a
+    deadline over the whole try (connect, send, every read), the body read up to the cap."""
+
+    def __init__(self, base_url: str) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(
+                f"--base-url {base_url!r}: give an http:// or https:// URL, such as "
+                "http://127.0.0.1:8080 (the runner posts to its /run-case)"
+            )
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        try:
+            self._port = parts.port
+        except ValueError:
+            raise UsageError(f"--base-url {base_url!r}: the port is not a number") from None
+        self._path = parts.path.rstrip("/") + "/run-case"
+        self.url = base_url.rstrip("/") + "/run-case"
+
+    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+        import http.client
+
+        deadline = time.monotonic() + timeout_s
+        connection: http.client.HTTPConnection
+        if self._https:
+            connection = http.client.HTTPSConnection(self._host, self._port, timeout=timeout_s)
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout_s)
+        try:
+            connection.request(
+                "POST",
+                self._path,
+                body=body,
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+            )
+            response = connection.getresponse()
+            headers = {k.lower(): v for k, v in response.getheaders()}
+            length = _content_length(headers)
+            data, truncated = _read_capped(connection, response, deadline, max_body_bytes, length)
+            return Reply(
+                status=response.status,
+                status_text=response.reason,
+                body=data,
+                truncated=truncated,
+                bytes_total=length if length is not None else (None if truncated else len(data)),
+                content_type=headers.get("content-type"),
+                headers=headers,
+            )
+        except _Cut as cut:
+            raise TransportFailure(
+                "network_error",
+                "IncompleteRead",
+                f"the connection closed after {len(cut.partial)} bytes of the body"
+                + (f" of {cut.expected}" if cut.expected is not None else ""),
+                partial=cut.partial,
+                bytes_total=cut.expected,
+                status=cut.status,
+                content_type=cut.headers.get("content-type"),
+                headers=cut.headers,
+            ) from None
+        except TimeoutError:
+            raise TransportFailure(
+                "timeout", "TimeoutError", f"no whole answer within {timeout_s * 1000:.0f} ms"
+            ) from None
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
+            raise TransportFailure(
+                "network_error", type(exc).__name__, str(exc) or repr(exc)
+            ) from None
+        finally:
+            connection.close()
+
+
+class _Cut(Exception):
+    def __init__(
+        self, partial: bytes, expected: int | None, status: int, headers: dict[str, str]
+    ) -> None:
+        self.partial, self.expected, self.status, self.headers = partial, expected, status, headers
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
+    value = headers.get("content-length")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _read_capped(
+    connection: Any, response: Any, deadline: float, cap: int, length: int | None
+) -> tuple[bytes, bool]:
+    """The body, at most ``cap`` bytes (then ``True``: there was more), each read given
+    only the time left before ``deadline``."""
+    import http.client
+
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        if connection.sock is not None:
+            connection.sock.settimeout(left)
+        try:
+            chunk = response.read(min(_CHUNK, cap + 1 - size))
+        except http.client.IncompleteRead as exc:
+            partial = b"".join(chunks) + exc.partial
+            raise _Cut(partial, length, response.status, dict(response.getheaders())) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    data = b"".join(chunks)
+    if len(data) > cap:
+        return data[:cap], True
+    if length is not None and len(data) < length:
+        # ``read(n)`` returns b"" at an early end of a sized body instead of raising.
+        raise _Cut(data, length, response.status, dict(response.getheaders()))
+    return data, False
+
+
+# -- a subprocess -------------------------------------------------------------------------
+
+
+class SubprocessTransport:
+    """Runs ``command`` once per try: the request JSON on stdin, the answer JSON on stdout.
+    Exit status 0 is an answer to judge; another is an ``other`` failure (stderr's tail
+    in its message). The child runs in a session of its own, killed whole on a timeout."""
+
+    def __init__(self, command: str) -> None:
+        import shlex
+
+        self._argv = shlex.split(command)
+        if not self._argv:
+            raise UsageError("--agent-command is empty: give the command line of the agent")
+        self.url = f"subprocess:{command}"
+
+    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+        import signal
+        import subprocess
+
+        try:
+            child = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TransportFailure("other", type(exc).__name__, f"cannot start: {exc}") from None
+        try:
+            out, err = child.communicate(body, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            raise TransportFailure(
+                "timeout", "TimeoutError", f"no answer within {timeout_s * 1000:.0f} ms"
+            ) from None
+        if child.returncode != 0:
+            tail = err[-500:].decode("utf-8", "replace").strip()
+            raise TransportFailure(
+                "other",
+                f"exit status {child.returncode}",
+                f"the agent command exited with status {child.returncode}"
+                + (f": {tail}" if tail else ""),
+                partial=out[:max_body_bytes] or None,
+                bytes_total=len(out),
+            )
+        truncated = len(out) > max_body_bytes
+        return Reply(
+            status=None, body=out[:max_body_bytes], truncated=truncated, bytes_total=len(out)
+        )
+
+
+# -- a callable in this process -------------------------------------------------------------
+
+AgentFunction = Callable[[dict[str, Any]], Any]
+
+
+class CallableTransport:
+    """Calls ``function(request) -> answer`` in this process: the answer is a dict (encoded
+    as JSON), or ``str``/``bytes`` (taken as the body). ``TimeoutError`` raised by it is a
+    ``timeout``, any other exception ``other``. The time limit is checked after the call
+    returns: a function cannot be stopped from outside."""
+
+    def __init__(self, function: AgentFunction, *, name: str) -> None:
+        self._function = function
+        self.url = f"callable:{name}"
+
+    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+        started = time.monotonic()
+        try:
+            answer = self._function(json.loads(body))
+        except TimeoutError as exc:
+            raise TransportFailure("timeout", type(exc).__name__, str(exc) or "timed out") from None
+        except Exception as exc:  # the agent's own failure, whatever it is
+            raise TransportFailure("other", type(exc).__name__, str(exc) or repr(exc)) from None
+        if time.monotonic() - started > timeout_s:
+            raise TransportFailure(
+                "timeout", "TimeoutError", f"answered after more than {timeout_s * 1000:.0f} ms"
+            )
+        if isinstance(answer, str):
+            data = answer.encode("utf-8")
+        elif isinstance(answer, bytes):
+            data = answer
+        else:
+            try:
+                data = json.dumps(answer, allow_nan=False).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                raise TransportFailure(
+                    "schema_mismatch", type(exc).__name__, f"the answer is not JSON data: {exc}"
+                ) from None
+        return Reply(
+            status=None,
+            body=data[:max_body_bytes],
+            truncated=len(data) > max_body_bytes,
+            bytes_total=len(data),
+        )
+
+
+def load_function(reference: str) -> AgentFunction:
+    """The callable ``pkg.module:function`` names."""
+    import importlib
+
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(
+            f"--agent-callable {reference!r}: write pkg.module:function (importable from here)"
+        )
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"--agent-callable {reference!r}: {exc}") from None
+    if not callable(found):
+        raise UsageError(f"--agent-callable {reference!r} is not callable")
+    return found  # type: ignore[no-any-return]
+
+
+def transport_for(agent: dict[str, Any]) -> Transport:
+    """The transport an agent description of a run's inputs names: ``{"kind": "http",
+    "base_url": ...}``, ``{"kind": "subprocess", "command": ...}`` or ``{"kind":
+    "callable", "ref": "pkg.module:function"}``."""
+    kind = agent.get("kind")
+    if kind == "http":
+        return HttpTransport(str(agent["base_url"]))
+    if kind == "subprocess":
+        return SubprocessTransport(str(agent["command"]))
+    if kind == "callable":
+        reference = str(agent["ref"])
+        return CallableTransport(load_function(reference), name=reference)
+    raise UsageError(f"unknown agent kind {kind!r}: http, subprocess or callable")
