@@ -53,7 +53,8 @@ def add_compare_commands(subs: Any, formatter: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="the cases file, for the cases' 'expected' (judged before risk levels)",
+        help="the cases file, for the cases' 'expected' (judged before risk levels); default: "
+        "the copy a run kept in assets/ (asset_id 'cases'), if any",
     )
     compare.add_argument(
         "--fail-on",

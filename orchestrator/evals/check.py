@@ -13,6 +13,9 @@ Every breach is named with its file (relative to DIR) and field:
   directory's own absolute path, and every ``href``/``src`` of a page is relative;
 - everything is readable after a copy: no symbolic link anywhere, every reference stays
   inside DIR, every link of a report names a file that exists;
+- hidden directories (the engine's bookkeeping, ``.orchestrator/``) are not artifacts and
+  are not walked; in ``assets/`` only the manifest and failure metadata are documents
+  (a saved body or payload is the agent's content, JSON or not);
 - an ``evaluation.json`` reads as its model and its references resolve.
 """
 
@@ -36,6 +39,7 @@ from .reading import (
     FileProblem,
     case_problem,
     file_inside,
+    manifest_href,
     read_document,
     resolve_ref,
 )
@@ -61,7 +65,7 @@ def check_directory(root: Path) -> list[Breach]:
             found_any = True
             breaches += _prefixed(_check_evaluation(directory), rel_dir)
         for name in files:
-            if name.endswith(".json"):
+            if name.endswith(".json") and _is_document(rel_dir, name):
                 breaches += _prefixed(_check_json_paths(directory / name, name, root), rel_dir)
             elif name.endswith((".html", ".htm")):
                 breaches += _prefixed(_check_html(directory, name, root), rel_dir)
@@ -89,8 +93,18 @@ def _walk(root: Path, breaches: list[Breach]) -> Iterator[tuple[Path, list[str]]
                         message="a symbolic link: a copy would not carry what it points to",
                     )
                 )
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(here / d))
+        # A hidden directory is bookkeeping (the engine's run history under
+        # .orchestrator/), not an artifact of the contract.
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(here / d) and d[0] != ".")
         yield here, sorted(f for f in files if not os.path.islink(here / f))
+
+
+def _is_document(rel_dir: Path, name: str) -> bool:
+    """A JSON document of the contract, whose path fields are checked: not an agent's
+    payload or a saved body kept in ``assets/`` (its content is the agent's, not paths)."""
+    if rel_dir.name != ASSETS_DIR:
+        return True
+    return name == "manifest.json" or name.endswith("meta.json")
 
 
 def _prefixed(breaches: list[Breach], rel_dir: Path) -> list[Breach]:
@@ -151,8 +165,7 @@ def _check_manifest(run_dir: Path, manifest: dict[str, Any]) -> list[Breach]:
     breaches = []
     for index, item in enumerate(items):
         href = item.get("href") if isinstance(item, dict) else None
-        # A manifest's href is relative to the run directory, as every asset href is.
-        if file_inside(run_dir, href) is None:
+        if manifest_href(run_dir, href) is None:
             breaches.append(
                 Breach(
                     file=MANIFEST_FILE,

@@ -21,7 +21,7 @@ from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import atomic_write
 from ..storage.files import read_regular_file
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
-from .reading import read_run_dir
+from .reading import RunDir, manifest_href, read_run_dir
 
 REPORT_FILE = "report.html"
 
@@ -40,15 +40,17 @@ def evaluate(
     for name, path in (("BASELINE_DIR", baseline_dir), ("NEW_DIR", new_dir)):
         if not path.is_dir() or path.is_symlink():
             raise UsageError(f"{name} {path} is not a directory: name a run directory")
-    expectations = read_expectations(cases_file) if cases_file else {}
     if out_dir is None:
         out_dir = Path(os.path.commonpath([baseline_dir.resolve(), new_dir.resolve()]))
     out_dir.mkdir(parents=True, exist_ok=True)
     baseline_dir = _inside(baseline_dir, out_dir, "baseline")
     new_dir = _inside(new_dir, out_dir, "new")
+    baseline, new = read_run_dir(baseline_dir), read_run_dir(new_dir)
+    cases_file = cases_file or _kept_cases_file(new) or _kept_cases_file(baseline)
+    expectations = read_expectations(cases_file) if cases_file else {}
     evaluation = compare_runs(
-        read_run_dir(baseline_dir),
-        read_run_dir(new_dir),
+        baseline,
+        new,
         out_dir=out_dir,
         expectations=expectations,
         fail_on=fail_on,
@@ -61,6 +63,17 @@ def evaluate(
     atomic_write(out_dir / EVALUATION_FILE, dumps_canonical(document) + b"\n")
     atomic_write(out_dir / REPORT_FILE, render_report(evaluation).encode("utf-8"))
     return evaluation, out_dir
+
+
+def _kept_cases_file(run: RunDir) -> Path | None:
+    """The copy of the cases file a run kept in ``assets/`` (manifest ``asset_id``
+    ``cases``), so a comparison knows each case's ``expected`` without being told."""
+    items = (run.manifest or {}).get("items")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("asset_id") == "cases":
+            href = manifest_href(run.path, item.get("href"))
+            return run.path / href if href else None
+    return None
 
 
 def _inside(run_dir: Path, out_dir: Path, version: str) -> Path:

@@ -232,6 +232,18 @@ def file_inside(root: Path, href: Any) -> Path | None:
         return None
 
 
+def manifest_href(run_dir: Path, href: Any) -> str | None:
+    """A manifest item's ``href`` as a path relative to the run directory, or ``None``
+    when it names no file. The contract makes a path relative to the file that holds it,
+    so ``assets/`` is tried first; a path relative to the run directory is read too."""
+    if not isinstance(href, str):
+        return None
+    for candidate in (f"{ASSETS_DIR}/{href}", href):
+        if file_inside(run_dir, candidate) is not None:
+            return candidate
+    return None
+
+
 @attrs.define(kw_only=True, frozen=True)
 class Resolution:
     """Where an evidence ref points: ``where`` in the case (``events[3]``) and/or ``href``
@@ -299,10 +311,11 @@ def _asset(identifier: str, run_dir: Path, manifest: dict[str, Any] | None) -> R
     items = (manifest or {}).get("items")
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("asset_id") == identifier:
-            href = item.get("href")
-            if file_inside(run_dir, href) is not None:
+            href = manifest_href(run_dir, item.get("href"))
+            if href is not None:
                 return Resolution(resolved=True, href=href)
-            return Resolution(resolved=False, reason=f"asset {identifier!r}: {href!r} is missing")
+            reason = f"asset {identifier!r}: {item.get('href')!r} is missing"
+            return Resolution(resolved=False, reason=reason)
     for href in (identifier, f"{ASSETS_DIR}/{identifier}"):
         if file_inside(run_dir, href) is not None:
             return Resolution(resolved=True, href=href)
