@@ -293,7 +293,12 @@ def _judge_case(
         reasons=reasons,
         output_changed=bool(diff),
         output_diff=diff,
-        action_changes=action_changes(baseline.actions, new.actions),
+        # Actions are compared only when both sides answered: a failure proposes nothing.
+        action_changes=(
+            action_changes(baseline.actions, new.actions)
+            if baseline.status == new.status == "ok"
+            else []
+        ),
         baseline=baseline,
         new=new,
     )

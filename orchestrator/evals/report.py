@@ -88,6 +88,7 @@ border-radius:6px;padding:8px 10px;margin:4px 0;max-height:320px;overflow:auto}
 .failure dt{color:var(--muted)}.failure dd{margin:0;word-break:break-word}
 details summary{cursor:pointer;color:#175cd3}
 .actions td,.actions th{font-size:13px;padding:5px 8px}
+.met{color:var(--fixed);font-weight:600}.missed{color:var(--regressed);font-weight:600}
 .unresolved{color:var(--new_failure);font-weight:600}
 .problems{background:#fffaeb;border:1px solid #fedf89;border-radius:10px;padding:10px 16px}
 .problems li{margin:2px 0}
@@ -202,7 +203,7 @@ def _summary_table(evaluation: Evaluation) -> str:
             f'<td class=nowrap><a href="#case-{index}" class="mono">{_e(case.case_id)}</a></td>'
             f"<td>{_pill(case.verdict)}</td>"
             f"<td>{_status(case.baseline)}</td><td>{_status(case.new)}</td>"
-            f"<td class=nowrap>{_risk_change(case.baseline.max_risk, case.new.max_risk)}</td>"
+            f"<td class=nowrap>{_risk_change(case.baseline, case.new)}</td>"
             f"<td>{'changed' if case.output_changed else '<span class=dim>same</span>'}</td>"
             f"<td>{_e(case.reasons[0]) if case.reasons else ''}</td>"
             "</tr>"
@@ -214,10 +215,15 @@ def _summary_table(evaluation: Evaluation) -> str:
     return f'<h2>Summary</h2><div class="summary"><table>{head}{"".join(rows)}</table></div>'
 
 
-def _risk_change(before: str | None, after: str | None) -> str:
-    if before is None and after is None:
-        return '<span class="dim">—</span>'
-    return f"{_risk(before)} → {_risk(after)}"
+def _risk_change(baseline: Side, new: Side) -> str:
+    """The riskiest action on each side; a side that did not answer shows a dash."""
+
+    def shown(side: Side) -> str:
+        return _risk(side.max_risk) if side.status == "ok" else '<span class="dim">—</span>'
+
+    if baseline.status != "ok" and new.status != "ok":
+        return shown(baseline)
+    return f"{shown(baseline)} → {shown(new)}"
 
 
 def _status(side: Side) -> str:
@@ -287,7 +293,8 @@ def _side(title: str, side: Side) -> str:
         parts.append(f"<h3>Final output ({_e(side.output_type)})</h3><pre>{_e(text)}</pre>")
     if side.expected_met is not None:
         met = "met" if side.expected_met else "missed: " + "; ".join(side.expected_misses)
-        parts.append(f"<div>Expectations {_e(met)}</div>")
+        tone = "met" if side.expected_met else "missed"
+        parts.append(f'<div class="{tone}">Expectations {_e(met)}</div>')
     if side.status == "ok":
         parts.append(_actions(side.actions, side.case_file))
     parts.append("</div>")
