@@ -180,7 +180,8 @@ def _failure(failure: dict[str, Any], run: RunDir, out_dir: Path) -> FailureView
 
     def saved(key: str) -> str | None:
         href = failure.get(key)
-        return _href(run.path, href, out_dir) if file_inside(run.path, href) else None
+        found = isinstance(href, str) and file_inside(run.path, href) is not None
+        return _href(run.path, str(href), out_dir) if found else None
 
     status = failure.get("status")
     message = text("error_message") or text("status_text") or text("error_name")
