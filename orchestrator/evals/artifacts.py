@@ -27,6 +27,8 @@ from .attempts import CaseResult, Failure
 from .payloads import ASSETS_DIR, PlannedAsset
 
 MANIFEST_FILE = "manifest.json"
+#: no asset is larger: bodies are capped, payloads come from a capped body
+ASSET_MAX_BYTES = 1 << 32
 _SECRET_HEADER_WORDS = ("authorization", "cookie", "key", "token", "secret", "password")
 
 
@@ -69,16 +71,15 @@ def write_case(
         document["attempts"] = attempts
         document["runner_failure"] = failure
     parse_case_artifact(document, source=f"{case.id}.json")  # never write what a reader refuses
-    items = [_write_asset(run_dir, asset, case.id, version, durable) for asset in planned]
+    for asset in planned:
+        atomic_write(run_dir / ASSETS_DIR / asset.file_name, asset.data, durable=durable)
     atomic_write(run_dir / f"{case.id}.json", dumps_canonical(document), durable=durable)
-    record: dict[str, Any] = {
-        "case_id": case.id,
-        "status": document["status"],
-        "attempts": len(attempts),
-        "assets": items,
-    }
+    # Small: the run's state holds one of these per case, and is saved after each.
+    record: dict[str, Any] = {"case_id": case.id, "status": document["status"]}
     if result.failure is not None:
         record["error_class"] = result.failure.error_class
+    if planned:
+        record["assets"] = [asset.file_name for asset in planned]
     return record
 
 
@@ -104,7 +105,7 @@ def _failure_files(
     if failure.body:
         body_asset = PlannedAsset(
             asset_id=f"{case_id}.full_body",
-            file_name=f"{case_id}.full_body{_extension(failure.content_type)}",
+            file_name=f"{case_id}.full_body{_extension(failure.body)}",
             kind="full_body",
             data=failure.body,
         )
@@ -152,13 +153,14 @@ def _meta(case_id: str, version: str, failure: Failure) -> FailureMeta:
     )
 
 
-def _extension(content_type: str | None) -> str:
-    kind = (content_type or "").split(";")[0].strip().lower()
-    if kind.endswith("json"):
-        return ".json"
-    if kind.startswith("text/"):
-        return ".txt"
-    return ".bin"
+def _extension(body: bytes) -> str:
+    """``.txt`` for a body that is UTF-8 text, else ``.bin``: never ``.json``, since a
+    failed body is often not (or not whole) JSON."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return ".bin"
+    return ".txt"
 
 
 def _charset(content_type: str | None) -> str | None:
@@ -176,19 +178,27 @@ def _sanitized(headers: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _write_asset(
-    run_dir: Path, asset: PlannedAsset, case_id: str, version: str, durable: bool
-) -> dict[str, Any]:
-    atomic_write(run_dir / ASSETS_DIR / asset.file_name, asset.data, durable=durable)
-    return manifest_item(asset.asset_id, asset.file_name, asset.kind, case_id, version, asset.data)
+#: an asset's kind, by the end of its file name
+_KIND_BY_SUFFIX = (
+    (".full_body.meta.json", "failure_meta"),
+    (".payload.json", "full_payload"),
+    (".snippets.json", "retrieval_snippets"),
+    (".full_body.txt", "full_body"),
+    (".full_body.bin", "full_body"),
+)
 
 
 def manifest_item(
-    asset_id: str, file_name: str, kind: str, case_id: str | None, side: str | None, data: bytes
+    run_dir: Path, file_name: str, case_id: str | None, side: str | None
 ) -> dict[str, Any]:
-    """A manifest entry; ``href`` is relative to ``assets/`` (the manifest's directory)."""
+    """The manifest entry of ``assets/file_name``, measured on disk; ``href`` is relative
+    to ``assets/`` (the manifest's directory), the id is the name without its extension."""
+    from ..storage.files import read_regular_file
+
+    data = read_regular_file(run_dir / ASSETS_DIR / file_name, max_bytes=ASSET_MAX_BYTES)
+    kind = next((k for suffix, k in _KIND_BY_SUFFIX if file_name.endswith(suffix)), "other")
     return {
-        "asset_id": asset_id,
+        "asset_id": file_name.rsplit(".", 1)[0],
         "href": file_name,
         "kind": kind,
         "case_id": case_id,

@@ -107,14 +107,15 @@ class RegressionRun(Workflow):
         run_dir = _run_dir(ctx)
         cases = _cases_copy(run_dir, plan)
         runner = self._runner(ctx)
-        progress = Progress(len(cases), self.progress_stream(), runner.timing.monotonic)
+        progress = Progress(len(cases), type(self).progress_stream(), runner.timing.monotonic)
         records: list[dict[str, Any]] = []
+        done: set[str] = set()  # the cases recorded so far; the pool runs the others
         pool = _Pool(self, run_dir, runner)
         try:
             for _ in cases:
-                done = {r["case_id"] for r in records}
                 record = ctx.step("case", pool.next_record, cases, done)
                 records.append(record)
+                done.add(record["case_id"])
                 progress.done(record)
         finally:
             pool.close()
@@ -142,7 +143,6 @@ class RegressionRun(Workflow):
             "selected_case_ids": [c.id for c in cases],
             "cases_sha256": sha256_hex(raw),
             "copy_sha256": sha256_hex(copy),
-            "copy_size": len(copy),
             "cases_path": _relative(Path(inputs["cases_file"]), run_dir),
             "out_dir": _relative(Path(inputs["out_root"]), run_dir),
         }
@@ -156,11 +156,13 @@ class RegressionRun(Workflow):
     ) -> dict[str, Any]:
         ended = clock.now()
         generated_at = format_time(ended)
-        items = [
-            manifest_item("cases", "cases.json", "other", None, None, b"")
-            | {"size_bytes": plan["copy_size"], "sha256": plan["copy_sha256"]}
+        version = self.inputs["version"]
+        items = [manifest_item(run_dir, "cases.json", None, None)]
+        items += [
+            manifest_item(run_dir, name, record["case_id"], version)
+            for record in records
+            for name in record.get("assets", ())
         ]
-        items += [item for record in records for item in record["assets"]]
         write_manifest(run_dir, items, generated_at=generated_at)
         sweep_assets(run_dir, {item["href"] for item in items})
         by_class: dict[str, int] = {}

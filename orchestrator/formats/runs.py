@@ -582,6 +582,7 @@ def parse_case_artifact(data: Any, *, source: str) -> CaseArtifact:
     """``<caseId>.json``: the envelope, and the fields its ``status`` requires."""
     _check_schema_version(data, CASE_SCHEMA_VERSION, source)
     case = structure(_drop_nulls(data, keep=("runner_failure",)), CaseArtifact, source=source)
+    needed: tuple[str, ...]
     if case.status == "ok":
         needed = ("proposed_actions", "events", "final_output")
     elif case.status == "runner_error":
