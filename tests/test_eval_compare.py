@@ -262,3 +262,19 @@ def test_an_unreadable_run_json_is_named(runs: Path) -> None:
     (problem,) = evaluation_of(runs)["problems"]
     assert problem["file"] == "baseline/r-base/run.json"
     assert problem["field"] == "$.schema_version"
+
+
+def test_the_cli_loads_no_eval_code_until_an_eval_command_runs() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from orchestrator.cli.main import _parser\n"
+        "_parser('resume'); _parser()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('orchestrator.evals')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
