@@ -278,3 +278,15 @@ def test_the_cli_loads_no_eval_code_until_an_eval_command_runs() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_case_file_that_is_a_link_is_not_followed(runs: Path) -> None:
+    case = runs / "new" / "r-new" / "c-unchanged.json"
+    case.unlink()
+    case.symlink_to(runs / "baseline" / "r-base" / "c-unchanged.json")
+    assert compare(runs) == 1
+    evaluation = evaluation_of(runs)
+    (problem,) = evaluation["problems"]
+    assert problem["file"] == "new/r-new/c-unchanged.json"
+    assert "link" in problem["message"]
+    assert verdicts(runs)["c-unchanged"] == "new_failure"

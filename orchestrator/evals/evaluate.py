@@ -45,6 +45,10 @@ def evaluate(
     out_dir.mkdir(parents=True, exist_ok=True)
     baseline_dir = _inside(baseline_dir, out_dir, "baseline")
     new_dir = _inside(new_dir, out_dir, "new")
+    from ..storage.beneath import guard
+
+    for run_dir in (baseline_dir, new_dir):  # a run directory is untrusted: no link followed
+        guard(run_dir)
     baseline, new = read_run_dir(baseline_dir), read_run_dir(new_dir)
     cases_file = cases_file or _kept_cases_file(new) or _kept_cases_file(baseline)
     expectations = read_expectations(cases_file) if cases_file else {}
