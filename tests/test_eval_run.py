@@ -24,6 +24,8 @@ from eval_agent_server import (
     Sleep,
     good_answer,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 from jsonschema import Draft7Validator
 from orchestrator.adapters.file_bridge import FileBridge
 from process_support import orchestrate
@@ -425,3 +427,29 @@ def test_the_command_runs_end_to_end(tmp_path: Path) -> None:
     assert run["version"] == "new" and run["stats"]["cases_failed"] == 1
     assert run["cases_path"] == "../../../cases.json" and run["out_dir"] == "../.."
     assert (run_dir / run["cases_path"]).resolve() == cases.resolve()
+
+
+_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True).filter(
+    lambda s: s.casefold() != "run"
+)
+_CASES = st.lists(
+    st.fixed_dictionaries(
+        {"id": _IDS, "input": st.fixed_dictionaries({"user": st.text(max_size=20)})},
+        optional={
+            "title": st.text(max_size=10),
+            "expected": st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+        },
+    ),
+    min_size=1,
+    max_size=5,
+    unique_by=lambda case: case["id"].casefold(),
+)
+
+
+@given(_CASES)
+def test_cases_read_back_as_written_and_both_judges_agree(cases: list[dict[str, Any]]) -> None:
+    parsed = parse_cases(cases, source="cases.json")
+    assert [(c.id, c.input.user, c.title, c.expected) for c in parsed] == [
+        (c["id"], c["input"]["user"], c.get("title"), c.get("expected")) for c in cases
+    ]
+    assert not list(Draft7Validator(runs_schema("cases")).iter_errors(cases))

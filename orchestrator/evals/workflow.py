@@ -137,7 +137,7 @@ class RegressionRun(Workflow):
         make_directories(run_dir / ASSETS_DIR)
         atomic_write(run_dir / CASES_COPY, copy)
         commit, dirty = _repo_state(Path(inputs["repo_dir"]))
-        plan = {
+        plan: dict[str, Any] = {
             "run_id": run_id,
             "started_at": started_at,
             "selected_case_ids": [c.id for c in cases],
