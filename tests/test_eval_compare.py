@@ -290,3 +290,134 @@ def test_a_case_file_that_is_a_link_is_not_followed(runs: Path) -> None:
     assert problem["file"] == "new/r-new/c-unchanged.json"
     assert "link" in problem["message"]
     assert verdicts(runs)["c-unchanged"] == "new_failure"
+
+
+# -- a round trip of any evaluation ---------------------------------------------------------
+
+
+def _evaluations() -> Any:
+    from hypothesis import strategies as st
+
+    from orchestrator.formats.evaluation import (
+        RISK_LEVELS,
+        SIDE_STATUSES,
+        VERDICTS,
+        ActionChange,
+        CaseEvaluation,
+        Evaluation,
+        EvidenceLink,
+        FailureView,
+        Gate,
+        Problem,
+        RunRef,
+    )
+
+    text = st.text(max_size=12)
+    rel = st.from_regex(r"[a-z0-9_-]{1,6}(/[a-z0-9_.-]{0,5}[a-z0-9_-]){0,3}", fullmatch=True)
+
+    def maybe(strategy: Any) -> Any:
+        return st.none() | strategy
+
+    risk = st.sampled_from(RISK_LEVELS)
+    evidence = st.builds(
+        EvidenceLink,
+        kind=st.sampled_from(["tool_result", "retrieval_doc", "event", "asset"]),
+        ref=text,
+        resolved=st.booleans(),
+        where=maybe(text),
+        href=maybe(rel),
+    )
+    action = st.builds(
+        ActionView,
+        action_id=text,
+        action_type=text,
+        tool_name=text,
+        risk_level=risk,
+        risk_tags=st.lists(text, max_size=2),
+        params=st.dictionaries(text, st.integers() | text | st.none(), max_size=2),
+        evidence=st.lists(evidence, max_size=2),
+    )
+    failure = st.builds(
+        FailureView,
+        error_class=text,
+        url=maybe(text),
+        attempt=maybe(st.integers(1, 9)),
+        http_status=maybe(st.integers(100, 599)),
+        message=maybe(text),
+        body_snippet=maybe(text),
+        full_body_href=maybe(rel),
+        full_body_meta_href=maybe(rel),
+        truncated=maybe(st.booleans()),
+    )
+    side = st.builds(
+        Side,
+        status=st.sampled_from(SIDE_STATUSES),
+        case_file=maybe(rel),
+        output_type=maybe(st.sampled_from(["text", "json"])),
+        output_text=maybe(text),
+        output_hash=maybe(text),
+        actions=st.lists(action, max_size=2),
+        max_risk=maybe(risk),
+        expected_met=maybe(st.booleans()),
+        expected_misses=st.lists(text, max_size=2),
+        failure=maybe(failure),
+        problem=maybe(text),
+    )
+    change = st.builds(
+        ActionChange,
+        action_id=text,
+        change=st.sampled_from(["same", "changed", "riskier", "safer", "added", "removed"]),
+        tool_name=text,
+        baseline_risk=maybe(risk),
+        new_risk=maybe(risk),
+    )
+    case = st.builds(
+        CaseEvaluation,
+        case_id=text,
+        verdict=st.sampled_from(VERDICTS),
+        severity=st.integers(0, 5),
+        reasons=st.lists(text, max_size=2),
+        output_changed=st.booleans(),
+        output_diff=st.lists(text, max_size=3),
+        action_changes=st.lists(change, max_size=2),
+        baseline=side,
+        new=side,
+    )
+    run = st.builds(RunRef, version=text, dir=rel, run_id=maybe(text))
+    return st.builds(
+        Evaluation,
+        generated_at=st.just("2026-11-26T15:00:00.000Z"),
+        evaluator_version=text,
+        baseline=run,
+        new=run,
+        totals=st.dictionaries(st.sampled_from(["cases", *VERDICTS]), st.integers(0, 99)),
+        gate=st.builds(
+            Gate,
+            fail_on=st.lists(st.sampled_from(VERDICTS), unique=True),
+            failed=st.booleans(),
+            exit_code=st.integers(0, 1),
+            cases=st.lists(text, max_size=2),
+        ),
+        problems=st.lists(st.builds(Problem, file=rel, field=text, message=text), max_size=2),
+        cases=st.lists(case, max_size=3),
+    )
+
+
+def test_any_evaluation_reads_back_as_written_and_meets_the_schema() -> None:
+    import json
+
+    from hypothesis import HealthCheck, given, settings
+
+    from orchestrator.formats.evaluation import unstructure_evaluation
+    from orchestrator.formats.strict_json import dumps_canonical
+
+    validator = _validator()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_evaluations())
+    def round_trip(evaluation: Any) -> None:
+        document = json.loads(dumps_canonical(unstructure_evaluation(evaluation)))
+        validator.validate(document)
+        assert parse_evaluation(document) == evaluation
+
+    round_trip()

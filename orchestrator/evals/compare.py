@@ -183,18 +183,23 @@ def _failure(failure: dict[str, Any], run: RunDir, out_dir: Path) -> FailureView
         found = isinstance(href, str) and file_inside(run.path, href) is not None
         return _href(run.path, str(href), out_dir) if found else None
 
-    status = failure.get("status")
+    status, attempt = failure.get("status"), failure.get("attempt")
     message = text("error_message") or text("status_text") or text("error_name")
     return FailureView(
         error_class=str(failure["class"]),
         url=text("url"),
-        http_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        attempt=attempt if _is_int(attempt) and attempt >= 1 else None,
+        http_status=status if _is_int(status) else None,
         message=message,
         body_snippet=text("body_snippet"),
         full_body_href=saved("full_body_saved_to"),
         full_body_meta_href=saved("full_body_meta_saved_to"),
         truncated=_truncated(run, failure.get("full_body_meta_saved_to")),
     )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _truncated(run: RunDir, meta_href: Any) -> bool | None:

@@ -64,7 +64,7 @@ def evaluate(
     from .report import render_report
 
     document = unstructure_evaluation(evaluation)
-    atomic_write(out_dir / EVALUATION_FILE, dumps_canonical(document) + b"\n")
+    atomic_write(out_dir / EVALUATION_FILE, dumps_canonical(document))
     atomic_write(out_dir / REPORT_FILE, render_report(evaluation).encode("utf-8"))
     return evaluation, out_dir
 

@@ -309,6 +309,8 @@ def _failure(side: Side) -> str:
         rows.append(("HTTP status", _e(failure.http_status)))
     if failure.message:
         rows.append(("message", _e(failure.message)))
+    if failure.attempt is not None and failure.attempt > 1:
+        rows.append(("tries", f"{failure.attempt} (every one failed; see the case file)"))
     if failure.url:
         rows.append(("url", f"<code>{_e(failure.url)}</code>"))
     if failure.full_body_href:

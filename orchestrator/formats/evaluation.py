@@ -108,6 +108,7 @@ class FailureView:
 
     error_class: str
     url: str | None = None
+    attempt: int | None = None
     http_status: int | None = None
     message: str | None = None
     body_snippet: str | None = None
