@@ -421,3 +421,17 @@ def test_any_evaluation_reads_back_as_written_and_meets_the_schema() -> None:
         assert parse_evaluation(document) == evaluation
 
     round_trip()
+
+
+@pytest.mark.parametrize("content", [None, '[{"id": 3}]', "{ not json"])
+def test_a_cases_file_that_cannot_be_read_is_a_usage_error_not_a_failed_gate(
+    runs: Path, content: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = runs / "cases.json"
+    if content is None:
+        cases.unlink()
+    else:
+        cases.write_text(content, encoding="utf-8")
+    assert compare(runs) == 2
+    assert "--cases" in capsys.readouterr().err
+    assert not (runs / "evaluation.json").exists()

@@ -2,8 +2,10 @@
 regression runs (the ``eval`` group's parser calls :func:`add_compare_commands`).
 
 ``compare`` exits 0 when the gate passes, 1 when a case has a verdict named by
-``--fail-on``, 2 on a usage error. ``check`` exits 0 when the directory meets the
-contract's definition of done and 1 on any breach, printing each with its file and field.
+``--fail-on``, 2 on a usage error (a missing directory, an unknown verdict, a cases file
+that cannot be read), so a CI job never takes an error for a failed gate. ``check``
+exits 0 when the directory meets the contract's definition of done and 1 on any breach,
+printing each with its file and field.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..formats.times import SystemClock, format_time
 
     fail_on = parse_fail_on(args.fail_on)
+    if args.cases is not None:
+        _check_cases_file(args.cases)
     evaluation, out = evaluate(
         args.baseline_dir,
         args.new_dir,
@@ -120,6 +124,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         shown = ", ".join(printable(case) for case in evaluation.gate.cases)
         print(f"gate failed: {shown}", file=sys.stderr)
     return evaluation.gate.exit_code
+
+
+def _check_cases_file(path: Path) -> None:
+    """A cases file that cannot be read is a usage error (exit 2), never mistaken for a
+    failed gate (exit 1)."""
+    from .._errors import ContractError
+    from ..evals.evaluate import read_expectations
+
+    try:
+        read_expectations(path)
+    except FileNotFoundError:
+        raise UsageError(f"--cases {path}: no such file; name the cases file of the runs") from None
+    except (ContractError, OSError) as exc:
+        raise UsageError(f"--cases: {exc}; fix the cases file or leave --cases out") from None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
