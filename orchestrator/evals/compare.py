@@ -188,7 +188,7 @@ def _failure(failure: dict[str, Any], run: RunDir, out_dir: Path) -> FailureView
     return FailureView(
         error_class=str(failure["class"]),
         url=text("url"),
-        attempt=attempt if _is_int(attempt) and attempt >= 1 else None,
+        attempt=attempt if isinstance(attempt, int) and _is_int(attempt) and attempt >= 1 else None,
         http_status=status if _is_int(status) else None,
         message=message,
         body_snippet=text("body_snippet"),
