@@ -26,7 +26,7 @@ from eval_agent_server import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
-from jsonschema import Draft7Validator
+from jsonschema import Draft7Validator, FormatChecker
 from orchestrator.adapters.file_bridge import FileBridge
 from process_support import orchestrate
 
@@ -453,3 +453,30 @@ def test_cases_read_back_as_written_and_both_judges_agree(cases: list[dict[str, 
         (c["id"], c["input"]["user"], c.get("title"), c.get("expected")) for c in cases
     ]
     assert not list(Draft7Validator(runs_schema("cases")).iter_errors(cases))
+
+
+def test_the_run_directory_passes_its_shipped_schemas(scripted_run: Any) -> None:
+    run_dir, _, _ = scripted_run
+    checker = FormatChecker()
+    judged = set()
+    for path in sorted(run_dir.rglob("*.json")):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        kind = {
+            "run.v1": "run",
+            "case.v1": "case",
+            "assets-manifest.v1": "assets-manifest",
+            "failure-meta.v1": "failure-meta",
+        }.get(document.get("schema_version") if isinstance(document, dict) else None)
+        if kind is None:
+            continue  # cases.json, payloads, bodies
+        validator = Draft7Validator(runs_schema(kind), format_checker=checker)
+        assert not list(validator.iter_errors(document)), path
+        judged.add(kind)
+    assert judged == {"run", "case", "assets-manifest", "failure-meta"}
+    # A snippet whose body was not kept: both judges refuse it.
+    case = read(run_dir, "http.json")
+    case["runner_failure"]["full_body_saved_to"] = None
+    assert list(Draft7Validator(runs_schema("case")).iter_errors(case))
+    with pytest.raises(ContractError) as refused:
+        parse_case_artifact(case, source="http.json")
+    assert refused.value.rule == "full-body"

@@ -131,6 +131,8 @@ class Engine:
         self.recorder = Recorder(bridge=bridge, clock=self.clock)
         # A replay (``engine.replay``): every call must be in the journal; none is made.
         self.replay_only = False
+        # id(entry) -> (entry, its fields' identities, its JSON form): see _journal_json
+        self._journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]] = {}
 
     # -- entry points -------------------------------------------------------------------
 
@@ -895,7 +897,32 @@ class Engine:
         return self._record
 
     def _store_record(self) -> None:
-        self._require_state().phase_data[ENGINE_KEY] = unstructure(self._require_record())
+        record = self._require_record()
+        data = unstructure(attrs.evolve(record, journal=[]))
+        cache, self._journal_cache = self._journal_cache, {}  # only the entries still there
+        data["journal"] = [self._journal_json(entry, cache) for entry in record.journal]
+        self._require_state().phase_data[ENGINE_KEY] = data
+
+    def _journal_json(
+        self, entry: JournalEntry, cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]]
+    ) -> Any:
+        """``entry``'s JSON form, made once: a phase of many steps (a regression run's
+        cases) saves its whole journal at each step, and would otherwise encode every
+        earlier entry again each time. An entry is made anew when any of its fields is
+        replaced (``_repoint_journal`` replaces ``request_ids``); none is changed in place."""
+        key = (
+            entry.position,
+            entry.kind,
+            id(entry.fingerprint),
+            id(entry.request_ids),
+            id(entry.result),
+            id(entry.error),
+        )
+        cached = cache.get(id(entry))
+        if cached is None or cached[0] is not entry or cached[1] != key:
+            cached = (entry, key, unstructure(entry))
+        self._journal_cache[id(entry)] = cached
+        return cached[2]
 
     def _save(self, checkpoint_name: str, *, publish: bool = True) -> None:
         state, record = self._require_state(), self._require_record()

@@ -601,6 +601,15 @@ def parse_case_artifact(data: Any, *, source: str) -> CaseArtifact:
             source=source,
             rule="required",
         )
+    failure = case.runner_failure or {}
+    if failure.get("body_snippet") is not None and failure.get("full_body_saved_to") is None:
+        raise ContractError(
+            "a body snippet without full_body_saved_to: the whole body (or its cut part "
+            "with its meta) must be kept in assets/",
+            source=source,
+            json_path="$.runner_failure.full_body_saved_to",
+            rule="full-body",
+        )
     if case.runner_failure is not None and case.runner_failure.get("class") not in ERROR_CLASSES:
         raise ContractError(
             f"runner_failure.class {case.runner_failure.get('class')!r} is not an error class "
@@ -638,11 +647,19 @@ def _drop_nulls(data: Any, keep: tuple[str, ...] = ()) -> Any:
 
 
 #: The kinds of :func:`runs_schema`.
-RUNS_SCHEMA_KINDS = ("cases", "run-case-answer")
+RUNS_SCHEMA_KINDS = (
+    "cases",
+    "run-case-answer",
+    "run",
+    "case",
+    "assets-manifest",
+    "failure-meta",
+)
 
 
 def runs_schema(kind: str) -> dict[str, Any]:
-    """The shipped JSON Schema (draft-07) of a cases file or of an agent's answer."""
+    """The shipped JSON Schema (draft-07) of a cases file, an agent's answer, ``run.json``,
+    a case artifact, the assets manifest or a failure meta file."""
     if kind not in RUNS_SCHEMA_KINDS:
         raise ValueError(f"no runs schema {kind!r}; the kinds are {', '.join(RUNS_SCHEMA_KINDS)}")
     from .schemas import shipped_schema
