@@ -147,3 +147,33 @@ def test_a_directory_with_nothing_to_check(
 ) -> None:
     code, lines = check(tmp_path, capsys)
     assert code == 1 and "no run.json or evaluation.json under it" in lines[0]
+
+
+def test_the_hand_made_runs_meet_the_shipped_run_schemas() -> None:
+    """The fixtures follow the contract as the runner's own schemas read it; the one
+    exception is the case written as a later minor version (``case.v1.3``), which v1's
+    schema pins and the evaluator must still read."""
+    import json
+
+    import jsonschema
+
+    from orchestrator.formats.schemas import shipped_schema
+    from tests.eval_support import FIXTURE_RUNS
+
+    def errors(kind: str, path: Path) -> list[str]:
+        schema = shipped_schema("runs", f"{kind}.schema.json")
+        document = json.loads(path.read_text(encoding="utf-8"))
+        return [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(document)]
+
+    checked = 0
+    for run in (FIXTURE_RUNS / "baseline" / "r-base", FIXTURE_RUNS / "new" / "r-new"):
+        for path in sorted(run.glob("*.json")):
+            found = errors("run" if path.name == "run.json" else "case", path)
+            expected = ["'case.v1' was expected"] if path.name == "c-html.json" else []
+            assert found == expected, path
+            checked += 1
+        for path in sorted((run / "assets").glob("*.meta.json")):
+            assert errors("failure-meta", path) == [], path
+            checked += 1
+        assert errors("assets-manifest", run / "assets" / "manifest.json") == []
+    assert checked == 18
