@@ -103,6 +103,10 @@ def test_a_dangling_evidence_ref(evaluated: Path, capsys: pytest.CaptureFixture[
         "new/r-new/c-unchanged.json: $.proposed_actions[0].evidence_refs[0]: no "
         "tool_result/tool_call event has call_id 'call-404'"
     ]
+    # compared again, the report shows the ref as unresolved rather than linking nowhere
+    compare(evaluated)
+    report = (evaluated / "report.html").read_text(encoding="utf-8")
+    assert '<div class="unresolved">call call-404: unresolved</div>' in report
 
 
 def test_an_asset_ref_whose_file_is_gone(
