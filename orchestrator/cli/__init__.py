@@ -2,8 +2,8 @@
 
 ``main`` parses the arguments, picks the store and the adapters, runs the command and
 maps its outcome to an exit code; each command group has its own module (``board``,
-``events``, ``drive``, ``instance``), imported only when its command runs, because a
-host spawns ``orchestrate`` once per pause.
+``events``, ``drive``, ``instance``, ``eval_compare``), imported only when its command
+runs, because a host spawns ``orchestrate`` once per pause.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """

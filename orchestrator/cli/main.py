@@ -553,12 +553,14 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     eval_group = command(
         "eval",
         _cmd_eval,
-        "Agent regression runs: ask every case of a cases file of an agent version.",
+        "Agent regression runs: ask every case of a cases file of an agent version, "
+        "compare a baseline run with a new one, check run and evaluation folders.",
     )
     if not isinstance(eval_group, _Unused):
+        from .eval_compare import add_compare_commands
         from .evals import add_eval_commands
 
-        add_eval_commands(eval_group, _Formatter)
+        add_compare_commands(add_eval_commands(eval_group, _Formatter), _Formatter)
     check = command(
         "check",
         _cmd_check,
@@ -1159,12 +1161,12 @@ def _cmd_events(args: argparse.Namespace) -> int:
     return cmd_events(args)
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
-    raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
-
-
 def _cmd_board(args: argparse.Namespace) -> int:
     raise UsageError("name a board subcommand (orchestrate board --help lists them)")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,157 @@
+"""``orchestrate eval compare`` and ``orchestrate eval check``: the comparison side of agent
+regression runs (the ``eval`` group's parser calls :func:`add_compare_commands`).
+
+``compare`` exits 0 when the gate passes, 1 when a case has a verdict named by
+``--fail-on``, 2 on a usage error (a missing directory, an unknown verdict, a cases file
+that cannot be read), so a CI job never takes an error for a failed gate. ``check``
+exits 0 when the directory meets the contract's definition of done and 1 on any breach,
+printing each with its file and field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._errors import UsageError
+from .._text import printable
+
+EXIT_OK, EXIT_FAILED = 0, 1
+_VERDICT_WORDS = ("regressed", "new-failure", "both-failing", "fixed", "improved", "unchanged")
+
+
+def add_compare_commands(subs: Any, formatter: Any) -> None:
+    """``compare`` and ``check``, on the ``eval`` group's subparsers."""
+    compare = subs.add_parser(
+        "compare",
+        help="Compare a baseline run with a new run: evaluation.json and report.html.",
+        description="Compare a baseline run directory with a new one: judge every case, "
+        "write evaluation.json and a self-contained report.html, exit 1 when a case has a "
+        "verdict named by --fail-on.",
+        formatter_class=formatter,
+    )
+    compare.set_defaults(run_command=cmd_compare)
+    compare.add_argument(
+        "baseline_dir",
+        type=Path,
+        metavar="BASELINE_DIR",
+        help="the baseline run directory (<out>/baseline/<run_id>)",
+    )
+    compare.add_argument(
+        "new_dir", type=Path, metavar="NEW_DIR", help="the new run directory (<out>/new/<run_id>)"
+    )
+    compare.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where evaluation.json and report.html go (default: the directory both runs "
+        "are under); a run directory outside it is copied in, so the folder stands alone",
+    )
+    compare.add_argument(
+        "--cases",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the cases file, for the cases' 'expected' (judged before risk levels); default: "
+        "the copy a run kept in assets/ (asset_id 'cases'), if any",
+    )
+    compare.add_argument(
+        "--fail-on",
+        default="regressed,new-failure",
+        metavar="VERDICTS",
+        help="comma-separated verdicts that fail the gate (exit 1): "
+        f"{', '.join(_VERDICT_WORDS)}; 'none' never fails (default: regressed,new-failure)",
+    )
+
+    check = subs.add_parser(
+        "check",
+        help="Check a run or evaluation directory against the artifact contract.",
+        description="Check a run directory, a directory of runs, or an evaluation folder "
+        "against the artifact contract's definition of done: failure artifacts complete, a "
+        "body snippet implies a saved body, no absolute path in any JSON or HTML, no link "
+        "and nothing outside the directory, every evidence ref resolves. Prints each "
+        "breach with its file and field; exit 1 on any.",
+        formatter_class=formatter,
+    )
+    check.set_defaults(run_command=cmd_check)
+    check.add_argument("directory", type=Path, metavar="DIR", help="the directory to check")
+
+
+def parse_fail_on(text: str) -> list[str]:
+    """``--fail-on``'s verdicts, as evaluation.json spells them (``new_failure``)."""
+    if text.strip() == "none":
+        return []
+    verdicts = []
+    for word in (w.strip() for w in text.split(",")):
+        if word.replace("_", "-") not in _VERDICT_WORDS:
+            raise UsageError(
+                f"--fail-on: {word!r} is not a verdict; use a comma-separated list of "
+                f"{', '.join(_VERDICT_WORDS)}, or none"
+            )
+        verdicts.append(word.replace("-", "_"))
+    return verdicts
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Run ``eval compare``; prints the totals and where the report is."""
+    from ..evals.evaluate import REPORT_FILE, evaluate
+    from ..formats.times import SystemClock, format_time
+
+    fail_on = parse_fail_on(args.fail_on)
+    if args.cases is not None:
+        _check_cases_file(args.cases)
+    evaluation, out = evaluate(
+        args.baseline_dir,
+        args.new_dir,
+        out_dir=args.out,
+        cases_file=args.cases,
+        fail_on=fail_on,
+        generated_at=format_time(SystemClock().now()),
+    )
+    totals = ", ".join(
+        f"{count} {verdict.replace('_', ' ')}"
+        for verdict, count in evaluation.totals.items()
+        if verdict != "cases" and count
+    )
+    print(f"{evaluation.totals['cases']} cases: {totals or 'none'}")
+    if evaluation.problems:
+        print(f"{len(evaluation.problems)} file(s) could not be read; the report lists them")
+    print(f"report: {out / REPORT_FILE}")
+    if evaluation.gate.failed:
+        shown = ", ".join(printable(case) for case in evaluation.gate.cases)
+        print(f"gate failed: {shown}", file=sys.stderr)
+    return evaluation.gate.exit_code
+
+
+def _check_cases_file(path: Path) -> None:
+    """A cases file that cannot be read is a usage error (exit 2), never mistaken for a
+    failed gate (exit 1)."""
+    from .._errors import ContractError
+    from ..evals.evaluate import read_expectations
+
+    try:
+        read_expectations(path)
+    except FileNotFoundError:
+        raise UsageError(f"--cases {path}: no such file; name the cases file of the runs") from None
+    except (ContractError, OSError) as exc:
+        raise UsageError(f"--cases: {exc}; fix the cases file or leave --cases out") from None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run ``eval check``; prints every breach, or how much was checked."""
+    from ..evals.check import check_directory
+
+    directory: Path = args.directory
+    if not directory.is_dir():
+        raise UsageError(f"{directory} is not a directory: name a run or evaluation directory")
+    breaches = check_directory(directory)
+    for breach in breaches:
+        print(printable(str(breach)))
+    if breaches:
+        print(f"{len(breaches)} breach(es) of the artifact contract", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{directory}: meets the artifact contract")
+    return EXIT_OK

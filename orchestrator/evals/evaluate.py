@@ -1,0 +1,166 @@
+"""``orchestrate eval compare``: two run directories in, ``evaluation.json`` and
+``report.html`` out, in one folder that can be copied anywhere.
+
+The output folder (``--out``, by default the directory both runs are under, which for a
+runner's ``<out>/<version>/<run_id>/`` layout is ``<out>``) holds the two files and, when
+a run directory is not already inside it, a copy of that run directory (regular files
+only, no link), so every link of the report resolves inside the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .._errors import ContractError, UsageError
+from ..formats.evaluation import EVALUATION_FILE, Evaluation, unstructure_evaluation
+from ..formats.strict_json import dumps_canonical, loads_strict
+from ..storage.durable import atomic_write
+from ..storage.files import read_regular_file
+from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
+from .reading import RunDir, manifest_href, read_run_dir
+
+REPORT_FILE = "report.html"
+
+
+def evaluate(
+    baseline_dir: Path,
+    new_dir: Path,
+    *,
+    out_dir: Path | None = None,
+    cases_file: Path | None = None,
+    fail_on: Iterable[str] = DEFAULT_FAIL_ON,
+    generated_at: str,
+) -> tuple[Evaluation, Path]:
+    """Compare the runs, write ``evaluation.json`` and ``report.html``; returns the
+    evaluation and the folder written."""
+    for name, path in (("BASELINE_DIR", baseline_dir), ("NEW_DIR", new_dir)):
+        if not path.is_dir() or path.is_symlink():
+            raise UsageError(f"{name} {path} is not a directory: name a run directory")
+    if out_dir is None:
+        out_dir = Path(os.path.commonpath([baseline_dir.resolve(), new_dir.resolve()]))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    baseline_dir = _inside(baseline_dir, out_dir, "baseline")
+    new_dir = _inside(new_dir, out_dir, "new")
+    from ..storage.beneath import guard
+
+    for run_dir in (baseline_dir, new_dir):  # a run directory is untrusted: no link followed
+        guard(run_dir)
+    baseline, new = read_run_dir(baseline_dir), read_run_dir(new_dir)
+    cases_file = cases_file or _kept_cases_file(new) or _kept_cases_file(baseline)
+    expectations = read_expectations(cases_file) if cases_file else {}
+    evaluation = compare_runs(
+        baseline,
+        new,
+        out_dir=out_dir,
+        expectations=expectations,
+        fail_on=fail_on,
+        generated_at=generated_at,
+        evaluator_version=_version(),
+    )
+    from .report import render_report
+
+    document = unstructure_evaluation(evaluation)
+    atomic_write(out_dir / EVALUATION_FILE, dumps_canonical(document))
+    atomic_write(out_dir / REPORT_FILE, render_report(evaluation).encode("utf-8"))
+    return evaluation, out_dir
+
+
+def _kept_cases_file(run: RunDir) -> Path | None:
+    """The copy of the cases file a run kept in ``assets/`` (manifest ``asset_id``
+    ``cases``), so a comparison knows each case's ``expected`` without being told."""
+    items = (run.manifest or {}).get("items")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("asset_id") == "cases":
+            href = manifest_href(run.path, item.get("href"))
+            return run.path / href if href else None
+    return None
+
+
+def _inside(run_dir: Path, out_dir: Path, version: str) -> Path:
+    """``run_dir`` if it is under ``out_dir``; else its copy at ``out_dir/<version>/<name>``."""
+    resolved, root = run_dir.resolve(), out_dir.resolve()
+    if resolved == root or root in resolved.parents:
+        return resolved
+    target = root / version / resolved.name
+    staging = target.with_name(f".{target.name}.copying")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(resolved, staging, symlinks=True, ignore=_links)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
+
+
+def _links(directory: str, names: list[str]) -> list[str]:
+    """Links are left out of a copy: one may point anywhere, and a copy must stand alone."""
+    return [name for name in names if os.path.islink(os.path.join(directory, name))]
+
+
+def read_expectations(path: Path) -> dict[str, Expectation]:
+    """``{case_id: Expectation}`` from a cases file, as the runner reads it: a JSON array of
+    cases or one case per line (JSONL); an object with ``cases`` is read too. Each case has
+    an ``id`` and, optionally, ``expected``; fields the evaluator does not judge are
+    ignored."""
+    source = str(path)
+    raw = read_regular_file(path, max_bytes=64 * 1024 * 1024, source=source)
+    whole: Any = None
+    if raw.lstrip()[:1] == b"[" or b'"cases"' in raw:
+        whole = loads_strict(raw, source=source)
+    if isinstance(whole, list):
+        located = [(f"$[{index}]", case) for index, case in enumerate(whole)]
+    elif isinstance(whole, dict) and isinstance(whole.get("cases"), list):
+        located = [(f"$.cases[{index}]", case) for index, case in enumerate(whole["cases"])]
+    else:  # JSONL: one case per line
+        located = [
+            (f"line {number}", loads_strict(line, source=f"{source} line {number}"))
+            for number, line in enumerate(raw.split(b"\n"), start=1)
+            if line.strip()
+        ]
+    found: dict[str, Expectation] = {}
+    for at, case in located:
+        if not isinstance(case, dict):
+            raise ContractError("expected an object", source=source, json_path=at)
+        case_id = case.get("id", case.get("case_id"))
+        if not isinstance(case_id, str):
+            raise ContractError("a case needs a string 'id'", source=source, json_path=at)
+        expected = case.get("expected")
+        if expected is not None:
+            found[case_id] = _expectation(expected, source, f"{at}.expected")
+    return found
+
+
+def _expectation(expected: Any, source: str, at: str) -> Expectation:
+    if not isinstance(expected, dict):
+        raise ContractError("expected an object", source=source, json_path=at)
+    contains = expected.get("output_contains", [])
+    if isinstance(contains, str):
+        contains = [contains]
+    if not isinstance(contains, list) or not all(isinstance(c, str) for c in contains):
+        raise ContractError(
+            "expected a string or an array of strings",
+            source=source,
+            json_path=f"{at}.output_contains",
+        )
+    limit = expected.get("max_risk_level")
+    if limit is not None and limit not in ("low", "medium", "unknown", "high"):
+        raise ContractError(
+            "expected low, medium, unknown or high", source=source, json_path=f"{at}.max_risk_level"
+        )
+    return Expectation(
+        output_contains=tuple(contains),
+        output_equals=expected.get("output_equals"),
+        max_risk_level=limit,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"checkpoint-orchestrator {version('checkpoint-orchestrator')}"
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "checkpoint-orchestrator (not installed)"

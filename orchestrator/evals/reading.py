@@ -1,0 +1,346 @@
+"""A run directory read the way an evaluator must: tolerant where the contract says so.
+
+A run directory (``<out>/<version>/<run_id>/``) holds ``run.json``, one ``<caseId>.json``
+per case, and ``assets/``. Reading one never stops at a bad file: each file that cannot
+be read whole becomes a :class:`FileProblem` naming the file and the field, and the rest
+is read. Unknown fields and unknown event types are ignored; a later minor version
+(``case.v1.2``) is read as v1; a major other than 1 is refused for that file alone.
+
+Every file is read through :mod:`orchestrator.storage.files` (a regular file, no link
+followed, bounded), and every relative reference (an asset href, a saved body) is
+resolved by :func:`file_inside`, which refuses anything outside the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._errors import OrchestratorError
+from ..formats.evaluation import EVALUATION_FILE, is_relative_href
+from ..storage.files import read_json_file
+
+RUN_FILE = "run.json"
+ASSETS_DIR = "assets"
+MANIFEST_FILE = "assets/manifest.json"
+#: A case artifact may be large (inline payloads); anything past this is refused, named.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+ERROR_CLASSES = (
+    "timeout",
+    "http_error",
+    "invalid_json",
+    "schema_mismatch",
+    "network_error",
+    "other",
+)
+_VERSION = re.compile(r"([a-z-]+)\.v([0-9]+)(?:\.([0-9]+))?")
+_EVENT_INDEX = re.compile(r"(?:events\[)?([0-9]+)\]?")
+
+
+@attrs.define(kw_only=True, frozen=True)
+class FileProblem:
+    """Why a file (relative to the directory read) is not what the contract says."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}"
+
+
+@attrs.define(kw_only=True)
+class CaseFile:
+    """One ``<caseId>.json``: its data when readable, else the problem."""
+
+    case_id: str
+    name: str  # the file's name inside the run directory
+    data: dict[str, Any] | None = None
+    problem: FileProblem | None = None
+
+
+@attrs.define(kw_only=True)
+class RunDir:
+    """A run directory as read: ``run.json``, the case files by id, the asset manifest."""
+
+    path: Path
+    run: dict[str, Any] | None
+    cases: dict[str, CaseFile]
+    manifest: dict[str, Any] | None
+    problems: list[FileProblem]
+
+    @property
+    def version(self) -> str | None:
+        value = (self.run or {}).get("version")
+        return value if isinstance(value, str) else None
+
+
+def read_document(path: Path, *, name: str, kind: str) -> tuple[Any, FileProblem | None]:
+    """The JSON at ``path`` (shown as ``name``), checked to be a ``kind`` document of major
+    version 1; on any failure ``(None, problem)``."""
+    try:
+        data = read_json_file(path, max_bytes=MAX_JSON_BYTES, source=name)
+    except FileNotFoundError:
+        return None, FileProblem(file=name, field="$", message="the file is missing")
+    except (OrchestratorError, OSError, UnicodeDecodeError) as exc:
+        return None, FileProblem(file=name, field=_json_path(exc), message=_detail(exc))
+    if not isinstance(data, dict):
+        return None, FileProblem(file=name, field="$", message="expected a JSON object")
+    problem = version_problem(data.get("schema_version"), kind, name)
+    return (None, problem) if problem else (data, None)
+
+
+def version_problem(version: Any, kind: str, name: str) -> FileProblem | None:
+    """A problem unless ``version`` is ``<kind>.v1`` or a later minor ``<kind>.v1.N``."""
+    match = _VERSION.fullmatch(version) if isinstance(version, str) else None
+    if match is None or match.group(1) != kind:
+        return FileProblem(
+            file=name,
+            field="$.schema_version",
+            message=f"expected {kind}.v1, found {_shown(version)}",
+        )
+    if match.group(2) != "1":
+        return FileProblem(
+            file=name,
+            field="$.schema_version",
+            message=f"{version} is a major version this evaluator does not know; "
+            "use an orchestrate that reads it",
+        )
+    return None
+
+
+def read_run_dir(path: Path) -> RunDir:
+    """Read the run directory at ``path``; problems are collected, never raised."""
+    problems: list[FileProblem] = []
+    run, problem = read_document(path / RUN_FILE, name=RUN_FILE, kind="run")
+    if problem:
+        problems.append(problem)
+    manifest = None
+    if (path / MANIFEST_FILE).exists():
+        manifest, problem = read_document(
+            path / MANIFEST_FILE, name=MANIFEST_FILE, kind="assets-manifest"
+        )
+        if problem:
+            problems.append(problem)
+    cases = _read_cases(path, problems)
+    for case_id in _selected(run):
+        if case_id not in cases:
+            cases[case_id] = CaseFile(case_id=case_id, name=f"{case_id}.json")
+    return RunDir(path=path, run=run, cases=cases, manifest=manifest, problems=problems)
+
+
+def _selected(run: dict[str, Any] | None) -> list[str]:
+    selected = (run or {}).get("selected_case_ids")
+    if not isinstance(selected, list):
+        return []
+    return [item for item in selected if isinstance(item, str)]
+
+
+def _read_cases(path: Path, problems: list[FileProblem]) -> dict[str, CaseFile]:
+    cases: dict[str, CaseFile] = {}
+    for name in sorted(os.listdir(path)):
+        if not name.endswith(".json") or name in (RUN_FILE, EVALUATION_FILE):
+            continue
+        data, problem = read_document(path / name, name=name, kind="case")
+        if problem is None and data is not None:
+            problem = case_problem(data, name)
+        stem = name[: -len(".json")]
+        case_id = data.get("case_id") if data is not None else None
+        case_id = case_id if isinstance(case_id, str) and case_id else stem
+        if problem:
+            problems.append(problem)
+            cases[case_id] = CaseFile(case_id=case_id, name=name, problem=problem)
+        else:
+            cases[case_id] = CaseFile(case_id=case_id, name=name, data=data)
+    return cases
+
+
+def case_problem(data: dict[str, Any], name: str) -> FileProblem | None:
+    """The first breach of the case artifact's shape that keeps it from being judged."""
+
+    def breach(field: str, message: str) -> FileProblem:
+        return FileProblem(file=name, field=field, message=message)
+
+    for key in ("case_id", "version", "status"):
+        if not isinstance(data.get(key), str):
+            return breach(f"$.{key}", f"required string, found {_shown(data.get(key))}")
+    if data["status"] == "runner_error":
+        failure = data.get("runner_failure")
+        if not isinstance(failure, dict):
+            return breach("$.runner_failure", "required object for status runner_error")
+        if not isinstance(failure.get("class"), str):
+            return breach("$.runner_failure.class", "required string (the error class)")
+        return None
+    if data["status"] != "ok":
+        return breach("$.status", f"expected ok or runner_error, found {_shown(data['status'])}")
+    return _ok_case_problem(data, breach)
+
+
+def _ok_case_problem(
+    data: dict[str, Any], breach: Callable[[str, str], FileProblem]
+) -> FileProblem | None:
+    for key in ("proposed_actions", "events"):
+        if not isinstance(data.get(key), list):
+            return breach(f"$.{key}", f"required array, found {_shown(data.get(key))}")
+    output = data.get("final_output")
+    if not isinstance(output, dict):
+        return breach("$.final_output", "required object")
+    if output.get("content_type") not in ("text", "json"):
+        return breach("$.final_output.content_type", "expected text or json")
+    if not isinstance(output.get("content"), (str, dict)):
+        return breach("$.final_output.content", "expected a string or an object")
+    for index, action in enumerate(data["proposed_actions"]):
+        at = f"$.proposed_actions[{index}]"
+        if not isinstance(action, dict):
+            return breach(at, "expected an object")
+        for key, kind in (("action_id", str), ("tool_name", str), ("risk_level", str)):
+            if not isinstance(action.get(key), kind):
+                return breach(f"{at}.{key}", "required string")
+        if not isinstance(action.get("evidence_refs", []), list):
+            return breach(f"{at}.evidence_refs", "expected an array")
+    return None
+
+
+# -- references inside a run directory -----------------------------------------------------
+
+
+def file_inside(root: Path, href: Any) -> Path | None:
+    """The regular file ``href`` names under ``root``, or ``None``: not a relative path,
+    climbing out, through a link, or not there."""
+    if not isinstance(href, str) or not is_relative_href(href):
+        return None
+    current = root
+    for part in href.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return None
+        if stat.S_ISLNK(mode):
+            return None
+    try:
+        return current if stat.S_ISREG(os.lstat(current).st_mode) else None
+    except OSError:
+        return None
+
+
+def manifest_href(run_dir: Path, href: Any) -> str | None:
+    """A manifest item's ``href`` as a path relative to the run directory, or ``None``
+    when it names no file. The contract makes a path relative to the file that holds it,
+    so ``assets/`` is tried first; a path relative to the run directory is read too."""
+    if not isinstance(href, str):
+        return None
+    for candidate in (f"{ASSETS_DIR}/{href}", href):
+        if file_inside(run_dir, candidate) is not None:
+            return candidate
+    return None
+
+
+@attrs.define(kw_only=True, frozen=True)
+class Resolution:
+    """Where an evidence ref points: ``where`` in the case (``events[3]``) and/or ``href``
+    (relative to the run directory); ``resolved`` false when it points nowhere."""
+
+    resolved: bool
+    where: str | None = None
+    href: str | None = None
+    reason: str = ""
+
+
+def ref_identifier(ref: dict[str, Any]) -> tuple[str, Any]:
+    """The kind of an evidence ref and the identifier its kind uses."""
+    kind = ref.get("kind")
+    field = {"tool_result": "call_id", "retrieval_doc": "doc_id"}.get(str(kind), "id")
+    return str(kind), ref.get(field)
+
+
+def resolve_ref(
+    ref: Any, events: list[Any], run_dir: Path, manifest: dict[str, Any] | None
+) -> Resolution:
+    """Resolve one ``evidence_refs[]`` entry against the case's ``events`` and ``assets/``."""
+    if not isinstance(ref, dict):
+        return Resolution(resolved=False, reason="an evidence ref must be an object")
+    kind, identifier = ref_identifier(ref)
+    if not isinstance(identifier, str):
+        field = {"tool_result": "call_id", "retrieval_doc": "doc_id"}.get(kind, "id")
+        return Resolution(resolved=False, reason=f"kind {kind} needs a string {field}")
+    if kind == "tool_result":
+        return _by_event(events, run_dir, "call_id", identifier, "payload_asset_href")
+    if kind == "retrieval_doc":
+        return _by_event(events, run_dir, "doc_ids", identifier, "snippets_asset_href")
+    if kind == "event":
+        match = _EVENT_INDEX.fullmatch(identifier)
+        if match and int(match.group(1)) < len(events):
+            return Resolution(resolved=True, where=f"events[{int(match.group(1))}]")
+        return Resolution(resolved=False, reason=f"no event {identifier} ({len(events)} events)")
+    if kind == "asset":
+        return _asset(identifier, run_dir, manifest)
+    return Resolution(resolved=False, reason=f"unknown evidence kind {_shown(kind)}")
+
+
+def _by_event(
+    events: list[Any], run_dir: Path, key: str, identifier: str, asset_key: str
+) -> Resolution:
+    wanted = ("tool_result", "tool_call") if key == "call_id" else ("retrieval",)
+    for event_type in wanted:
+        for index, event in enumerate(events):
+            if not isinstance(event, dict) or event.get("type") != event_type:
+                continue
+            value = event.get(key)
+            if value == identifier or (isinstance(value, list) and identifier in value):
+                href = event.get(asset_key)
+                found = file_inside(run_dir, href) is not None
+                return Resolution(
+                    resolved=True, where=f"events[{index}]", href=href if found else None
+                )
+    what = "call_id" if key == "call_id" else "doc_id"
+    return Resolution(
+        resolved=False, reason=f"no {'/'.join(wanted)} event has {what} {identifier!r}"
+    )
+
+
+def _asset(identifier: str, run_dir: Path, manifest: dict[str, Any] | None) -> Resolution:
+    items = (manifest or {}).get("items")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("asset_id") == identifier:
+            href = manifest_href(run_dir, item.get("href"))
+            if href is not None:
+                return Resolution(resolved=True, href=href)
+            reason = f"asset {identifier!r}: {item.get('href')!r} is missing"
+            return Resolution(resolved=False, reason=reason)
+    for href in (identifier, f"{ASSETS_DIR}/{identifier}"):
+        if file_inside(run_dir, href) is not None:
+            return Resolution(resolved=True, href=href)
+    return Resolution(resolved=False, reason=f"no asset {identifier!r} in the manifest or assets/")
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_path(exc: BaseException) -> str:
+    path = getattr(exc, "json_path", "$")
+    return path if isinstance(path, str) else "$"
+
+
+def _detail(exc: BaseException) -> str:
+    detail = getattr(exc, "detail", None)
+    if isinstance(detail, str):
+        return detail
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
