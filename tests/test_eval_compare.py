@@ -435,3 +435,32 @@ def test_a_cases_file_that_cannot_be_read_is_a_usage_error_not_a_failed_gate(
     assert compare(runs) == 2
     assert "--cases" in capsys.readouterr().err
     assert not (runs / "evaluation.json").exists()
+
+
+def test_a_malformed_kept_cases_copy_is_a_problem_not_a_crash(runs: Path) -> None:
+    run = runs / "new" / "r-new"
+    (run / "assets" / "cases.jsonl").write_text('{"id": "c-1"}\n{ not json\n', "utf-8")
+    edit_json(
+        run / "assets" / "manifest.json",
+        lambda d: d["items"].append(
+            {"asset_id": "cases", "href": "cases.jsonl", "kind": "cases", "size_bytes": 25}
+        ),
+    )
+    assert main_without_cases(runs) == 1  # the gate, judged without expectations
+    evaluation = evaluation_of(runs)
+    (problem,) = evaluation["problems"]
+    assert problem["file"] == "new/r-new/assets/cases.jsonl"
+    assert "went on without the cases' expectations" in problem["message"]
+    regressed = next(c for c in evaluation["cases"] if c["case_id"] == "c-regressed")
+    assert regressed["reasons"] == ["riskiest action low -> medium"]
+    report = (runs / "report.html").read_text(encoding="utf-8")
+    assert "Files that could not be read (1)" in report
+
+
+def test_an_error_that_is_not_the_gate_exits_3(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (runs / "report.html").mkdir()  # the report cannot be written where a directory is
+    assert compare(runs) == 3
+    err = capsys.readouterr().err
+    assert "report.html" in err and "no verdict was reached (exit 3)" in err

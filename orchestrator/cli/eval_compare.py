@@ -3,7 +3,8 @@ regression runs (the ``eval`` group's parser calls :func:`add_compare_commands`)
 
 ``compare`` exits 0 when the gate passes, 1 when a case has a verdict named by
 ``--fail-on``, 2 on a usage error (a missing directory, an unknown verdict, a cases file
-that cannot be read), so a CI job never takes an error for a failed gate. ``check``
+that cannot be read), 3 on any other error (the report could not be written), so a CI
+job never takes an error for a failed gate. ``check``
 exits 0 when the directory meets the contract's definition of done and 1 on any breach,
 printing each with its file and field.
 """
@@ -19,6 +20,8 @@ from .._errors import UsageError
 from .._text import printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
+#: ``compare``'s exit code for an error that is neither a usage error (2) nor the gate (1).
+EXIT_COMPARE_ERROR = 3
 _VERDICT_WORDS = ("regressed", "new-failure", "both-failing", "fixed", "improved", "unchanged")
 
 
@@ -29,7 +32,8 @@ def add_compare_commands(subs: Any, formatter: Any) -> None:
         help="Compare a baseline run with a new run: evaluation.json and report.html.",
         description="Compare a baseline run directory with a new one: judge every case, "
         "write evaluation.json and a self-contained report.html, exit 1 when a case has a "
-        "verdict named by --fail-on.",
+        "verdict named by --fail-on. Exit codes: 0 the gate passed, 1 the gate failed, "
+        "2 a usage error, 3 any other error (the report could not be written).",
         formatter_class=formatter,
     )
     compare.set_defaults(run_command=cmd_compare)
@@ -103,14 +107,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     fail_on = parse_fail_on(args.fail_on)
     if args.cases is not None:
         _check_cases_file(args.cases)
-    evaluation, out = evaluate(
-        args.baseline_dir,
-        args.new_dir,
-        out_dir=args.out,
-        cases_file=args.cases,
-        fail_on=fail_on,
-        generated_at=format_time(SystemClock().now()),
-    )
+    try:
+        evaluation, out = evaluate(
+            args.baseline_dir,
+            args.new_dir,
+            out_dir=args.out,
+            cases_file=args.cases,
+            fail_on=fail_on,
+            generated_at=format_time(SystemClock().now()),
+        )
+    except UsageError:
+        raise
+    except Exception as exc:  # whatever it is, it is not a failed gate
+        return _compare_error(exc)
     totals = ", ".join(
         f"{count} {verdict.replace('_', ' ')}"
         for verdict, count in evaluation.totals.items()
@@ -124,6 +133,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
         shown = ", ".join(printable(case) for case in evaluation.gate.cases)
         print(f"gate failed: {shown}", file=sys.stderr)
     return evaluation.gate.exit_code
+
+
+def _compare_error(exc: Exception) -> int:
+    """An error that is not the gate's verdict: said, and exit 3, so a CI job that tells
+    1 (the gate failed) from anything else never mistakes one for the other."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        reason = exc.strerror or str(exc)
+        text = f"{exc.filename}: {reason}"
+    else:
+        text = str(exc) or type(exc).__name__
+    print(
+        f"orchestrate: error: {printable(text, lines=True)}; no verdict was reached "
+        f"(exit {EXIT_COMPARE_ERROR}): fix the cause, then run 'orchestrate eval compare' again",
+        file=sys.stderr,
+    )
+    return EXIT_COMPARE_ERROR
 
 
 def _check_cases_file(path: Path) -> None:

@@ -15,13 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, UsageError
+from .._errors import ContractError, OrchestratorError, UsageError
 from ..formats.evaluation import EVALUATION_FILE, Evaluation, unstructure_evaluation
 from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import atomic_write
 from ..storage.files import read_regular_file
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
-from .reading import RunDir, manifest_href, read_run_dir
+from .reading import FileProblem, RunDir, detail_of, manifest_href, read_run_dir
 
 REPORT_FILE = "report.html"
 
@@ -50,8 +50,10 @@ def evaluate(
     for run_dir in (baseline_dir, new_dir):  # a run directory is untrusted: no link followed
         guard(run_dir)
     baseline, new = read_run_dir(baseline_dir), read_run_dir(new_dir)
-    cases_file = cases_file or _kept_cases_file(new) or _kept_cases_file(baseline)
-    expectations = read_expectations(cases_file) if cases_file else {}
+    if cases_file is not None:
+        expectations = read_expectations(cases_file)
+    else:
+        expectations = _kept_expectations(new) or _kept_expectations(baseline) or {}
     evaluation = compare_runs(
         baseline,
         new,
@@ -69,14 +71,34 @@ def evaluate(
     return evaluation, out_dir
 
 
-def _kept_cases_file(run: RunDir) -> Path | None:
-    """The copy of the cases file a run kept in ``assets/`` (manifest ``asset_id``
-    ``cases``), so a comparison knows each case's ``expected`` without being told."""
+def _kept_expectations(run: RunDir) -> dict[str, Expectation] | None:
+    """The expectations of the copy of the cases file a run kept in ``assets/`` (manifest
+    ``asset_id`` ``cases``), so a comparison knows each case's ``expected`` without being
+    told; ``None`` when there is none. A copy that cannot be read is a problem of that run
+    (shown in the report), never the end of the comparison: it goes on without it."""
+    href = _kept_cases_href(run)
+    if href is None:
+        return None
+    try:
+        return read_expectations(run.path / href, source=href)
+    except (OrchestratorError, OSError, UnicodeDecodeError) as exc:
+        field = getattr(exc, "json_path", "$")
+        run.problems.append(
+            FileProblem(
+                file=href,
+                field=field if isinstance(field, str) else "$",
+                message=f"{detail_of(exc)}; the comparison went on without the cases' "
+                "expectations: fix the copy or pass --cases",
+            )
+        )
+        return None
+
+
+def _kept_cases_href(run: RunDir) -> str | None:
     items = (run.manifest or {}).get("items")
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("asset_id") == "cases":
-            href = manifest_href(run.path, item.get("href"))
-            return run.path / href if href else None
+            return manifest_href(run.path, item.get("href"))
     return None
 
 
@@ -100,12 +122,12 @@ def _links(directory: str, names: list[str]) -> list[str]:
     return [name for name in names if os.path.islink(os.path.join(directory, name))]
 
 
-def read_expectations(path: Path) -> dict[str, Expectation]:
+def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Expectation]:
     """``{case_id: Expectation}`` from a cases file, as the runner reads it: a JSON array of
     cases or one case per line (JSONL); an object with ``cases`` is read too. Each case has
     an ``id`` and, optionally, ``expected``; fields the evaluator does not judge are
-    ignored."""
-    source = str(path)
+    ignored. ``source`` names the file in errors (by default its path)."""
+    source = str(path) if source is None else source
     raw = read_regular_file(path, max_bytes=64 * 1024 * 1024, source=source)
     whole: Any = None
     if raw.lstrip()[:1] == b"[" or b'"cases"' in raw:

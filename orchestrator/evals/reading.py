@@ -89,7 +89,7 @@ def read_document(path: Path, *, name: str, kind: str) -> tuple[Any, FileProblem
     except FileNotFoundError:
         return None, FileProblem(file=name, field="$", message="the file is missing")
     except (OrchestratorError, OSError, UnicodeDecodeError) as exc:
-        return None, FileProblem(file=name, field=_json_path(exc), message=_detail(exc))
+        return None, FileProblem(file=name, field=_json_path(exc), message=detail_of(exc))
     if not isinstance(data, dict):
         return None, FileProblem(file=name, field="$", message="expected a JSON object")
     problem = version_problem(data.get("schema_version"), kind, name)
@@ -337,7 +337,9 @@ def _json_path(exc: BaseException) -> str:
     return path if isinstance(path, str) else "$"
 
 
-def _detail(exc: BaseException) -> str:
+def detail_of(exc: BaseException) -> str:
+    """What went wrong, in the error's own words without the file's path (the caller
+    names the file, relative to the directory read)."""
     detail = getattr(exc, "detail", None)
     if isinstance(detail, str):
         return detail
