@@ -464,3 +464,27 @@ def test_an_error_that_is_not_the_gate_exits_3(
     assert compare(runs) == 3
     err = capsys.readouterr().err
     assert "report.html" in err and "no verdict was reached (exit 3)" in err
+
+
+@pytest.mark.parametrize("form", ["jsonl", "object", "one-line"])
+def test_cases_as_jsonl_whose_lines_say_cases_and_as_an_object(tmp_path: Path, form: str) -> None:
+    import json
+
+    from orchestrator.evals.evaluate import read_expectations
+
+    cases = [
+        {"id": "a", "context": {"kind": "cases"}, "expected": {"output_contains": "x"}},
+        {"id": "b", "expected": {"max_risk_level": "low"}},
+    ]
+    path = tmp_path / "cases.jsonl"
+    if form == "jsonl":
+        text = "\n".join(json.dumps(case) for case in cases) + "\n"
+    elif form == "object":
+        text = "\n  " + json.dumps({"cases": cases}, indent=2)
+    else:
+        cases = cases[:1]
+        text = json.dumps(cases[0]) + "\n"
+    path.write_text(text, encoding="utf-8")
+    found = read_expectations(path)
+    assert sorted(found) == [case["id"] for case in cases]
+    assert found["a"].output_contains == ("x",)

@@ -129,9 +129,7 @@ def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Exp
     ignored. ``source`` names the file in errors (by default its path)."""
     source = str(path) if source is None else source
     raw = read_regular_file(path, max_bytes=64 * 1024 * 1024, source=source)
-    whole: Any = None
-    if raw.lstrip()[:1] == b"[" or b'"cases"' in raw:
-        whole = loads_strict(raw, source=source)
+    whole = _whole_document(raw, source)
     if isinstance(whole, list):
         located = [(f"$[{index}]", case) for index, case in enumerate(whole)]
     elif isinstance(whole, dict) and isinstance(whole.get("cases"), list):
@@ -153,6 +151,21 @@ def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Exp
         if expected is not None:
             found[case_id] = _expectation(expected, source, f"{at}.expected")
     return found
+
+
+def _whole_document(raw: bytes, source: str) -> Any:
+    """The file read as one JSON value when it is one: an array (``[`` first), or an
+    object that parses whole (``{"cases": [...]}``, or a single case); ``None`` for JSONL,
+    whose lines may say anything (``"cases"`` too)."""
+    first = raw.lstrip()[:1]
+    if first == b"[":
+        return loads_strict(raw, source=source)
+    if first == b"{":
+        try:
+            return loads_strict(raw, source=source)
+        except ContractError:  # several values: one case per line
+            return None
+    return None
 
 
 def _expectation(expected: Any, source: str, at: str) -> Expectation:
