@@ -181,3 +181,30 @@ def test_the_hand_made_runs_meet_the_shipped_run_schemas() -> None:
             checked += 1
         assert errors("assets-manifest", run / "assets" / "manifest.json") == []
     assert checked == 18
+
+
+def test_an_absolute_path_in_any_string_or_anywhere_in_a_page(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edit_json(
+        evaluated / "new/r-new/c-new-failure.json",
+        lambda d: d["runner_failure"].update(
+            error_message="cannot start: [Errno 2] No such file: 'C:\\agents\\a.exe'",
+            url="http://127.0.0.1:8765/run-case/x",  # a URL is no path
+        ),
+    )
+    report = evaluated / "report.html"
+    text = report.read_text(encoding="utf-8")
+    report.write_text(
+        text.replace("</footer>", "see &#x27;/srv/builds/42/log&#x27; POST /run-case</footer>"),
+        "utf-8",
+    )
+    code, lines = check(evaluated, capsys)
+    assert code == 1
+    run, page = sorted(lines)
+    assert run == (
+        "new/r-new/c-new-failure.json: $.runner_failure.error_message: names an absolute "
+        "path 'C:\\\\agents\\\\a.exe'"
+    )
+    assert page.startswith("report.html: line ")
+    assert page.endswith(": names an absolute path '/srv/builds/42/log'")

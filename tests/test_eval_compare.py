@@ -488,3 +488,42 @@ def test_cases_as_jsonl_whose_lines_say_cases_and_as_an_object(tmp_path: Path, f
     found = read_expectations(path)
     assert sorted(found) == [case["id"] for case in cases]
     assert found["a"].output_contains == ("x",)
+
+
+def test_no_absolute_path_reaches_the_evaluation_or_the_report(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.cli.main import main
+
+    def failed_command(data: dict[str, Any]) -> None:
+        data["runner_failure"].update(
+            url="subprocess:/opt/agents/bin/agent --strict",
+            error_message="the agent command exited with status 1: Traceback:\n"
+            '  File "/home/me/agent/main.py", line 3, in <module>',
+        )
+
+    edit_json(runs / "new" / "r-new" / "c-new-failure.json", failed_command)
+    # a link where assets/ belongs: the reading refuses it, and names no absolute path
+    assets = runs / "new" / "r-new" / "assets"
+    shutil.rmtree(assets)
+    assets.symlink_to(runs / "baseline" / "r-base" / "assets")
+    assert compare(runs) == 1
+    written = (runs / "evaluation.json").read_text("utf-8") + (runs / "report.html").read_text(
+        "utf-8"
+    )
+    for absolute in ("/opt/agents", "/home/me", str(runs.parent)):
+        assert absolute not in written
+    failure = next(c for c in evaluation_of(runs)["cases"] if c["case_id"] == "c-new-failure")
+    assert failure["new"]["failure"]["url"] == "subprocess:agent --strict"
+    assert 'File "main.py", line 3' in failure["new"]["failure"]["message"]
+    assert any("not followed" in p["message"] for p in evaluation_of(runs)["problems"])
+    assets.unlink()
+    shutil.copytree(runs / "baseline" / "r-base" / "assets", assets)
+    capsys.readouterr()
+    # eval check finds the paths in the run's own file, and none in what compare wrote
+    assert main(["eval", "check", str(runs)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "new/r-new/c-new-failure.json: $.runner_failure.url: names an absolute path " in (
+        "\n".join(lines)
+    )
+    assert not [line for line in lines if line.startswith(("evaluation.json", "report.html"))]

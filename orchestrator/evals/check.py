@@ -10,7 +10,9 @@ Every breach is named with its file (relative to DIR) and field:
 - every evidence ref of every proposed action resolves (an event of the case, or a file
   in ``assets/``), and every asset href of an event or the manifest names a file;
 - no JSON or HTML names an absolute path: path fields are relative, no string holds the
-  directory's own absolute path, and every ``href``/``src`` of a page is relative;
+  directory's own absolute path or any other (:func:`~.reading.absolute_paths`: a
+  string starting with ``/`` and a name, a drive, a ``file:`` URL, a ``/a/b`` token
+  inside a text; a URL is none), and every ``href``/``src`` of a page is relative;
 - everything is readable after a copy: no symbolic link anywhere, every reference stays
   inside DIR, every link of a report names a file that exists;
 - hidden directories (the engine's bookkeeping, ``.orchestrator/``) are not artifacts and
@@ -37,6 +39,7 @@ from .reading import (
     MANIFEST_FILE,
     RUN_FILE,
     FileProblem,
+    absolute_paths,
     case_problem,
     file_inside,
     manifest_href,
@@ -300,6 +303,10 @@ def _check_json_paths(path: Path, name: str, root: Path) -> list[Breach]:
             breaches.append(
                 Breach(file=name, field=field, message="names the directory's absolute path")
             )
+        elif found := absolute_paths(value):
+            breaches.append(
+                Breach(file=name, field=field, message=f"names an absolute path {found[0]!r}")
+            )
     return breaches
 
 
@@ -318,6 +325,16 @@ def _names_root(text: str, root: Path) -> bool:
     return str(root) in text and str(root) != "/"
 
 
+def _absolute_in_page(text: str) -> Iterator[tuple[int, str]]:
+    """Each absolute path a page names in its text or an attribute (entities decoded, so
+    ``&#x27;/home/me&#x27;`` is found too), with its line."""
+    from html import unescape
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        for token in absolute_paths(unescape(line)):
+            yield number, token
+
+
 class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -334,6 +351,10 @@ def _check_html(directory: Path, name: str, root: Path) -> list[Breach]:
     breaches = []
     if _names_root(text, root):
         breaches.append(Breach(file=name, field="-", message="names the directory's absolute path"))
+    breaches += [
+        Breach(file=name, field=f"line {line}", message=f"names an absolute path {token!r}")
+        for line, token in _absolute_in_page(text)
+    ]
     parser = _Links()
     parser.feed(text)
     for line, where, value in parser.links:

@@ -43,7 +43,7 @@ from ..formats.evaluation import (
     RunRef,
     Side,
 )
-from .reading import CaseFile, RunDir, file_inside, ref_identifier, resolve_ref
+from .reading import CaseFile, RunDir, file_inside, ref_identifier, resolve_ref, scrub_paths
 
 #: ``--fail-on``'s default: what a CI job blocks a change for.
 DEFAULT_FAIL_ON = ("regressed", "new_failure")
@@ -106,7 +106,7 @@ def compare_runs(
             Problem(
                 file=_href(run.path, problem.file, out_dir),
                 field=problem.field,
-                message=problem.message,
+                message=scrub_paths(problem.message),
             )
             for run in (baseline, new)
             for problem in run.problems
@@ -150,7 +150,7 @@ def _side(run: RunDir, case_id: str, out_dir: Path, expected: Expectation | None
         return Side(
             status="unreadable",
             case_file=_existing(run, case, case_file),
-            problem=f"{case.problem.field}: {case.problem.message}",
+            problem=scrub_paths(f"{case.problem.field}: {case.problem.message}"),
         )
     if case.data is None:
         return Side(
@@ -175,8 +175,10 @@ def _existing(run: RunDir, case: CaseFile, href: str) -> str | None:
 
 def _failure(failure: dict[str, Any], run: RunDir, out_dir: Path) -> FailureView:
     def text(key: str) -> str | None:
+        # What a runner saw (a command line, a traceback on stderr) may name the
+        # machine's directories: each absolute path is cut to its last name.
         value = failure.get(key)
-        return value if isinstance(value, str) else None
+        return scrub_paths(value) if isinstance(value, str) else None
 
     def saved(key: str) -> str | None:
         href = failure.get(key)

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import OrchestratorError
+from .._errors import OrchestratorError, UnsafePathError
 from ..formats.evaluation import EVALUATION_FILE, is_relative_href
 from ..storage.files import read_json_file
 
@@ -41,6 +41,12 @@ ERROR_CLASSES = (
 )
 _VERSION = re.compile(r"([a-z-]+)\.v([0-9]+)(?:\.([0-9]+))?")
 _EVENT_INDEX = re.compile(r"(?:events\[)?([0-9]+)\]?")
+#: A token of text that may be an absolute path: at the start or after a space, quote,
+#: bracket, ``=``, ``:`` or ``,``; a ``/`` not doubled (``http://host/x`` is a URL, and
+#: its path follows a host), a drive (``C:\``), a UNC share (``\\host``) or a ``file:`` URL.
+_ABSOLUTE_TOKEN = re.compile(
+    r"""(?<![^\s'"(\[{=:,;>`])(?:file:/*|/(?!/)|[A-Za-z]:[\\/]|\\\\)[^\s'"<>()\[\]{},;`|]+"""
+)
 
 
 @attrs.define(kw_only=True, frozen=True)
@@ -325,6 +331,31 @@ def _asset(identifier: str, run_dir: Path, manifest: dict[str, Any] | None) -> R
 # -- small helpers ---------------------------------------------------------------------------
 
 
+def absolute_paths(text: str) -> list[str]:
+    """The absolute paths ``text`` names: the whole string when it starts with ``/`` and a
+    name, a Windows drive or share anywhere, and any other ``/``-token of two names or more
+    (``'/home/me/agent'``, a traceback's ``"/usr/lib/x.py"``). A URL is not one, nor a
+    lone ``/word`` inside a sentence (``POST /run-case``)."""
+    found = []
+    for match in _ABSOLUTE_TOKEN.finditer(text):
+        token = match.group()
+        if match.start() == 0 or token[0] != "/" or token.count("/") >= 2:
+            found.append(token)
+    return found
+
+
+def scrub_paths(text: str) -> str:
+    """``text`` with each absolute path it names (:func:`absolute_paths`) cut to its last
+    name, so a message shown in an evaluation names no directory of the machine it ran on."""
+    for token in sorted(set(absolute_paths(text)), key=len, reverse=True):
+        text = text.replace(token, _basename(token))
+    return text
+
+
+def _basename(token: str) -> str:
+    return re.split(r"[\\/]", token.rstrip("/\\"))[-1] or "(a path)"
+
+
 def _shown(value: Any) -> str:
     if value is None:
         return "nothing"
@@ -340,9 +371,11 @@ def _json_path(exc: BaseException) -> str:
 def detail_of(exc: BaseException) -> str:
     """What went wrong, in the error's own words without the file's path (the caller
     names the file, relative to the directory read)."""
+    if isinstance(exc, UnsafePathError):  # its text names the absolute path
+        return "a symbolic link or not a regular file: not followed"
     detail = getattr(exc, "detail", None)
     if isinstance(detail, str):
-        return detail
+        return scrub_paths(detail)
     if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return str(exc)
+        return exc.strerror or type(exc).__name__
+    return scrub_paths(str(exc))
