@@ -527,3 +527,16 @@ def test_no_absolute_path_reaches_the_evaluation_or_the_report(
         "\n".join(lines)
     )
     assert not [line for line in lines if line.startswith(("evaluation.json", "report.html"))]
+
+
+def test_two_files_claiming_one_case_id_are_named(runs: Path) -> None:
+    run = runs / "new" / "r-new"
+    shutil.copy(run / "c-unchanged.json", run / "b-copy.json")
+    edit_json(run / "b-copy.json", lambda d: d["final_output"].update(content="other"))
+    assert compare(runs) == 1
+    evaluation = evaluation_of(runs)
+    (problem,) = evaluation["problems"]
+    assert problem["file"] == "new/r-new/b-copy.json"
+    assert problem["field"] == "$.case_id"
+    assert "claimed by c-unchanged.json too" in problem["message"]
+    assert verdicts(runs)["c-unchanged"] == "unchanged"

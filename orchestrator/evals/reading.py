@@ -159,12 +159,31 @@ def _read_cases(path: Path, problems: list[FileProblem]) -> dict[str, CaseFile]:
         stem = name[: -len(".json")]
         case_id = data.get("case_id") if data is not None else None
         case_id = case_id if isinstance(case_id, str) and case_id else stem
+        found = CaseFile(case_id=case_id, name=name, data=None if problem else data)
+        found.problem = problem
         if problem:
             problems.append(problem)
-            cases[case_id] = CaseFile(case_id=case_id, name=name, problem=problem)
-        else:
-            cases[case_id] = CaseFile(case_id=case_id, name=name, data=data)
+        if case_id in cases:
+            found = _one_of_two(cases[case_id], found, problems)
+        cases[case_id] = found
     return cases
+
+
+def _one_of_two(first: CaseFile, second: CaseFile, problems: list[FileProblem]) -> CaseFile:
+    """Two files claim one case id: the one named after it (``<id>.json``) is judged, else
+    the first by name; the other is named in ``problems``, never silently dropped."""
+    kept, dropped = first, second
+    if second.name == f"{second.case_id}.json":
+        kept, dropped = second, first
+    problems.append(
+        FileProblem(
+            file=dropped.name,
+            field="$.case_id",
+            message=f"case id {dropped.case_id!r} is claimed by {kept.name} too; "
+            f"{kept.name} was judged, this file was not: give each case one file",
+        )
+    )
+    return kept
 
 
 def case_problem(data: dict[str, Any], name: str) -> FileProblem | None:
