@@ -208,3 +208,25 @@ def test_an_absolute_path_in_any_string_or_anywhere_in_a_page(
     )
     assert page.startswith("report.html: line ")
     assert page.endswith(": names an absolute path '/srv/builds/42/log'")
+
+
+def test_a_selected_id_is_not_looked_for_outside_the_run(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = "../../baseline/r-base/c-fixed"  # that file exists, but not in this run
+    edit_json(evaluated / "new/r-new/run.json", lambda d: d["selected_case_ids"].append(outside))
+    code, lines = check(evaluated / "new/r-new", capsys)
+    assert code == 1
+    assert lines == [f"run.json: $.selected_case_ids[7]: no case file {outside}.json was written"]
+
+
+def test_a_page_the_parser_refuses_is_a_breach_not_a_crash(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (evaluated / "stray.html").write_text("<p>ok</p>\n<![foo[ x", encoding="utf-8")
+    code, lines = check(evaluated, capsys)
+    assert code == 1
+    assert lines == [
+        "stray.html: line 2: cannot be parsed as HTML (AssertionError: unknown status "
+        "keyword 'foo' in marked section)"
+    ]

@@ -41,6 +41,7 @@ from .reading import (
     FileProblem,
     absolute_paths,
     case_problem,
+    detail_of,
     file_inside,
     manifest_href,
     read_document,
@@ -51,6 +52,8 @@ Breach = FileProblem
 _RUN_STRINGS = ("run_id", "generated_at", "base_url", "cases_path", "out_dir", "runner_version")
 #: Keys whose values are paths: they must be relative wherever they appear.
 _PATH_KEY = re.compile(r"(^|_)(href|path|dir|saved_to|case_file|file)$")
+#: A page larger than this is not read (a report of thousands of cases is a few MB).
+MAX_PAGE_BYTES = 64 * 1024 * 1024
 _ABSOLUTE = re.compile(r"^(/|\\|[A-Za-z]:[\\/]|file:)")
 
 
@@ -147,7 +150,8 @@ def _check_run(run_dir: Path) -> list[Breach]:
         )
         breaches += [problem] if problem else _check_manifest(run_dir, manifest)
     for index, case_id in enumerate(selected):
-        if not (run_dir / f"{case_id}.json").is_file():
+        # an id is untrusted: reached without climbing out or following a link
+        if file_inside(run_dir, f"{case_id}.json") is None:
             breaches.append(
                 Breach(
                     file=RUN_FILE,
@@ -347,7 +351,13 @@ class _Links(HTMLParser):
 
 
 def _check_html(directory: Path, name: str, root: Path) -> list[Breach]:
-    text = (directory / name).read_text(encoding="utf-8", errors="replace")
+    from ..storage.files import read_regular_file
+
+    try:
+        raw = read_regular_file(directory / name, max_bytes=MAX_PAGE_BYTES, source=name)
+    except (ContractError, OSError) as exc:
+        return [Breach(file=name, field="-", message=f"cannot be read: {detail_of(exc)}")]
+    text = raw.decode("utf-8", errors="replace")
     breaches = []
     if _names_root(text, root):
         breaches.append(Breach(file=name, field="-", message="names the directory's absolute path"))
@@ -356,7 +366,13 @@ def _check_html(directory: Path, name: str, root: Path) -> list[Breach]:
         for line, token in _absolute_in_page(text)
     ]
     parser = _Links()
-    parser.feed(text)
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception as exc:  # the parser asserts on some markup ("<![foo[")
+        where = f"line {parser.getpos()[0]}"
+        message = f"cannot be parsed as HTML ({type(exc).__name__}: {exc})"
+        return [*breaches, Breach(file=name, field=where, message=message)]
     for line, where, value in parser.links:
         field = f"line {line} {where}"
         parts = urlsplit(value)
