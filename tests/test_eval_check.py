@@ -230,3 +230,15 @@ def test_a_page_the_parser_refuses_is_a_breach_not_a_crash(
         "stray.html: line 2: cannot be parsed as HTML (AssertionError: unknown status "
         "keyword 'foo' in marked section)"
     ]
+
+
+def test_a_report_names_a_missing_file_without_linking_to_it(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (evaluated / "baseline/r-base/run.json").unlink()
+    compare(evaluated)
+    report = (evaluated / "report.html").read_text(encoding="utf-8")
+    assert "baseline/r-base/run.json" in report
+    assert 'href="baseline/r-base/run.json"' not in report
+    _, lines = check(evaluated, capsys)
+    assert not [line for line in lines if line.startswith("report.html")], lines

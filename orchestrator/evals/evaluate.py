@@ -21,7 +21,7 @@ from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import atomic_write
 from ..storage.files import read_regular_file
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
-from .reading import FileProblem, RunDir, detail_of, manifest_href, read_run_dir
+from .reading import FileProblem, RunDir, detail_of, file_inside, manifest_href, read_run_dir
 
 REPORT_FILE = "report.html"
 
@@ -67,7 +67,8 @@ def evaluate(
 
     document = unstructure_evaluation(evaluation)
     atomic_write(out_dir / EVALUATION_FILE, dumps_canonical(document))
-    atomic_write(out_dir / REPORT_FILE, render_report(evaluation).encode("utf-8"))
+    page = render_report(evaluation, exists=lambda href: file_inside(out_dir, href) is not None)
+    atomic_write(out_dir / REPORT_FILE, page.encode("utf-8"))
     return evaluation, out_dir
 
 

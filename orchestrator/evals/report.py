@@ -10,6 +10,7 @@ case's output may well hold HTML or a script.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from urllib.parse import quote
 
@@ -96,8 +97,11 @@ footer{color:var(--muted);font-size:12.5px;margin-top:36px}
 """
 
 
-def render_report(evaluation: Evaluation) -> str:
-    """The whole page, as text."""
+def render_report(
+    evaluation: Evaluation, *, exists: Callable[[str], bool] = lambda href: True
+) -> str:
+    """The whole page, as text. ``exists`` tells whether a file a problem or a run names
+    is there (a path relative to the folder): a missing one is named, never linked."""
     title = "Agent regression report"
     parts = [
         "<!DOCTYPE html>",
@@ -108,10 +112,10 @@ def render_report(evaluation: Evaluation) -> str:
         '<meta name="referrer" content="no-referrer">',
         f"<title>{title}</title><style>{_STYLE}</style></head><body><main>",
         f"<h1>{title}</h1>",
-        _subtitle(evaluation),
+        _subtitle(evaluation, exists),
         _gate(evaluation),
         _totals(evaluation),
-        _problems(evaluation),
+        _problems(evaluation, exists),
         _summary_table(evaluation),
         "<h2>Cases, most severe first</h2>",
         *(_case(index, case) for index, case in enumerate(evaluation.cases)),
@@ -142,11 +146,11 @@ def _risk(level: str | None) -> str:
     return f'<span class="risk" style="color:var(--{level})">{_e(level)}</span>'
 
 
-def _subtitle(evaluation: Evaluation) -> str:
+def _subtitle(evaluation: Evaluation, exists: Callable[[str], bool]) -> str:
     def run(ref: object) -> str:
         run_id = getattr(ref, "run_id", None) or "?"
-        directory = getattr(ref, "dir", ".")
-        return _link(f"{directory}/run.json", run_id)
+        href = f"{getattr(ref, 'dir', '.')}/run.json".removeprefix("./")
+        return _link(href if exists(href) else None, run_id)
 
     return (
         f'<p class="sub">Baseline {run(evaluation.baseline)} against new '
@@ -182,11 +186,12 @@ def _totals(evaluation: Evaluation) -> str:
     return f'<div class="totals">{"".join(cells)}</div>'
 
 
-def _problems(evaluation: Evaluation) -> str:
+def _problems(evaluation: Evaluation, exists: Callable[[str], bool]) -> str:
     if not evaluation.problems:
         return ""
     items = "".join(
-        f"<li>{_link(p.file, p.file)} <code>{_e(p.field)}</code>: {_e(p.message)}</li>"
+        f"<li>{_link(p.file if exists(p.file) else None, p.file)} <code>{_e(p.field)}</code>: "
+        f"{_e(p.message)}</li>"
         for p in evaluation.problems
     )
     return (
