@@ -540,3 +540,18 @@ def test_two_files_claiming_one_case_id_are_named(runs: Path) -> None:
     assert problem["field"] == "$.case_id"
     assert "claimed by c-unchanged.json too" in problem["message"]
     assert verdicts(runs)["c-unchanged"] == "unchanged"
+
+
+def test_without_out_runs_far_apart_are_refused_not_written_above_them(
+    runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.cli.main import main
+
+    far = tmp_path / "a" / "b" / "c"
+    far.mkdir(parents=True)
+    shutil.move(str(runs / "new" / "r-new"), str(far / "r-new"))
+    code = main(["eval", "compare", str(runs / "baseline" / "r-base"), str(far / "r-new")])
+    assert code == 2
+    assert "pass --out DIR" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "runs"]
+    assert not (runs / "evaluation.json").exists()

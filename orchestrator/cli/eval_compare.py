@@ -51,8 +51,10 @@ def add_compare_commands(subs: Any, formatter: Any) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where evaluation.json and report.html go (default: the directory both runs "
-        "are under); a run directory outside it is copied in, so the folder stands alone",
+        help="where evaluation.json and report.html go (default: the folder of runs both "
+        "are under, <out> for <out>/baseline/<run_id> and <out>/new/<run_id>; required "
+        "when there is none); a run directory outside it is copied in, so the folder "
+        "stands alone",
     )
     compare.add_argument(
         "--cases",

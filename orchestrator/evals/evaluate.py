@@ -41,7 +41,7 @@ def evaluate(
         if not path.is_dir() or path.is_symlink():
             raise UsageError(f"{name} {path} is not a directory: name a run directory")
     if out_dir is None:
-        out_dir = Path(os.path.commonpath([baseline_dir.resolve(), new_dir.resolve()]))
+        out_dir = _runs_folder(baseline_dir.resolve(), new_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
     baseline_dir = _inside(baseline_dir, out_dir, "baseline")
     new_dir = _inside(new_dir, out_dir, "new")
@@ -70,6 +70,23 @@ def evaluate(
     page = render_report(evaluation, exists=lambda href: file_inside(out_dir, href) is not None)
     atomic_write(out_dir / REPORT_FILE, page.encode("utf-8"))
     return evaluation, out_dir
+
+
+def _runs_folder(baseline_dir: Path, new_dir: Path) -> Path:
+    """The folder both runs are under, when it is a folder of runs (``<out>``, each run at
+    ``<out>/<version>/<run_id>`` or ``<out>/<run_id>``): the default output folder. Any
+    other (``/``, the home directory, a tree far above the runs) is refused, never
+    written into."""
+    common = Path(os.path.commonpath([baseline_dir, new_dir]))
+    depths = [len(run.relative_to(common).parts) for run in (baseline_dir, new_dir)]
+    special = {Path(common.anchor), Path.home().resolve()}
+    if common in special or max(depths) > 2:
+        raise UsageError(
+            f"the two runs are under {common}, which is not a folder of runs "
+            "(<out>/baseline/<run_id> and <out>/new/<run_id>): pass --out DIR to say where "
+            "evaluation.json and report.html go"
+        )
+    return common
 
 
 def _kept_expectations(run: RunDir) -> dict[str, Expectation] | None:
