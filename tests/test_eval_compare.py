@@ -555,3 +555,33 @@ def test_without_out_runs_far_apart_are_refused_not_written_above_them(
     assert "pass --out DIR" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "runs"]
     assert not (runs / "evaluation.json").exists()
+
+
+def test_a_copy_replaces_a_link_at_its_place_and_leaves_out_a_fifo(
+    runs: Path, tmp_path: Path
+) -> None:
+    import os
+
+    out = tmp_path / "elsewhere"
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "marker").write_text("mine", encoding="utf-8")
+    (out / "new").mkdir(parents=True)
+    (out / "new" / "r-new").symlink_to(kept)
+    os.mkfifo(runs / "new" / "r-new" / "assets" / "pipe")
+    assert compare(runs, "--out", str(out)) == 1
+    copied = out / "new" / "r-new"
+    assert copied.is_dir() and not copied.is_symlink()
+    assert not (copied / "assets" / "pipe").exists()
+    assert (kept / "marker").read_text(encoding="utf-8") == "mine"
+    assert verdicts(out) == EXPECTED
+
+
+def test_a_copy_that_fails_is_an_error_not_a_failed_gate(
+    runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    (out / "new").write_text("a file where the copy goes", encoding="utf-8")
+    assert compare(runs, "--out", str(out)) == 3
+    assert "cannot copy the run directory" in capsys.readouterr().err

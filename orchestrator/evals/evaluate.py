@@ -125,19 +125,53 @@ def _inside(run_dir: Path, out_dir: Path, version: str) -> Path:
     resolved, root = run_dir.resolve(), out_dir.resolve()
     if resolved == root or root in resolved.parents:
         return resolved
+    if (root / version).is_symlink():
+        raise UsageError(
+            f"{root / version} is a symbolic link: a run is never copied through one; "
+            "remove it or pass another --out"
+        )
     target = root / version / resolved.name
     staging = target.with_name(f".{target.name}.copying")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(resolved, staging, symlinks=True, ignore=_links)
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+    try:
+        _remove(staging)
+        shutil.copytree(resolved, staging, symlinks=True, ignore=_not_regular)
+        _remove(target)  # an older copy, or a link left there: the link goes, not its target
+        staging.rename(target)
+    except OSError as exc:  # shutil.Error too: each file it could not copy
+        raise OrchestratorError(
+            f"cannot copy the run directory {run_dir} to {target}: {_copy_failure(exc)}; "
+            "nothing was compared: fix that (or pass another --out), then compare again"
+        ) from None
     return target
 
 
-def _links(directory: str, names: list[str]) -> list[str]:
-    """Links are left out of a copy: one may point anywhere, and a copy must stand alone."""
-    return [name for name in names if os.path.islink(os.path.join(directory, name))]
+def _remove(path: Path) -> None:
+    """``path`` gone, whatever it is: a link or a file is unlinked, a directory removed."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def _not_regular(directory: str, names: list[str]) -> list[str]:
+    """Left out of a copy: a link (it may point anywhere, and a copy must stand alone) and
+    anything that is neither a file nor a directory (a FIFO would block the copy)."""
+    left = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.islink(path) or not (os.path.isfile(path) or os.path.isdir(path)):
+            left.append(name)
+    return left
+
+
+def _copy_failure(exc: OSError) -> str:
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        failures = exc.args[0]
+        first = failures[0] if failures else None
+        if isinstance(first, tuple) and len(first) == 3:
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            return f"{first[0]}: {first[2]}{more}"
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
 
 
 def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Expectation]:
