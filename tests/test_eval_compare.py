@@ -585,3 +585,17 @@ def test_a_copy_that_fails_is_an_error_not_a_failed_gate(
     (out / "new").write_text("a file where the copy goes", encoding="utf-8")
     assert compare(runs, "--out", str(out)) == 3
     assert "cannot copy the run directory" in capsys.readouterr().err
+
+
+def test_only_the_first_part_of_a_huge_output_is_diffed_and_the_diff_says_so() -> None:
+    from orchestrator.evals.compare import MAX_DIFF_INPUT_CHARS, output_diff
+
+    body = "".join(f"line {n:>8} of a long output\n" for n in range(MAX_DIFF_INPUT_CHARS // 16))
+    lines = output_diff("first\n" + body + "end A", "second\n" + body + "end B")
+    assert "-first" in lines and "+second" in lines
+    assert "+end B" not in lines  # past the part compared
+    assert lines[-1] == (
+        f"@@ only the first {MAX_DIFF_INPUT_CHARS // 1024} KB of each output were compared; "
+        "the case files hold the whole @@"
+    )
+    assert output_diff("a\n", "b\n") == ["--- baseline", "+++ new", "@@ -1 +1 @@", "-a", "+b"]

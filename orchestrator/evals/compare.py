@@ -50,6 +50,9 @@ DEFAULT_FAIL_ON = ("regressed", "new_failure")
 EXIT_PASSED, EXIT_GATE_FAILED = 0, 1
 #: A diff longer than this is cut (the full outputs are one click away in the case files).
 MAX_DIFF_LINES = 400
+#: Only this much of each output is diffed: difflib's time grows fast with the size of
+#: its input, and an output may be tens of MB. The diff says when it was cut.
+MAX_DIFF_INPUT_CHARS = 256 * 1024
 
 
 @attrs.define(kw_only=True, frozen=True)
@@ -345,6 +348,8 @@ def output_diff(before: str | None, after: str | None) -> list[str]:
     """Unified diff lines from one output to the other (empty when equal or absent)."""
     if before is None or after is None or before == after:
         return []
+    cut_input = max(len(before), len(after)) > MAX_DIFF_INPUT_CHARS
+    before, after = _head(before), _head(after)
     lines = list(
         difflib.unified_diff(
             before.splitlines(), after.splitlines(), "baseline", "new", lineterm="", n=2
@@ -353,7 +358,20 @@ def output_diff(before: str | None, after: str | None) -> list[str]:
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], f"@@ {cut} more lines of diff not shown @@"]
+    if cut_input:
+        lines.append(
+            f"@@ only the first {MAX_DIFF_INPUT_CHARS // 1024} KB of each output were "
+            "compared; the case files hold the whole @@"
+        )
     return lines
+
+
+def _head(text: str) -> str:
+    """The first :data:`MAX_DIFF_INPUT_CHARS` of ``text``, ending at a line's end."""
+    if len(text) <= MAX_DIFF_INPUT_CHARS:
+        return text
+    head = text[:MAX_DIFF_INPUT_CHARS]
+    return head[: head.rfind("\n") + 1] or head
 
 
 def action_changes(before: list[ActionView], after: list[ActionView]) -> list[ActionChange]:
