@@ -9,6 +9,7 @@ only, no link), so every link of the report resolves inside the folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable
@@ -79,7 +80,9 @@ def _runs_folder(baseline_dir: Path, new_dir: Path) -> Path:
     written into."""
     common = Path(os.path.commonpath([baseline_dir, new_dir]))
     depths = [len(run.relative_to(common).parts) for run in (baseline_dir, new_dir)]
-    special = {Path(common.anchor), Path.home().resolve()}
+    special = {Path(common.anchor)}
+    with contextlib.suppress(RuntimeError, KeyError):  # no home directory known
+        special.add(Path.home().resolve())
     if common in special or max(depths) > 2:
         raise UsageError(
             f"the two runs are under {common}, which is not a folder of runs "
