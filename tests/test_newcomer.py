@@ -190,6 +190,31 @@ def test_the_cli_reference_is_the_parser_s_own() -> None:
     )
 
 
+def test_the_cli_reference_has_every_command_and_subcommand() -> None:
+    """Each subcommand has its section, named or not like a top-level command (``eval
+    run`` and ``eval check`` once hid ``eval compare``, and ``board`` lost ``create``)."""
+    import argparse
+
+    from orchestrator.cli.main import _parser
+    from orchestrator.cli.reference import render
+
+    page = render()
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, inner in action.choices.items():
+                    found.append(f"{prefix} {name}")
+                    found += walk(inner, f"{prefix} {name}")
+        return found
+
+    commands = walk(_parser(), "orchestrate")
+    assert "orchestrate eval compare" in commands and "orchestrate board create" in commands
+    missing = [c for c in commands if f"# `{c}`" not in page]
+    assert not missing, missing
+
+
 def test_a_moved_project_is_pointed_at_its_new_place_with_trust(tmp_path: Path) -> None:
     before, after = tmp_path / "before", tmp_path / "after"
     before.mkdir()

@@ -34,7 +34,10 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Arg
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             choices: dict[str, argparse.ArgumentParser] = action.choices
-            ordered = [name for name in COMMANDS if name in choices] or list(choices)
+            if parser.prog.split()[1:]:  # a command's own subcommands, in their order
+                return list(choices.items())
+            ordered = [name for name in COMMANDS if name in choices]
+            ordered += [name for name in choices if name not in ordered]
             return [(name, choices[name]) for name in ordered]
     return []
 
