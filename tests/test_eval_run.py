@@ -480,3 +480,36 @@ def test_the_run_directory_passes_its_shipped_schemas(scripted_run: Any) -> None
     with pytest.raises(ContractError) as refused:
         parse_case_artifact(case, source="http.json")
     assert refused.value.rule == "full-body"
+
+
+def extra_fields_agent(request: dict[str, Any]) -> Any:
+    """An in-process agent whose answers carry fields v1 does not name, or the runner's own."""
+    answer = good_answer(request)
+    case_id = request["case_id"]
+    if case_id == "traced":
+        answer["trace_id"] = "abc"
+        answer["x_cost"] = {"usd": 0.1}
+    elif case_id == "status":
+        answer["status"] = "done"
+    elif case_id == "failure":
+        answer["runner_failure"] = {}
+    elif case_id == "extra":
+        answer["x_agent_extra"] = 1
+    return answer
+
+
+def test_unknown_answer_fields_are_kept_and_the_runners_own_are_refused(tmp_path: Path) -> None:
+    agent = {"kind": "callable", "ref": "test_eval_run:extra_fields_agent"}
+    ids = ["traced", "status", "failure", "extra"]
+    run_dir = run_in_process(tmp_path, agent, ids, retries=0)
+    traced = read(run_dir, "traced.json")
+    parse_case_artifact(traced, source="traced.json")
+    assert traced["status"] == "ok" and "trace_id" not in traced
+    assert traced["x_agent_extra"] == {"trace_id": "abc", "x_cost": {"usd": 0.1}}
+    validator = Draft7Validator(runs_schema("case"), format_checker=FormatChecker())
+    assert not list(validator.iter_errors(traced))
+    for case_id, field in [("status", "status"), ("failure", "runner_failure")]:
+        failure = failure_of(run_dir, case_id)
+        assert failure["class"] == "schema_mismatch", failure
+        assert f"$.{field}" in failure["error_message"]
+    assert failure_of(run_dir, "extra")["class"] == "schema_mismatch"

@@ -18,7 +18,15 @@ import attrs
 
 from .._errors import ContractError
 from .._ports import Clock
-from ..formats.runs import Attempt, CaseSpec, Limits, RetryPolicy, parse_agent_answer
+from ..formats.runs import (
+    Attempt,
+    CaseSpec,
+    Limits,
+    RetryPolicy,
+    answer_artifact,
+    parse_agent_answer,
+    parse_case_artifact,
+)
 from ..formats.strict_json import loads_strict
 from ..formats.times import SystemClock, format_time
 from .payloads import Externalized, externalize
@@ -176,6 +184,16 @@ class CaseRunner:
                 version=self.version,
                 asset_ids=frozenset(a.asset_id for a in externalized.assets),
             )
+            # What the case file will hold must read back: refused here, it is this
+            # case's failure rather than an error out of the run.
+            artifact = answer_artifact(
+                externalized.answer,
+                case_id=case.id,
+                version=self.version,
+                workflow_id=case.workflow_id,
+                attempts=[],
+            )
+            parse_case_artifact(artifact, source=f"{case.id}.json")
         except ContractError as exc:
             return Failure(
                 error_class="schema_mismatch",

@@ -21,11 +21,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
-from .._errors import RunFailedError
+import attrs
+
+from .._errors import ContractError, RunFailedError
 from .._ports import Clock
 from ..engine.context import PhaseContext
 from ..engine.workflow import Workflow, phase
 from ..formats.runs import (
+    Attempt,
     CaseSpec,
     Limits,
     RetryPolicy,
@@ -40,7 +43,7 @@ from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write, sha256_hex
 from ..storage.files import read_json_file
 from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
-from .attempts import CaseRunner, Timing
+from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
 from .payloads import ASSETS_DIR
 from .transport import transport_for
@@ -276,8 +279,17 @@ class _Pool:
         return next(self._finished).result()
 
     def _one(self, case: CaseSpec) -> dict[str, Any]:
+        try:
+            result = self._runner.run(case)
+        except Exception as exc:  # a bug of the runner's is this case's failure, not the run's
+            result = _broken(self._runner.timing, exc, "the runner failed")
+        try:
+            return self._write(case, result)
+        except ContractError as exc:  # what a reader would refuse is never written
+            return self._write(case, _broken(self._runner.timing, exc, "not written", result))
+
+    def _write(self, case: CaseSpec, result: CaseResult) -> dict[str, Any]:
         inputs = self._workflow.inputs
-        result = self._runner.run(case)
         return write_case(
             self._run_dir,
             case,
@@ -326,6 +338,23 @@ class Progress:
         if self._tty and self._done:
             self._stream.write("\n")
             self._stream.flush()
+
+
+def _broken(
+    timing: Timing, exc: Exception, what: str, result: CaseResult | None = None
+) -> CaseResult:
+    """A case ended by an error of the runner's own: an ``other`` failure naming it."""
+    attempts = list(result.attempts) if result else []
+    if not attempts:
+        started = format_time(timing.clock.now())
+        attempts = [Attempt(attempt=1, started_at=started, outcome="runner_error")]
+    attempts[-1] = attrs.evolve(attempts[-1], outcome="runner_error", error_class="other")
+    failure = Failure(
+        error_class="other", error_name=type(exc).__name__, error_message=f"{what}: {exc}"
+    )
+    return CaseResult(
+        attempts=attempts, failure=failure, latency_ms=result.latency_ms if result else None
+    )
 
 
 def _run_dir(ctx: PhaseContext) -> Path:
