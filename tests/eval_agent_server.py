@@ -121,7 +121,12 @@ class Sleep:
     seconds: float
 
 
-Behaviour = Reply | Good | Drop | Reset | HalfBody | CutJSON | Sleep
+@dataclass(frozen=True)
+class OddLength:
+    """A 200 with the good answer and ``Content-Length: ²`` (a digit to ``str.isdigit``)."""
+
+
+Behaviour = Reply | Good | Drop | Reset | HalfBody | CutJSON | Sleep | OddLength
 
 
 class AgentServer:
@@ -216,6 +221,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         elif isinstance(behaviour, CutJSON):
             self._send(200, good[: len(good) // 2], "application/json")
+        elif isinstance(behaviour, OddLength):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "\u00b2")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(good)
+            self.close_connection = True
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
         self.send_response(status)

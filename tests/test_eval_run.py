@@ -19,6 +19,7 @@ from eval_agent_server import (
     Drop,
     Good,
     HalfBody,
+    OddLength,
     Reply,
     Reset,
     Sleep,
@@ -513,3 +514,32 @@ def test_unknown_answer_fields_are_kept_and_the_runners_own_are_refused(tmp_path
         assert failure["class"] == "schema_mismatch", failure
         assert f"$.{field}" in failure["error_message"]
     assert failure_of(run_dir, "extra")["class"] == "schema_mismatch"
+
+
+def test_an_odd_content_length_is_ignored_not_a_crash(tmp_path: Path) -> None:
+    with AgentServer({"odd": [OddLength()]}) as server:
+        run_dir = run_in_process(
+            tmp_path, {"kind": "http", "base_url": server.base_url}, ["odd", "fine"], retries=0
+        )
+    for case_id in ("odd", "fine"):
+        case = read(run_dir, f"{case_id}.json")
+        parse_case_artifact(case, source=case_id)
+        assert case["status"] == "ok", case
+
+
+def odd_agent(request: dict[str, Any]) -> Any:
+    """An in-process agent answering text that cannot be encoded (a lone surrogate)."""
+    if request["case_id"] == "odd":
+        return "\ud800"
+    return good_answer(request)
+
+
+def test_an_unexpected_error_in_a_try_is_the_cases_other_failure(tmp_path: Path) -> None:
+    agent = {"kind": "callable", "ref": "test_eval_run:odd_agent"}
+    run_dir = run_in_process(tmp_path, agent, ["odd", "fine"], retries=1, retry_classes=["other"])
+    failure = failure_of(run_dir, "odd")
+    assert (failure["class"], failure["error_name"]) == ("other", "UnicodeEncodeError")
+    assert "surrogate" in failure["error_message"]
+    # each try ends as a try (and is retried as one), not the case as a whole
+    assert attempt_classes(run_dir, "odd") == ["other", "other"] and failure["attempt"] == 2
+    assert read(run_dir, "fine.json")["status"] == "ok"

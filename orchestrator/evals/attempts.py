@@ -125,6 +125,16 @@ class CaseRunner:
 
     def _try(self, case: CaseSpec, body: bytes) -> Externalized | Failure:
         try:
+            return self._ask(case, body)
+        except Exception as exc:  # whatever else went wrong ends this try, never the run
+            return Failure(
+                error_class="other",
+                error_name=type(exc).__name__,
+                error_message=str(exc) or repr(exc),
+            )
+
+    def _ask(self, case: CaseSpec, body: bytes) -> Externalized | Failure:
+        try:
             reply = self.transport.call(
                 body,
                 timeout_s=self.timeout_ms / 1000,

@@ -161,7 +161,8 @@ class _Cut(Exception):
 
 def _content_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length")
-    return int(value) if value is not None and value.isdigit() else None
+    # ``isdigit`` alone takes "²", which ``int`` refuses
+    return int(value) if value is not None and value.isascii() and value.isdecimal() else None
 
 
 def _read_capped(
