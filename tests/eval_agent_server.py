@@ -126,7 +126,16 @@ class OddLength:
     """A 200 with the good answer and ``Content-Length: ²`` (a digit to ``str.isdigit``)."""
 
 
-Behaviour = Reply | Good | Drop | Reset | HalfBody | CutJSON | Sleep | OddLength
+@dataclass(frozen=True)
+class Drip:
+    """A 200 announcing the good answer, sent one byte every ``interval`` seconds (as
+    HTTP/1.0, the connection closing after it, when ``close``)."""
+
+    interval: float = 0.05
+    close: bool = False
+
+
+Behaviour = Reply | Good | Drop | Reset | HalfBody | CutJSON | Sleep | OddLength | Drip
 
 
 class AgentServer:
@@ -221,6 +230,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         elif isinstance(behaviour, CutJSON):
             self._send(200, good[: len(good) // 2], "application/json")
+        elif isinstance(behaviour, Drip):
+            if behaviour.close:
+                self.protocol_version = "HTTP/1.0"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(good)))
+            self.end_headers()
+            self.wfile.flush()
+            for index in range(len(good)):
+                if agent.stopping.wait(behaviour.interval):
+                    break
+                self.wfile.write(good[index : index + 1])
+                self.wfile.flush()
+            self.close_connection = True
         elif isinstance(behaviour, OddLength):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -9,6 +9,7 @@ import json
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ import pytest
 from eval_agent_server import (
     AgentServer,
     CutJSON,
+    Drip,
     Drop,
     Good,
     HalfBody,
@@ -33,6 +35,7 @@ from process_support import orchestrate
 
 from orchestrator import ContractError, Engine
 from orchestrator.evals.attempts import Timing
+from orchestrator.evals.transport import HttpTransport, TransportFailure
 from orchestrator.evals.workflow import RegressionRun, run_inputs
 from orchestrator.formats.runs import (
     Limits,
@@ -543,3 +546,18 @@ def test_an_unexpected_error_in_a_try_is_the_cases_other_failure(tmp_path: Path)
     # each try ends as a try (and is retried as one), not the case as a whole
     assert attempt_classes(run_dir, "odd") == ["other", "other"] and failure["attempt"] == 2
     assert read(run_dir, "fine.json")["status"] == "ok"
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["keep-alive", "http-1.0"])
+def test_the_time_limit_is_a_deadline_for_the_whole_try(close: bool) -> None:
+    limit = 0.3  # the body takes a minute at a byte per 50 ms
+    with AgentServer({"drip": [Drip(interval=0.05, close=close)]}) as server:
+        body = json.dumps({"case_id": "drip", "version": "new", "input": {"user": "u"}})
+        started = time.monotonic()
+        with pytest.raises(TransportFailure) as failed:
+            HttpTransport(server.base_url).call(
+                body.encode(), timeout_s=limit, max_body_bytes=1 << 20
+            )
+        took = time.monotonic() - started
+    assert failed.value.error_class == "timeout"
+    assert took < 3 * limit, took  # ends near the limit, not when the body does

@@ -53,8 +53,10 @@ class TransportFailure(Exception):
         status: int | None = None,
         content_type: str | None = None,
         headers: dict[str, str] | None = None,
+        truncated: bool = False,
     ) -> None:
         super().__init__(message)
+        self.truncated = truncated
         self.error_class = error_class
         self.error_name = error_name
         self.message = message
@@ -79,7 +81,8 @@ class Transport(Protocol):
 
 class HttpTransport:
     """``POST {base_url}/run-case`` with ``http.client``: one connection per try, a
-    deadline over the whole try (connect, send, every read), the body read up to the cap."""
+    deadline over the whole try (connect, send, the headers and the body, together), the
+    body read up to the cap."""
 
     def __init__(self, base_url: str) -> None:
         from urllib.parse import urlsplit
@@ -102,13 +105,15 @@ class HttpTransport:
     def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
         import http.client
 
-        deadline = time.monotonic() + timeout_s
         connection: http.client.HTTPConnection
         if self._https:
             connection = http.client.HTTPSConnection(self._host, self._port, timeout=timeout_s)
         else:
             connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout_s)
+        deadline = _Deadline(timeout_s)
         try:
+            connection.connect()
+            deadline.guard(connection.sock)
             connection.request(
                 "POST",
                 self._path,
@@ -118,7 +123,9 @@ class HttpTransport:
             response = connection.getresponse()
             headers = {k.lower(): v for k, v in response.getheaders()}
             length = _content_length(headers)
-            data, truncated = _read_capped(connection, response, deadline, max_body_bytes, length)
+            data, truncated = _read_capped(response, max_body_bytes, length, headers)
+            if deadline.expired:  # a body read to its end because the watchdog closed it
+                raise TimeoutError
             return Reply(
                 status=response.status,
                 status_text=response.reason,
@@ -128,28 +135,77 @@ class HttpTransport:
                 content_type=headers.get("content-type"),
                 headers=headers,
             )
-        except _Cut as cut:
-            raise TransportFailure(
-                "network_error",
-                "IncompleteRead",
-                f"the connection closed after {len(cut.partial)} bytes of the body"
-                + (f" of {cut.expected}" if cut.expected is not None else ""),
-                partial=cut.partial,
-                bytes_total=cut.expected,
-                status=cut.status,
-                content_type=cut.headers.get("content-type"),
-                headers=cut.headers,
-            ) from None
-        except TimeoutError:
-            raise TransportFailure(
-                "timeout", "TimeoutError", f"no whole answer within {timeout_s * 1000:.0f} ms"
-            ) from None
-        except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            raise TransportFailure(
-                "network_error", type(exc).__name__, str(exc) or repr(exc)
-            ) from None
+        except Exception as exc:
+            raise _failure(exc, deadline.expired, timeout_s) from None
         finally:
+            deadline.cancel()
             connection.close()
+
+
+class _Deadline:
+    """A watchdog over one try: at the deadline it shuts the try's socket down, so
+    whatever is waiting on it (connect aside, bounded by the socket's own timeout),
+    send, headers, a slow body, returns at once; :attr:`expired` says why it did."""
+
+    def __init__(self, seconds: float) -> None:
+        import threading
+
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sock: Any = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def guard(self, sock: Any) -> None:
+        """Watch ``sock`` (the response keeps reading from it even once the connection
+        lets go of it, as for ``Connection: close``)."""
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: Any) -> None:
+    import socket
+
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailure:
+    """The error class of what ended a try early."""
+    import http.client
+
+    if expired or isinstance(exc, TimeoutError):
+        return TransportFailure(
+            "timeout", "TimeoutError", f"no whole answer within {timeout_s * 1000:.0f} ms"
+        )
+    if isinstance(exc, _Cut):
+        return TransportFailure(
+            "network_error",
+            "IncompleteRead",
+            f"the connection closed after {len(exc.partial)} bytes of the body"
+            + (f" of {exc.expected}" if exc.expected is not None else ""),
+            partial=exc.partial,
+            bytes_total=exc.expected,
+            status=exc.status,
+            content_type=exc.headers.get("content-type"),
+            headers=exc.headers,
+            truncated=True,
+        )
+    if isinstance(exc, (ConnectionError, http.client.HTTPException, OSError)):
+        return TransportFailure("network_error", type(exc).__name__, str(exc) or repr(exc))
+    return TransportFailure("other", type(exc).__name__, str(exc) or repr(exc))
 
 
 class _Cut(Exception):
@@ -166,25 +222,19 @@ def _content_length(headers: dict[str, str]) -> int | None:
 
 
 def _read_capped(
-    connection: Any, response: Any, deadline: float, cap: int, length: int | None
+    response: Any, cap: int, length: int | None, headers: dict[str, str]
 ) -> tuple[bytes, bool]:
-    """The body, at most ``cap`` bytes (then ``True``: there was more), each read given
-    only the time left before ``deadline``."""
+    """The body, at most ``cap`` bytes (then ``True``: there was more)."""
     import http.client
 
     chunks: list[bytes] = []
     size = 0
     while size <= cap:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        if connection.sock is not None:
-            connection.sock.settimeout(left)
         try:
-            chunk = response.read(min(_CHUNK, cap + 1 - size))
+            chunk = response.read1(min(_CHUNK, cap + 1 - size))
         except http.client.IncompleteRead as exc:
-            partial = b"".join(chunks) + exc.partial
-            raise _Cut(partial, length, response.status, dict(response.getheaders())) from None
+            partial = (b"".join(chunks) + exc.partial)[:cap]
+            raise _Cut(partial, length, response.status, headers) from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -193,8 +243,8 @@ def _read_capped(
     if len(data) > cap:
         return data[:cap], True
     if length is not None and len(data) < length:
-        # ``read(n)`` returns b"" at an early end of a sized body instead of raising.
-        raise _Cut(data, length, response.status, dict(response.getheaders()))
+        # a read returns b"" at an early end of a sized body instead of raising
+        raise _Cut(data, length, response.status, headers)
     return data, False
 
 
