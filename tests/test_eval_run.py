@@ -561,3 +561,16 @@ def test_the_time_limit_is_a_deadline_for_the_whole_try(close: bool) -> None:
         took = time.monotonic() - started
     assert failed.value.error_class == "timeout"
     assert took < 3 * limit, took  # ends near the limit, not when the body does
+
+
+def test_a_failed_commands_whole_output_is_not_called_truncated(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import sys\nsys.stdout.write('half an answer'); sys.exit(3)\n", encoding="utf-8"
+    )
+    command = f"{sys.executable} {agent}"
+    run_dir = run_in_process(tmp_path, {"kind": "subprocess", "command": command}, ["a"], retries=0)
+    failure = failure_of(run_dir, "a")
+    assert failure["class"] == "other" and failure["body_snippet"] == "half an answer"
+    meta = read(run_dir, failure["full_body_meta_saved_to"])
+    assert (meta["bytes_written"], meta["bytes_total"], meta["truncated"]) == (14, 14, False)

@@ -147,7 +147,7 @@ class CaseRunner:
                 error_message=failure.message,
                 status=failure.status,
                 body=failure.partial,
-                truncated=failure.partial is not None,
+                truncated=failure.truncated,
                 bytes_total=failure.bytes_total,
                 content_type=failure.content_type,
                 headers=failure.headers,

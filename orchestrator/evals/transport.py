@@ -296,6 +296,7 @@ class SubprocessTransport:
                 + (f": {tail}" if tail else ""),
                 partial=out[:max_body_bytes] or None,
                 bytes_total=len(out),
+                truncated=len(out) > max_body_bytes,
             )
         truncated = len(out) > max_body_bytes
         return Reply(
