@@ -5,10 +5,12 @@ case: every error class where it belongs, with its fields; retries counted in
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -574,3 +576,63 @@ def test_a_failed_commands_whole_output_is_not_called_truncated(tmp_path: Path) 
     assert failure["class"] == "other" and failure["body_snippet"] == "half an answer"
     meta = read(run_dir, failure["full_body_meta_saved_to"])
     assert (meta["bytes_written"], meta["bytes_total"], meta["truncated"]) == (14, 14, False)
+
+
+class _Watch:
+    """Agent calls and recorded cases (a progress line is written after each record)."""
+
+    lock = threading.Lock()
+    calls = 0
+    recorded = 0
+    ahead: list[int] = []  # at each call: calls made minus cases recorded
+    all_called = threading.Event()
+    total = 0
+
+
+def watched_agent(request: dict[str, Any]) -> Any:
+    """An instant in-process agent that notes how far it runs ahead of the records."""
+    with _Watch.lock:
+        _Watch.calls += 1
+        _Watch.ahead.append(_Watch.calls - _Watch.recorded)
+        if _Watch.calls == _Watch.total:
+            _Watch.all_called.set()
+    return good_answer(request)
+
+
+class _SlowRecords(io.StringIO):
+    def isatty(self) -> bool:
+        return True  # a line after every record
+
+    def write(self, text: str) -> int:
+        if _Watch.recorded == 0:
+            # hold the main thread after its first record: unbounded workers would
+            # answer every case meanwhile; bounded ones stop at `concurrency`
+            _Watch.all_called.wait(0.3)
+        with _Watch.lock:
+            _Watch.recorded += text.startswith("\r")
+        return super().write(text)
+
+
+class WatchedRun(FastRun):
+    progress_stream: ClassVar[Any] = staticmethod(_SlowRecords)
+
+
+def test_at_most_concurrency_cases_run_ahead_of_the_records(tmp_path: Path) -> None:
+    ids = [f"c{n}" for n in range(12)]
+    _Watch.calls, _Watch.recorded, _Watch.total, _Watch.ahead = 0, 0, len(ids), []
+    _Watch.all_called.clear()
+    out = tmp_path / "out"
+    workdir = out / "new"
+    workdir.mkdir(parents=True)
+    inputs = run_inputs(
+        version="new",
+        agent={"kind": "callable", "ref": "test_eval_run:watched_agent"},
+        cases_file=write_cases(tmp_path / "cases.json", ids),
+        out_root=out,
+        repo_dir=tmp_path,
+        concurrency=3,
+    )
+    engine = Engine(WatchedRun, bridge=FileBridge(workdir, WatchedRun.name))
+    outcome = engine.start(workflow_ref="test:WatchedRun", workdir=workdir, inputs=inputs)
+    assert outcome.status == "completed", outcome.message
+    assert _Watch.calls == len(ids) and max(_Watch.ahead) <= 3, _Watch.ahead

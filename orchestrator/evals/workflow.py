@@ -259,24 +259,50 @@ def transport_url(agent: dict[str, Any]) -> str:
 class _Pool:
     """The cases not yet recorded, run ``concurrency`` at a time; each call of
     :meth:`next_record` hands over the next one to finish. Started by the first step that
-    is not a replay: every case recorded before it is known by then."""
+    is not a replay: every case recorded before it is known by then.
+
+    A case holds one of ``concurrency`` slots from its first try until its step is
+    recorded (the next call of :meth:`next_record` comes after that), so finished cases
+    do not pile up unrecorded: a crash loses, and a resume asks again, at most
+    ``concurrency`` of them."""
 
     def __init__(self, workflow: RegressionRun, run_dir: Path, runner: CaseRunner) -> None:
+        import threading
+
         self._workflow = workflow
         self._run_dir = run_dir
         self._runner = runner
         self._executor: ThreadPoolExecutor | None = None
         self._finished: Iterator[Future[dict[str, Any]]] | None = None
+        self._slots = threading.Semaphore(max(1, workflow.inputs["concurrency"]))
+        self._closing = threading.Event()
+        self._handed = False  # a record handed over, its slot held until it is recorded
 
     def next_record(self, cases: list[CaseSpec], done: set[str]) -> dict[str, Any]:
+        if self._handed:  # the engine recorded it before asking for the next
+            self._handed = False
+            self._slots.release()
         if self._finished is None:
             inputs = self._workflow.inputs
             self._executor = ThreadPoolExecutor(max_workers=max(1, inputs["concurrency"]))
             futures = [
-                self._executor.submit(self._one, case) for case in cases if case.id not in done
+                self._executor.submit(self._slotted, case) for case in cases if case.id not in done
             ]
             self._finished = as_completed(futures)
-        return next(self._finished).result()
+        record = next(self._finished).result()
+        self._handed = True
+        return record
+
+    def _slotted(self, case: CaseSpec) -> dict[str, Any]:
+        self._slots.acquire()
+        if self._closing.is_set():
+            self._slots.release()  # wakes the next waiting worker, which also leaves
+            raise RuntimeError("the run stopped before this case began")
+        try:
+            return self._one(case)
+        except BaseException:
+            self._slots.release()
+            raise
 
     def _one(self, case: CaseSpec) -> dict[str, Any]:
         try:
@@ -301,6 +327,8 @@ class _Pool:
         )
 
     def close(self) -> None:
+        self._closing.set()
+        self._slots.release()  # a worker waiting for a slot wakes, sees closing, leaves
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
