@@ -327,6 +327,8 @@ def test_a_subprocess_agent_answers_and_its_failure_is_other(tmp_path: Path) -> 
         tmp_path, {"kind": "subprocess", "command": command}, ["good", "bad"], retries=0
     )
     assert read(run_dir, "good.json")["status"] == "ok"
+    label = f"subprocess:{Path(sys.executable).name} agent.py"
+    assert read(run_dir, "run.json")["base_url"] == label  # no absolute path
     failure = failure_of(run_dir, "bad")
     assert failure["class"] == "other" and failure["error_name"] == "exit status 3"
     assert "cannot" in failure["error_message"]
@@ -636,3 +638,14 @@ def test_at_most_concurrency_cases_run_ahead_of_the_records(tmp_path: Path) -> N
     outcome = engine.start(workflow_ref="test:WatchedRun", workdir=workdir, inputs=inputs)
     assert outcome.status == "completed", outcome.message
     assert _Watch.calls == len(ids) and max(_Watch.ahead) <= 3, _Watch.ahead
+
+
+def test_credentials_in_the_base_url_are_written_nowhere(tmp_path: Path) -> None:
+    with AgentServer({"b": [Reply(500, b"down")]}) as server:
+        url = server.base_url.replace("http://", "http://user:hunter2@")
+        run_dir = run_in_process(tmp_path, {"kind": "http", "base_url": url}, ["a", "b"], retries=0)
+    assert read(run_dir, "run.json")["base_url"] == server.base_url
+    assert failure_of(run_dir, "b")["url"] == server.base_url + "/run-case"
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            assert b"hunter2" not in path.read_bytes(), path

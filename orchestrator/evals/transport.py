@@ -100,7 +100,7 @@ class HttpTransport:
         except ValueError:
             raise UsageError(f"--base-url {base_url!r}: the port is not a number") from None
         self._path = parts.path.rstrip("/") + "/run-case"
-        self.url = base_url.rstrip("/") + "/run-case"
+        self.url = without_userinfo(base_url).rstrip("/") + "/run-case"
 
     def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
         import http.client
@@ -248,6 +248,29 @@ def _read_capped(
     return data, False
 
 
+def without_userinfo(url: str) -> str:
+    """``url`` without a ``user:password@`` (``http.client`` never sends it; nothing the
+    runner writes should hold it)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def command_label(command: str) -> str:
+    """What a run's files say of a command agent: ``subprocess:`` and the command with
+    each absolute path cut to its name (a run directory names no place on this machine)."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return f"subprocess:{os.path.basename(command)}"
+    return "subprocess:" + shlex.join(os.path.basename(a) if os.path.isabs(a) else a for a in argv)
+
+
 # -- a subprocess -------------------------------------------------------------------------
 
 
@@ -262,7 +285,7 @@ class SubprocessTransport:
         self._argv = shlex.split(command)
         if not self._argv:
             raise UsageError("--agent-command is empty: give the command line of the agent")
-        self.url = f"subprocess:{command}"
+        self.url = command_label(command)
 
     def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
         import signal

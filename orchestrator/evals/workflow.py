@@ -46,7 +46,7 @@ from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
 from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
 from .payloads import ASSETS_DIR
-from .transport import transport_for
+from .transport import command_label, transport_for, without_userinfo
 
 WORKFLOW_REFERENCE = "orchestrator.evals.workflow:RegressionRun"
 CASES_COPY = f"{ASSETS_DIR}/cases.json"
@@ -70,6 +70,8 @@ def run_inputs(
 ) -> dict[str, Any]:
     """The inputs of a :class:`RegressionRun` (absolute paths: a resume may start anywhere)."""
     limits = limits or Limits()
+    if agent.get("kind") == "http":  # credentials in the URL are never sent: never kept
+        agent = {**agent, "base_url": without_userinfo(str(agent["base_url"]))}
     return {
         "version": version,
         "agent": agent,
@@ -250,9 +252,9 @@ def transport_url(agent: dict[str, Any]) -> str:
     """What ``base_url`` says of the agent: its URL, or ``subprocess:``/``callable:`` and
     what runs."""
     if agent["kind"] == "http":
-        return str(agent["base_url"])
+        return without_userinfo(str(agent["base_url"]))
     if agent["kind"] == "subprocess":
-        return f"subprocess:{agent['command']}"
+        return command_label(str(agent["command"]))
     return f"callable:{agent['ref']}"
 
 
