@@ -106,7 +106,10 @@ class Reset:
 
 @dataclass(frozen=True)
 class HalfBody:
-    """Headers of a 200 announcing the whole good answer, half of it, then close."""
+    """Headers of a ``status`` (200) announcing the whole good answer, half of it, then
+    close."""
+
+    status: int = 200
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
         elif isinstance(behaviour, HalfBody):
-            self.send_response(200)
+            self.send_response(behaviour.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(good)))
             self.end_headers()

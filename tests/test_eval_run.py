@@ -649,3 +649,14 @@ def test_credentials_in_the_base_url_are_written_nowhere(tmp_path: Path) -> None
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():
             assert b"hunter2" not in path.read_bytes(), path
+
+
+def test_a_5xx_dropped_mid_body_keeps_its_status_and_content_type(tmp_path: Path) -> None:
+    with AgentServer({"a": [HalfBody(status=503)]}) as server:
+        run_dir = run_in_process(
+            tmp_path, {"kind": "http", "base_url": server.base_url}, ["a"], retries=0
+        )
+    failure = failure_of(run_dir, "a")
+    assert (failure["class"], failure["status"]) == ("network_error", 503)
+    meta = read(run_dir, failure["full_body_meta_saved_to"])
+    assert meta["content_type"] == "application/json" and meta["truncated"] is True

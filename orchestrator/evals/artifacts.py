@@ -124,7 +124,10 @@ def _failure_files(
         attempt=len(result.attempts),
         timeout_ms=timeout_ms,
         latency_ms=result.latency_ms,
-        status=failure.status if failure.error_class == "http_error" else None,
+        # a failing status is kept whatever the class (a 503 dropped mid-body)
+        status=failure.status
+        if failure.status is not None and not 200 <= failure.status < 300
+        else None,
         status_text=failure.status_text if failure.error_class == "http_error" else None,
         error_name=failure.error_name,
         error_message=failure.error_message,
