@@ -503,12 +503,14 @@ def extra_fields_agent(request: dict[str, Any]) -> Any:
         answer["runner_failure"] = {}
     elif case_id == "extra":
         answer["x_agent_extra"] = 1
+    elif case_id == "href":
+        answer["events"][2]["payload_asset_href"] = "/etc/passwd"
     return answer
 
 
 def test_unknown_answer_fields_are_kept_and_the_runners_own_are_refused(tmp_path: Path) -> None:
     agent = {"kind": "callable", "ref": "test_eval_run:extra_fields_agent"}
-    ids = ["traced", "status", "failure", "extra"]
+    ids = ["traced", "status", "failure", "extra", "href"]
     run_dir = run_in_process(tmp_path, agent, ids, retries=0)
     traced = read(run_dir, "traced.json")
     parse_case_artifact(traced, source="traced.json")
@@ -521,6 +523,9 @@ def test_unknown_answer_fields_are_kept_and_the_runners_own_are_refused(tmp_path
         assert failure["class"] == "schema_mismatch", failure
         assert f"$.{field}" in failure["error_message"]
     assert failure_of(run_dir, "extra")["class"] == "schema_mismatch"
+    href = failure_of(run_dir, "href")
+    assert href["class"] == "schema_mismatch"
+    assert "$.events[2].payload_asset_href" in href["error_message"]
 
 
 def test_an_odd_content_length_is_ignored_not_a_crash(tmp_path: Path) -> None:

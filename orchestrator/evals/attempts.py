@@ -29,7 +29,7 @@ from ..formats.runs import (
 )
 from ..formats.strict_json import loads_strict
 from ..formats.times import SystemClock, format_time
-from .payloads import Externalized, externalize
+from .payloads import Externalized, check_agent_hrefs, externalize
 from .transport import Reply, Transport, TransportFailure
 
 
@@ -186,6 +186,7 @@ class CaseRunner:
                 error_class="invalid_json", error_name=exc.rule, error_message=str(exc), **facts
             )
         try:
+            check_agent_hrefs(data, source=source)
             externalized = externalize(data, case_id=case.id, limits=self.limits)
             parse_agent_answer(
                 externalized.answer,
