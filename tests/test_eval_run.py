@@ -37,7 +37,7 @@ from process_support import orchestrate
 
 from orchestrator import ContractError, Engine
 from orchestrator.evals.attempts import Timing
-from orchestrator.evals.transport import HttpTransport, TransportFailure
+from orchestrator.evals.transport import HttpTransport, SubprocessTransport, TransportFailure
 from orchestrator.evals.workflow import RegressionRun, run_inputs
 from orchestrator.formats.runs import (
     Limits,
@@ -665,3 +665,33 @@ def test_a_5xx_dropped_mid_body_keeps_its_status_and_content_type(tmp_path: Path
     assert (failure["class"], failure["status"]) == ("network_error", 503)
     meta = read(run_dir, failure["full_body_meta_saved_to"])
     assert meta["content_type"] == "application/json" and meta["truncated"] is True
+
+
+def test_a_commands_output_is_kept_to_the_cap_and_counted_whole(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "agent"
+    big = f"{sys.executable} -c \"import sys; sys.stdout.buffer.write(b'x' * 3_000_000)\""
+    for case_id, command in [("big", big), ("missing", str(missing))]:
+        run_dir = run_in_process(
+            tmp_path / case_id,
+            {"kind": "subprocess", "command": command},
+            [case_id],
+            retries=0,
+            limits=Limits(max_body_bytes=64 * 1024),
+        )
+        failure = failure_of(run_dir, case_id)
+        assert failure["class"] == "other"
+        if case_id == "big":
+            assert failure["error_name"] == "BodyTooLarge"
+            meta = read(run_dir, failure["full_body_meta_saved_to"])
+            assert (meta["bytes_written"], meta["bytes_total"]) == (64 * 1024, 3_000_000)
+        else:
+            assert failure["error_name"] == "FileNotFoundError"
+            assert str(tmp_path) not in failure["error_message"]
+            assert "agent" in failure["error_message"]
+
+
+def test_a_command_past_the_limit_is_killed_as_a_timeout() -> None:
+    command = f'{sys.executable} -c "import time; time.sleep(30)"'
+    with pytest.raises(TransportFailure) as failed:
+        SubprocessTransport(command).call(b"{}", timeout_s=0.3, max_body_bytes=1024)
+    assert failed.value.error_class == "timeout"

@@ -300,31 +300,82 @@ class SubprocessTransport:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise TransportFailure("other", type(exc).__name__, f"cannot start: {exc}") from None
+            name = os.path.basename(self._argv[0])  # the message names no place on this machine
+            raise TransportFailure(
+                "other", type(exc).__name__, f"cannot start {name}: {exc.strerror or exc}"
+            ) from None
+        out = _Drain(child.stdout, keep=max_body_bytes + 1)
+        err = _Drain(child.stderr, keep=500, tail=True)
+        _feed(child, body)
+        deadline = time.monotonic() + timeout_s
         try:
-            out, err = child.communicate(body, timeout=timeout_s)
+            child.wait(timeout=timeout_s)
+            for drain in (out, err):  # a child of the child may still hold a pipe open
+                drain.join(max(0.0, deadline - time.monotonic()))
+                if drain.alive:
+                    raise subprocess.TimeoutExpired(self._argv, timeout_s)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
+            child.wait()
             raise TransportFailure(
                 "timeout", "TimeoutError", f"no answer within {timeout_s * 1000:.0f} ms"
             ) from None
+        data, total = out.data[:max_body_bytes], out.total
         if child.returncode != 0:
-            tail = err[-500:].decode("utf-8", "replace").strip()
+            tail = err.data.decode("utf-8", "replace").strip()
             raise TransportFailure(
                 "other",
                 f"exit status {child.returncode}",
                 f"the agent command exited with status {child.returncode}"
                 + (f": {tail}" if tail else ""),
-                partial=out[:max_body_bytes] or None,
-                bytes_total=len(out),
-                truncated=len(out) > max_body_bytes,
+                partial=data or None,
+                bytes_total=total,
+                truncated=total > max_body_bytes,
             )
-        truncated = len(out) > max_body_bytes
-        return Reply(
-            status=None, body=out[:max_body_bytes], truncated=truncated, bytes_total=len(out)
-        )
+        return Reply(status=None, body=data, truncated=total > max_body_bytes, bytes_total=total)
+
+
+class _Drain:
+    """Reads a pipe to its end in a thread, keeping only ``keep`` bytes (the first, or
+    the last with ``tail``) and counting them all: output past the cap costs no memory."""
+
+    def __init__(self, pipe: Any, *, keep: int, tail: bool = False) -> None:
+        import threading
+
+        self.data = b""
+        self.total = 0
+        self._pipe, self._keep, self._tail = pipe, keep, tail
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError, ValueError), self._pipe:
+            while chunk := self._pipe.read1(_CHUNK):
+                self.total += len(chunk)
+                if self._tail:
+                    self.data = (self.data + chunk)[-self._keep :]
+                elif len(self.data) < self._keep:
+                    self.data += chunk[: self._keep - len(self.data)]
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None) -> None:
+        self._thread.join(timeout)
+
+
+def _feed(child: Any, body: bytes) -> None:
+    """Writes the request to the child's stdin in a thread (a child that does not read
+    it must not block the try), then closes it."""
+    import threading
+
+    def write() -> None:
+        with contextlib.suppress(OSError, ValueError), child.stdin:
+            child.stdin.write(body)
+
+    threading.Thread(target=write, daemon=True).start()
 
 
 # -- a callable in this process -------------------------------------------------------------
