@@ -106,7 +106,10 @@ class Reset:
 
 @dataclass(frozen=True)
 class HalfBody:
-    """Headers of a 200 announcing the whole good answer, half of it, then close."""
+    """Headers of a ``status`` (200) announcing the whole good answer, half of it, then
+    close."""
+
+    status: int = 200
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,21 @@ class Sleep:
     seconds: float
 
 
-Behaviour = Reply | Good | Drop | Reset | HalfBody | CutJSON | Sleep
+@dataclass(frozen=True)
+class OddLength:
+    """A 200 with the good answer and ``Content-Length: ²`` (a digit to ``str.isdigit``)."""
+
+
+@dataclass(frozen=True)
+class Drip:
+    """A 200 announcing the good answer, sent one byte every ``interval`` seconds (as
+    HTTP/1.0, the connection closing after it, when ``close``)."""
+
+    interval: float = 0.05
+    close: bool = False
+
+
+Behaviour = Reply | Good | Drop | Reset | HalfBody | CutJSON | Sleep | OddLength | Drip
 
 
 class AgentServer:
@@ -206,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
         elif isinstance(behaviour, HalfBody):
-            self.send_response(200)
+            self.send_response(behaviour.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(good)))
             self.end_headers()
@@ -216,6 +233,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         elif isinstance(behaviour, CutJSON):
             self._send(200, good[: len(good) // 2], "application/json")
+        elif isinstance(behaviour, Drip):
+            if behaviour.close:
+                self.protocol_version = "HTTP/1.0"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(good)))
+            self.end_headers()
+            self.wfile.flush()
+            for index in range(len(good)):
+                if agent.stopping.wait(behaviour.interval):
+                    break
+                self.wfile.write(good[index : index + 1])
+                self.wfile.flush()
+            self.close_connection = True
+        elif isinstance(behaviour, OddLength):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "\u00b2")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(good)
+            self.close_connection = True
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
         self.send_response(status)

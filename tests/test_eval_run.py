@@ -5,10 +5,13 @@ case: every error class where it belongs, with its fields; retries counted in
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,9 +19,11 @@ import pytest
 from eval_agent_server import (
     AgentServer,
     CutJSON,
+    Drip,
     Drop,
     Good,
     HalfBody,
+    OddLength,
     Reply,
     Reset,
     Sleep,
@@ -32,6 +37,7 @@ from process_support import orchestrate
 
 from orchestrator import ContractError, Engine
 from orchestrator.evals.attempts import Timing
+from orchestrator.evals.transport import HttpTransport, SubprocessTransport, TransportFailure
 from orchestrator.evals.workflow import RegressionRun, run_inputs
 from orchestrator.formats.runs import (
     Limits,
@@ -321,6 +327,8 @@ def test_a_subprocess_agent_answers_and_its_failure_is_other(tmp_path: Path) -> 
         tmp_path, {"kind": "subprocess", "command": command}, ["good", "bad"], retries=0
     )
     assert read(run_dir, "good.json")["status"] == "ok"
+    label = f"subprocess:{Path(sys.executable).name} agent.py"
+    assert read(run_dir, "run.json")["base_url"] == label  # no absolute path
     failure = failure_of(run_dir, "bad")
     assert failure["class"] == "other" and failure["error_name"] == "exit status 3"
     assert "cannot" in failure["error_message"]
@@ -480,3 +488,210 @@ def test_the_run_directory_passes_its_shipped_schemas(scripted_run: Any) -> None
     with pytest.raises(ContractError) as refused:
         parse_case_artifact(case, source="http.json")
     assert refused.value.rule == "full-body"
+
+
+def extra_fields_agent(request: dict[str, Any]) -> Any:
+    """An in-process agent whose answers carry fields v1 does not name, or the runner's own."""
+    answer = good_answer(request)
+    case_id = request["case_id"]
+    if case_id == "traced":
+        answer["trace_id"] = "abc"
+        answer["x_cost"] = {"usd": 0.1}
+    elif case_id == "status":
+        answer["status"] = "done"
+    elif case_id == "failure":
+        answer["runner_failure"] = {}
+    elif case_id == "extra":
+        answer["x_agent_extra"] = 1
+    elif case_id == "href":
+        answer["events"][2]["payload_asset_href"] = "/etc/passwd"
+    return answer
+
+
+def test_unknown_answer_fields_are_kept_and_the_runners_own_are_refused(tmp_path: Path) -> None:
+    agent = {"kind": "callable", "ref": "test_eval_run:extra_fields_agent"}
+    ids = ["traced", "status", "failure", "extra", "href"]
+    run_dir = run_in_process(tmp_path, agent, ids, retries=0)
+    traced = read(run_dir, "traced.json")
+    parse_case_artifact(traced, source="traced.json")
+    assert traced["status"] == "ok" and "trace_id" not in traced
+    assert traced["x_agent_extra"] == {"trace_id": "abc", "x_cost": {"usd": 0.1}}
+    validator = Draft7Validator(runs_schema("case"), format_checker=FormatChecker())
+    assert not list(validator.iter_errors(traced))
+    for case_id, field in [("status", "status"), ("failure", "runner_failure")]:
+        failure = failure_of(run_dir, case_id)
+        assert failure["class"] == "schema_mismatch", failure
+        assert f"$.{field}" in failure["error_message"]
+    assert failure_of(run_dir, "extra")["class"] == "schema_mismatch"
+    href = failure_of(run_dir, "href")
+    assert href["class"] == "schema_mismatch"
+    assert "$.events[2].payload_asset_href" in href["error_message"]
+
+
+def test_an_odd_content_length_is_ignored_not_a_crash(tmp_path: Path) -> None:
+    with AgentServer({"odd": [OddLength()]}) as server:
+        run_dir = run_in_process(
+            tmp_path, {"kind": "http", "base_url": server.base_url}, ["odd", "fine"], retries=0
+        )
+    for case_id in ("odd", "fine"):
+        case = read(run_dir, f"{case_id}.json")
+        parse_case_artifact(case, source=case_id)
+        assert case["status"] == "ok", case
+
+
+def odd_agent(request: dict[str, Any]) -> Any:
+    """An in-process agent answering text that cannot be encoded (a lone surrogate)."""
+    if request["case_id"] == "odd":
+        return "\ud800"
+    return good_answer(request)
+
+
+def test_an_unexpected_error_in_a_try_is_the_cases_other_failure(tmp_path: Path) -> None:
+    agent = {"kind": "callable", "ref": "test_eval_run:odd_agent"}
+    run_dir = run_in_process(tmp_path, agent, ["odd", "fine"], retries=1, retry_classes=["other"])
+    failure = failure_of(run_dir, "odd")
+    assert (failure["class"], failure["error_name"]) == ("other", "UnicodeEncodeError")
+    assert "surrogate" in failure["error_message"]
+    # each try ends as a try (and is retried as one), not the case as a whole
+    assert attempt_classes(run_dir, "odd") == ["other", "other"] and failure["attempt"] == 2
+    assert read(run_dir, "fine.json")["status"] == "ok"
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["keep-alive", "http-1.0"])
+def test_the_time_limit_is_a_deadline_for_the_whole_try(close: bool) -> None:
+    limit = 0.3  # the body takes a minute at a byte per 50 ms
+    with AgentServer({"drip": [Drip(interval=0.05, close=close)]}) as server:
+        body = json.dumps({"case_id": "drip", "version": "new", "input": {"user": "u"}})
+        started = time.monotonic()
+        with pytest.raises(TransportFailure) as failed:
+            HttpTransport(server.base_url).call(
+                body.encode(), timeout_s=limit, max_body_bytes=1 << 20
+            )
+        took = time.monotonic() - started
+    assert failed.value.error_class == "timeout"
+    assert took < 3 * limit, took  # ends near the limit, not when the body does
+
+
+def test_a_failed_commands_whole_output_is_not_called_truncated(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import sys\nsys.stdout.write('half an answer'); sys.exit(3)\n", encoding="utf-8"
+    )
+    command = f"{sys.executable} {agent}"
+    run_dir = run_in_process(tmp_path, {"kind": "subprocess", "command": command}, ["a"], retries=0)
+    failure = failure_of(run_dir, "a")
+    assert failure["class"] == "other" and failure["body_snippet"] == "half an answer"
+    meta = read(run_dir, failure["full_body_meta_saved_to"])
+    assert (meta["bytes_written"], meta["bytes_total"], meta["truncated"]) == (14, 14, False)
+
+
+class _Watch:
+    """Agent calls and recorded cases (a progress line is written after each record)."""
+
+    lock = threading.Lock()
+    calls = 0
+    recorded = 0
+    ahead: list[int] = []  # at each call: calls made minus cases recorded
+    all_called = threading.Event()
+    total = 0
+
+
+def watched_agent(request: dict[str, Any]) -> Any:
+    """An instant in-process agent that notes how far it runs ahead of the records."""
+    with _Watch.lock:
+        _Watch.calls += 1
+        _Watch.ahead.append(_Watch.calls - _Watch.recorded)
+        if _Watch.calls == _Watch.total:
+            _Watch.all_called.set()
+    return good_answer(request)
+
+
+class _SlowRecords(io.StringIO):
+    def isatty(self) -> bool:
+        return True  # a line after every record
+
+    def write(self, text: str) -> int:
+        if _Watch.recorded == 0:
+            # hold the main thread after its first record: unbounded workers would
+            # answer every case meanwhile; bounded ones stop at `concurrency`
+            _Watch.all_called.wait(0.3)
+        with _Watch.lock:
+            _Watch.recorded += text.startswith("\r")
+        return super().write(text)
+
+
+class WatchedRun(FastRun):
+    progress_stream: ClassVar[Any] = staticmethod(_SlowRecords)
+
+
+def test_at_most_concurrency_cases_run_ahead_of_the_records(tmp_path: Path) -> None:
+    ids = [f"c{n}" for n in range(12)]
+    _Watch.calls, _Watch.recorded, _Watch.total, _Watch.ahead = 0, 0, len(ids), []
+    _Watch.all_called.clear()
+    out = tmp_path / "out"
+    workdir = out / "new"
+    workdir.mkdir(parents=True)
+    inputs = run_inputs(
+        version="new",
+        agent={"kind": "callable", "ref": "test_eval_run:watched_agent"},
+        cases_file=write_cases(tmp_path / "cases.json", ids),
+        out_root=out,
+        repo_dir=tmp_path,
+        concurrency=3,
+    )
+    engine = Engine(WatchedRun, bridge=FileBridge(workdir, WatchedRun.name))
+    outcome = engine.start(workflow_ref="test:WatchedRun", workdir=workdir, inputs=inputs)
+    assert outcome.status == "completed", outcome.message
+    assert _Watch.calls == len(ids) and max(_Watch.ahead) <= 3, _Watch.ahead
+
+
+def test_credentials_in_the_base_url_are_written_nowhere(tmp_path: Path) -> None:
+    with AgentServer({"b": [Reply(500, b"down")]}) as server:
+        url = server.base_url.replace("http://", "http://user:hunter2@")
+        run_dir = run_in_process(tmp_path, {"kind": "http", "base_url": url}, ["a", "b"], retries=0)
+    assert read(run_dir, "run.json")["base_url"] == server.base_url
+    assert failure_of(run_dir, "b")["url"] == server.base_url + "/run-case"
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            assert b"hunter2" not in path.read_bytes(), path
+
+
+def test_a_5xx_dropped_mid_body_keeps_its_status_and_content_type(tmp_path: Path) -> None:
+    with AgentServer({"a": [HalfBody(status=503)]}) as server:
+        run_dir = run_in_process(
+            tmp_path, {"kind": "http", "base_url": server.base_url}, ["a"], retries=0
+        )
+    failure = failure_of(run_dir, "a")
+    assert (failure["class"], failure["status"]) == ("network_error", 503)
+    meta = read(run_dir, failure["full_body_meta_saved_to"])
+    assert meta["content_type"] == "application/json" and meta["truncated"] is True
+
+
+def test_a_commands_output_is_kept_to_the_cap_and_counted_whole(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "agent"
+    big = f"{sys.executable} -c \"import sys; sys.stdout.buffer.write(b'x' * 3_000_000)\""
+    for case_id, command in [("big", big), ("missing", str(missing))]:
+        run_dir = run_in_process(
+            tmp_path / case_id,
+            {"kind": "subprocess", "command": command},
+            [case_id],
+            retries=0,
+            limits=Limits(max_body_bytes=64 * 1024),
+        )
+        failure = failure_of(run_dir, case_id)
+        assert failure["class"] == "other"
+        if case_id == "big":
+            assert failure["error_name"] == "BodyTooLarge"
+            meta = read(run_dir, failure["full_body_meta_saved_to"])
+            assert (meta["bytes_written"], meta["bytes_total"]) == (64 * 1024, 3_000_000)
+        else:
+            assert failure["error_name"] == "FileNotFoundError"
+            assert str(tmp_path) not in failure["error_message"]
+            assert "agent" in failure["error_message"]
+
+
+def test_a_command_past_the_limit_is_killed_as_a_timeout() -> None:
+    command = f'{sys.executable} -c "import time; time.sleep(30)"'
+    with pytest.raises(TransportFailure) as failed:
+        SubprocessTransport(command).call(b"{}", timeout_s=0.3, max_body_bytes=1024)
+    assert failed.value.error_class == "timeout"

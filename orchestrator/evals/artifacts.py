@@ -16,6 +16,7 @@ from ..formats.runs import (
     FailureMeta,
     Limits,
     RunFailure,
+    answer_artifact,
     dump_document,
     failure_dict,
     parse_case_artifact,
@@ -45,27 +46,25 @@ def write_case(
 ) -> dict[str, Any]:
     """Write ``case``'s artifact (and its assets first); return the step's record of it:
     ``case_id``, ``status``, ``error_class``, ``attempts`` and the manifest items."""
-    envelope: dict[str, Any] = {
-        "schema_version": CASE_SCHEMA_VERSION,
-        "case_id": case.id,
-        "version": version,
-    }
     attempts = [_attempt(a) for a in result.attempts]
     if result.answer is not None:
-        answer = dict(result.answer.answer)
         planned = result.answer.assets
-        document = {**envelope, "status": "ok"}
-        workflow_id = answer.pop("workflow_id", None) or case.workflow_id
-        if workflow_id is not None:
-            document["workflow_id"] = workflow_id
-        document["attempts"] = attempts
-        for name in ("case_id", "version", "status", "schema_version", "attempts"):
-            answer.pop(name, None)
-        document.update(answer)
+        document = answer_artifact(
+            result.answer.answer,
+            case_id=case.id,
+            version=version,
+            workflow_id=case.workflow_id,
+            attempts=attempts,
+        )
     else:
         assert result.failure is not None
         planned, failure = _failure_files(case.id, version, result, url, timeout_ms, limits)
-        document = {**envelope, "status": "runner_error"}
+        document = {
+            "schema_version": CASE_SCHEMA_VERSION,
+            "case_id": case.id,
+            "version": version,
+            "status": "runner_error",
+        }
         if case.workflow_id is not None:
             document["workflow_id"] = case.workflow_id
         document["attempts"] = attempts
@@ -125,7 +124,10 @@ def _failure_files(
         attempt=len(result.attempts),
         timeout_ms=timeout_ms,
         latency_ms=result.latency_ms,
-        status=failure.status if failure.error_class == "http_error" else None,
+        # a failing status is kept whatever the class (a 503 dropped mid-body)
+        status=failure.status
+        if failure.status is not None and not 200 <= failure.status < 300
+        else None,
         status_text=failure.status_text if failure.error_class == "http_error" else None,
         error_name=failure.error_name,
         error_message=failure.error_message,

@@ -18,10 +18,18 @@ import attrs
 
 from .._errors import ContractError
 from .._ports import Clock
-from ..formats.runs import Attempt, CaseSpec, Limits, RetryPolicy, parse_agent_answer
+from ..formats.runs import (
+    Attempt,
+    CaseSpec,
+    Limits,
+    RetryPolicy,
+    answer_artifact,
+    parse_agent_answer,
+    parse_case_artifact,
+)
 from ..formats.strict_json import loads_strict
 from ..formats.times import SystemClock, format_time
-from .payloads import Externalized, externalize
+from .payloads import Externalized, check_agent_hrefs, externalize
 from .transport import Reply, Transport, TransportFailure
 
 
@@ -117,6 +125,16 @@ class CaseRunner:
 
     def _try(self, case: CaseSpec, body: bytes) -> Externalized | Failure:
         try:
+            return self._ask(case, body)
+        except Exception as exc:  # whatever else went wrong ends this try, never the run
+            return Failure(
+                error_class="other",
+                error_name=type(exc).__name__,
+                error_message=str(exc) or repr(exc),
+            )
+
+    def _ask(self, case: CaseSpec, body: bytes) -> Externalized | Failure:
+        try:
             reply = self.transport.call(
                 body,
                 timeout_s=self.timeout_ms / 1000,
@@ -129,7 +147,7 @@ class CaseRunner:
                 error_message=failure.message,
                 status=failure.status,
                 body=failure.partial,
-                truncated=failure.partial is not None,
+                truncated=failure.truncated,
                 bytes_total=failure.bytes_total,
                 content_type=failure.content_type,
                 headers=failure.headers,
@@ -168,6 +186,7 @@ class CaseRunner:
                 error_class="invalid_json", error_name=exc.rule, error_message=str(exc), **facts
             )
         try:
+            check_agent_hrefs(data, source=source)
             externalized = externalize(data, case_id=case.id, limits=self.limits)
             parse_agent_answer(
                 externalized.answer,
@@ -176,6 +195,16 @@ class CaseRunner:
                 version=self.version,
                 asset_ids=frozenset(a.asset_id for a in externalized.assets),
             )
+            # What the case file will hold must read back: refused here, it is this
+            # case's failure rather than an error out of the run.
+            artifact = answer_artifact(
+                externalized.answer,
+                case_id=case.id,
+                version=self.version,
+                workflow_id=case.workflow_id,
+                attempts=[],
+            )
+            parse_case_artifact(artifact, source=f"{case.id}.json")
         except ContractError as exc:
             return Failure(
                 error_class="schema_mismatch",

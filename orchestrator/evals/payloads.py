@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from ..formats.convert import refusal
 from ..formats.runs import Limits
 from ..storage.durable import sha256_hex
 
@@ -56,6 +57,27 @@ def encode(value: Any) -> bytes:
 def output_hash(content: Any) -> str:
     """A short hash of a final output's content (16 hex digits of sha256)."""
     return "sha256:" + sha256_hex(encode(content))[:16]
+
+
+#: event fields only the runner writes (an asset it made); an answer may not give them
+RUNNER_HREFS = ("payload_asset_href", "snippets_asset_href")
+
+
+def check_agent_hrefs(data: Any, *, source: str) -> None:
+    """Refuse an answer whose events name an asset href themselves: only the runner
+    writes ``assets/``, so such a path is absolute, dangling or another case's."""
+    events = data.get("events") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        return
+    problems = [
+        (f"$.events[{index}].{key}", "reserved", f"{key!r} is written by the runner, not the agent")
+        for index, event in enumerate(events)
+        if isinstance(event, dict)
+        for key in RUNNER_HREFS
+        if key in event
+    ]
+    if problems:
+        raise refusal(problems, source=source)
 
 
 def externalize(data: Any, *, case_id: str, limits: Limits) -> Externalized:

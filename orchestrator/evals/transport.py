@@ -53,8 +53,10 @@ class TransportFailure(Exception):
         status: int | None = None,
         content_type: str | None = None,
         headers: dict[str, str] | None = None,
+        truncated: bool = False,
     ) -> None:
         super().__init__(message)
+        self.truncated = truncated
         self.error_class = error_class
         self.error_name = error_name
         self.message = message
@@ -79,7 +81,8 @@ class Transport(Protocol):
 
 class HttpTransport:
     """``POST {base_url}/run-case`` with ``http.client``: one connection per try, a
-    deadline over the whole try (connect, send, every read), the body read up to the cap."""
+    deadline over the whole try (connect, send, the headers and the body, together), the
+    body read up to the cap."""
 
     def __init__(self, base_url: str) -> None:
         from urllib.parse import urlsplit
@@ -97,18 +100,20 @@ class HttpTransport:
         except ValueError:
             raise UsageError(f"--base-url {base_url!r}: the port is not a number") from None
         self._path = parts.path.rstrip("/") + "/run-case"
-        self.url = base_url.rstrip("/") + "/run-case"
+        self.url = without_userinfo(base_url).rstrip("/") + "/run-case"
 
     def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
         import http.client
 
-        deadline = time.monotonic() + timeout_s
         connection: http.client.HTTPConnection
         if self._https:
             connection = http.client.HTTPSConnection(self._host, self._port, timeout=timeout_s)
         else:
             connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout_s)
+        deadline = _Deadline(timeout_s)
         try:
+            connection.connect()
+            deadline.guard(connection.sock)
             connection.request(
                 "POST",
                 self._path,
@@ -118,7 +123,9 @@ class HttpTransport:
             response = connection.getresponse()
             headers = {k.lower(): v for k, v in response.getheaders()}
             length = _content_length(headers)
-            data, truncated = _read_capped(connection, response, deadline, max_body_bytes, length)
+            data, truncated = _read_capped(response, max_body_bytes, length, headers)
+            if deadline.expired:  # a body read to its end because the watchdog closed it
+                raise TimeoutError
             return Reply(
                 status=response.status,
                 status_text=response.reason,
@@ -128,28 +135,77 @@ class HttpTransport:
                 content_type=headers.get("content-type"),
                 headers=headers,
             )
-        except _Cut as cut:
-            raise TransportFailure(
-                "network_error",
-                "IncompleteRead",
-                f"the connection closed after {len(cut.partial)} bytes of the body"
-                + (f" of {cut.expected}" if cut.expected is not None else ""),
-                partial=cut.partial,
-                bytes_total=cut.expected,
-                status=cut.status,
-                content_type=cut.headers.get("content-type"),
-                headers=cut.headers,
-            ) from None
-        except TimeoutError:
-            raise TransportFailure(
-                "timeout", "TimeoutError", f"no whole answer within {timeout_s * 1000:.0f} ms"
-            ) from None
-        except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            raise TransportFailure(
-                "network_error", type(exc).__name__, str(exc) or repr(exc)
-            ) from None
+        except Exception as exc:
+            raise _failure(exc, deadline.expired, timeout_s) from None
         finally:
+            deadline.cancel()
             connection.close()
+
+
+class _Deadline:
+    """A watchdog over one try: at the deadline it shuts the try's socket down, so
+    whatever is waiting on it (connect aside, bounded by the socket's own timeout),
+    send, headers, a slow body, returns at once; :attr:`expired` says why it did."""
+
+    def __init__(self, seconds: float) -> None:
+        import threading
+
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sock: Any = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def guard(self, sock: Any) -> None:
+        """Watch ``sock`` (the response keeps reading from it even once the connection
+        lets go of it, as for ``Connection: close``)."""
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: Any) -> None:
+    import socket
+
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailure:
+    """The error class of what ended a try early."""
+    import http.client
+
+    if expired or isinstance(exc, TimeoutError):
+        return TransportFailure(
+            "timeout", "TimeoutError", f"no whole answer within {timeout_s * 1000:.0f} ms"
+        )
+    if isinstance(exc, _Cut):
+        return TransportFailure(
+            "network_error",
+            "IncompleteRead",
+            f"the connection closed after {len(exc.partial)} bytes of the body"
+            + (f" of {exc.expected}" if exc.expected is not None else ""),
+            partial=exc.partial,
+            bytes_total=exc.expected,
+            status=exc.status,
+            content_type=exc.headers.get("content-type"),
+            headers=exc.headers,
+            truncated=True,
+        )
+    if isinstance(exc, (ConnectionError, http.client.HTTPException, OSError)):
+        return TransportFailure("network_error", type(exc).__name__, str(exc) or repr(exc))
+    return TransportFailure("other", type(exc).__name__, str(exc) or repr(exc))
 
 
 class _Cut(Exception):
@@ -161,29 +217,24 @@ class _Cut(Exception):
 
 def _content_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length")
-    return int(value) if value is not None and value.isdigit() else None
+    # ``isdigit`` alone takes "²", which ``int`` refuses
+    return int(value) if value is not None and value.isascii() and value.isdecimal() else None
 
 
 def _read_capped(
-    connection: Any, response: Any, deadline: float, cap: int, length: int | None
+    response: Any, cap: int, length: int | None, headers: dict[str, str]
 ) -> tuple[bytes, bool]:
-    """The body, at most ``cap`` bytes (then ``True``: there was more), each read given
-    only the time left before ``deadline``."""
+    """The body, at most ``cap`` bytes (then ``True``: there was more)."""
     import http.client
 
     chunks: list[bytes] = []
     size = 0
     while size <= cap:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        if connection.sock is not None:
-            connection.sock.settimeout(left)
         try:
-            chunk = response.read(min(_CHUNK, cap + 1 - size))
+            chunk = response.read1(min(_CHUNK, cap + 1 - size))
         except http.client.IncompleteRead as exc:
-            partial = b"".join(chunks) + exc.partial
-            raise _Cut(partial, length, response.status, dict(response.getheaders())) from None
+            partial = (b"".join(chunks) + exc.partial)[:cap]
+            raise _Cut(partial, length, response.status, headers) from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -192,9 +243,32 @@ def _read_capped(
     if len(data) > cap:
         return data[:cap], True
     if length is not None and len(data) < length:
-        # ``read(n)`` returns b"" at an early end of a sized body instead of raising.
-        raise _Cut(data, length, response.status, dict(response.getheaders()))
+        # a read returns b"" at an early end of a sized body instead of raising
+        raise _Cut(data, length, response.status, headers)
     return data, False
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without a ``user:password@`` (``http.client`` never sends it; nothing the
+    runner writes should hold it)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def command_label(command: str) -> str:
+    """What a run's files say of a command agent: ``subprocess:`` and the command with
+    each absolute path cut to its name (a run directory names no place on this machine)."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return f"subprocess:{os.path.basename(command)}"
+    return "subprocess:" + shlex.join(os.path.basename(a) if os.path.isabs(a) else a for a in argv)
 
 
 # -- a subprocess -------------------------------------------------------------------------
@@ -211,7 +285,7 @@ class SubprocessTransport:
         self._argv = shlex.split(command)
         if not self._argv:
             raise UsageError("--agent-command is empty: give the command line of the agent")
-        self.url = f"subprocess:{command}"
+        self.url = command_label(command)
 
     def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
         import signal
@@ -226,30 +300,82 @@ class SubprocessTransport:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise TransportFailure("other", type(exc).__name__, f"cannot start: {exc}") from None
+            name = os.path.basename(self._argv[0])  # the message names no place on this machine
+            raise TransportFailure(
+                "other", type(exc).__name__, f"cannot start {name}: {exc.strerror or exc}"
+            ) from None
+        out = _Drain(child.stdout, keep=max_body_bytes + 1)
+        err = _Drain(child.stderr, keep=500, tail=True)
+        _feed(child, body)
+        deadline = time.monotonic() + timeout_s
         try:
-            out, err = child.communicate(body, timeout=timeout_s)
+            child.wait(timeout=timeout_s)
+            for drain in (out, err):  # a child of the child may still hold a pipe open
+                drain.join(max(0.0, deadline - time.monotonic()))
+                if drain.alive:
+                    raise subprocess.TimeoutExpired(self._argv, timeout_s)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
+            child.wait()
             raise TransportFailure(
                 "timeout", "TimeoutError", f"no answer within {timeout_s * 1000:.0f} ms"
             ) from None
+        data, total = out.data[:max_body_bytes], out.total
         if child.returncode != 0:
-            tail = err[-500:].decode("utf-8", "replace").strip()
+            tail = err.data.decode("utf-8", "replace").strip()
             raise TransportFailure(
                 "other",
                 f"exit status {child.returncode}",
                 f"the agent command exited with status {child.returncode}"
                 + (f": {tail}" if tail else ""),
-                partial=out[:max_body_bytes] or None,
-                bytes_total=len(out),
+                partial=data or None,
+                bytes_total=total,
+                truncated=total > max_body_bytes,
             )
-        truncated = len(out) > max_body_bytes
-        return Reply(
-            status=None, body=out[:max_body_bytes], truncated=truncated, bytes_total=len(out)
-        )
+        return Reply(status=None, body=data, truncated=total > max_body_bytes, bytes_total=total)
+
+
+class _Drain:
+    """Reads a pipe to its end in a thread, keeping only ``keep`` bytes (the first, or
+    the last with ``tail``) and counting them all: output past the cap costs no memory."""
+
+    def __init__(self, pipe: Any, *, keep: int, tail: bool = False) -> None:
+        import threading
+
+        self.data = b""
+        self.total = 0
+        self._pipe, self._keep, self._tail = pipe, keep, tail
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError, ValueError), self._pipe:
+            while chunk := self._pipe.read1(_CHUNK):
+                self.total += len(chunk)
+                if self._tail:
+                    self.data = (self.data + chunk)[-self._keep :]
+                elif len(self.data) < self._keep:
+                    self.data += chunk[: self._keep - len(self.data)]
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None) -> None:
+        self._thread.join(timeout)
+
+
+def _feed(child: Any, body: bytes) -> None:
+    """Writes the request to the child's stdin in a thread (a child that does not read
+    it must not block the try), then closes it."""
+    import threading
+
+    def write() -> None:
+        with contextlib.suppress(OSError, ValueError), child.stdin:
+            child.stdin.write(body)
+
+    threading.Thread(target=write, daemon=True).start()
 
 
 # -- a callable in this process -------------------------------------------------------------

@@ -21,11 +21,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
-from .._errors import RunFailedError
+import attrs
+
+from .._errors import ContractError, RunFailedError
 from .._ports import Clock
 from ..engine.context import PhaseContext
 from ..engine.workflow import Workflow, phase
 from ..formats.runs import (
+    Attempt,
     CaseSpec,
     Limits,
     RetryPolicy,
@@ -40,10 +43,10 @@ from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write, sha256_hex
 from ..storage.files import read_json_file
 from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
-from .attempts import CaseRunner, Timing
+from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
 from .payloads import ASSETS_DIR
-from .transport import transport_for
+from .transport import command_label, transport_for, without_userinfo
 
 WORKFLOW_REFERENCE = "orchestrator.evals.workflow:RegressionRun"
 CASES_COPY = f"{ASSETS_DIR}/cases.json"
@@ -67,6 +70,8 @@ def run_inputs(
 ) -> dict[str, Any]:
     """The inputs of a :class:`RegressionRun` (absolute paths: a resume may start anywhere)."""
     limits = limits or Limits()
+    if agent.get("kind") == "http":  # credentials in the URL are never sent: never kept
+        agent = {**agent, "base_url": without_userinfo(str(agent["base_url"]))}
     return {
         "version": version,
         "agent": agent,
@@ -247,37 +252,72 @@ def transport_url(agent: dict[str, Any]) -> str:
     """What ``base_url`` says of the agent: its URL, or ``subprocess:``/``callable:`` and
     what runs."""
     if agent["kind"] == "http":
-        return str(agent["base_url"])
+        return without_userinfo(str(agent["base_url"]))
     if agent["kind"] == "subprocess":
-        return f"subprocess:{agent['command']}"
+        return command_label(str(agent["command"]))
     return f"callable:{agent['ref']}"
 
 
 class _Pool:
     """The cases not yet recorded, run ``concurrency`` at a time; each call of
     :meth:`next_record` hands over the next one to finish. Started by the first step that
-    is not a replay: every case recorded before it is known by then."""
+    is not a replay: every case recorded before it is known by then.
+
+    A case holds one of ``concurrency`` slots from its first try until its step is
+    recorded (the next call of :meth:`next_record` comes after that), so finished cases
+    do not pile up unrecorded: a crash loses, and a resume asks again, at most
+    ``concurrency`` of them."""
 
     def __init__(self, workflow: RegressionRun, run_dir: Path, runner: CaseRunner) -> None:
+        import threading
+
         self._workflow = workflow
         self._run_dir = run_dir
         self._runner = runner
         self._executor: ThreadPoolExecutor | None = None
         self._finished: Iterator[Future[dict[str, Any]]] | None = None
+        self._slots = threading.Semaphore(max(1, workflow.inputs["concurrency"]))
+        self._closing = threading.Event()
+        self._handed = False  # a record handed over, its slot held until it is recorded
 
     def next_record(self, cases: list[CaseSpec], done: set[str]) -> dict[str, Any]:
+        if self._handed:  # the engine recorded it before asking for the next
+            self._handed = False
+            self._slots.release()
         if self._finished is None:
             inputs = self._workflow.inputs
             self._executor = ThreadPoolExecutor(max_workers=max(1, inputs["concurrency"]))
             futures = [
-                self._executor.submit(self._one, case) for case in cases if case.id not in done
+                self._executor.submit(self._slotted, case) for case in cases if case.id not in done
             ]
             self._finished = as_completed(futures)
-        return next(self._finished).result()
+        record = next(self._finished).result()
+        self._handed = True
+        return record
+
+    def _slotted(self, case: CaseSpec) -> dict[str, Any]:
+        self._slots.acquire()
+        if self._closing.is_set():
+            self._slots.release()  # wakes the next waiting worker, which also leaves
+            raise RuntimeError("the run stopped before this case began")
+        try:
+            return self._one(case)
+        except BaseException:
+            self._slots.release()
+            raise
 
     def _one(self, case: CaseSpec) -> dict[str, Any]:
+        try:
+            result = self._runner.run(case)
+        except Exception as exc:  # a bug of the runner's is this case's failure, not the run's
+            result = _broken(self._runner.timing, exc, "the runner failed")
+        try:
+            return self._write(case, result)
+        except ContractError as exc:  # what a reader would refuse is never written
+            return self._write(case, _broken(self._runner.timing, exc, "not written", result))
+
+    def _write(self, case: CaseSpec, result: CaseResult) -> dict[str, Any]:
         inputs = self._workflow.inputs
-        result = self._runner.run(case)
         return write_case(
             self._run_dir,
             case,
@@ -289,6 +329,8 @@ class _Pool:
         )
 
     def close(self) -> None:
+        self._closing.set()
+        self._slots.release()  # a worker waiting for a slot wakes, sees closing, leaves
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
@@ -326,6 +368,23 @@ class Progress:
         if self._tty and self._done:
             self._stream.write("\n")
             self._stream.flush()
+
+
+def _broken(
+    timing: Timing, exc: Exception, what: str, result: CaseResult | None = None
+) -> CaseResult:
+    """A case ended by an error of the runner's own: an ``other`` failure naming it."""
+    attempts = list(result.attempts) if result else []
+    if not attempts:
+        started = format_time(timing.clock.now())
+        attempts = [Attempt(attempt=1, started_at=started, outcome="runner_error")]
+    attempts[-1] = attrs.evolve(attempts[-1], outcome="runner_error", error_class="other")
+    failure = Failure(
+        error_class="other", error_name=type(exc).__name__, error_message=f"{what}: {exc}"
+    )
+    return CaseResult(
+        attempts=attempts, failure=failure, latency_ms=result.latency_ms if result else None
+    )
 
 
 def _run_dir(ctx: PhaseContext) -> Path:

@@ -14,8 +14,10 @@ made here:
 - An ``event`` evidence ref names its event by index: ``{"kind": "event", "id":
   "events[3]"}``; an ``asset`` ref names an ``asset_id`` of the run's manifest.
 - The agent's answer is read as a v1 reader reads a later minor version: fields the
-  contract does not name are kept in the case artifact and ignored by the checks;
-  events of a type v1 does not know need only ``type`` and ``ts``.
+  contract does not name are kept in the case artifact and ignored by the checks (the
+  top-level ones under ``x_agent_extra``, :data:`AGENT_EXTRA`); events of a type v1 does
+  not know need only ``type`` and ``ts``. The keys the runner writes around an answer
+  (:data:`RESERVED_ANSWER_KEYS`) are refused in one.
 - Paths are relative to the directory of the file that holds them: a case artifact's
   ``assets/c1.full_body.json``, the manifest's ``c1.full_body.json``.
 """
@@ -32,12 +34,14 @@ from .convert import refusal, structure, unstructure
 from .strict_json import dumps_canonical
 
 __all__ = [
+    "AGENT_EXTRA",
     "ASSET_KINDS",
     "CASE_ID_PATTERN",
     "CASE_SCHEMA_VERSION",
     "ERROR_CLASSES",
     "FAILURE_META_SCHEMA_VERSION",
     "MANIFEST_SCHEMA_VERSION",
+    "RESERVED_ANSWER_KEYS",
     "RETRY_CLASSES",
     "RUN_SCHEMA_VERSION",
     "VERSIONS",
@@ -57,6 +61,7 @@ __all__ = [
     "RunDocument",
     "RunFailure",
     "RunStats",
+    "answer_artifact",
     "dump_document",
     "parse_agent_answer",
     "parse_case_artifact",
@@ -240,6 +245,10 @@ _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "retrieval": {"query": (str,), "doc_ids": (list,)},
     "final_output": {"content_type": (str,), "content": (str, dict)},
 }
+#: where a case artifact keeps the top-level fields of an answer v1 does not name
+AGENT_EXTRA = "x_agent_extra"
+#: the case artifact's own keys around an answer: an answer that uses one is refused
+RESERVED_ANSWER_KEYS = ("schema_version", "status", "attempts", "runner_failure", AGENT_EXTRA)
 _ANSWER_KEYS = {
     "$": frozenset(attrs.fields_dict(AgentAnswer)),
     "action": frozenset(attrs.fields_dict(ProposedAction)),
@@ -255,7 +264,11 @@ def parse_agent_answer(
     and their types, the enums, each event's fields, every evidence ref resolvable (from
     ``events``, or an asset among ``asset_ids``), and the case and version it answers."""
     answer = structure(_known_fields(data), AgentAnswer, source=source)
-    problems: list[tuple[str, str, str]] = []
+    problems: list[tuple[str, str, str]] = [
+        (f"$.{key}", "reserved", f"{key!r} is a field the runner writes, not one of the answer")
+        for key in RESERVED_ANSWER_KEYS
+        if key in data
+    ]
     if answer.case_id != case_id:
         problems.append(("$.case_id", "const", f"answers case {answer.case_id!r}, not {case_id!r}"))
     if answer.version != version:
@@ -266,6 +279,37 @@ def parse_agent_answer(
     if problems:
         raise refusal(problems, source=source)
     return answer
+
+
+def answer_artifact(
+    answer: dict[str, Any],
+    *,
+    case_id: str,
+    version: str,
+    workflow_id: str | None,
+    attempts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``ok`` case artifact of an accepted ``answer``: the envelope, the answer's
+    fields v1 names, and the others under :data:`AGENT_EXTRA`."""
+    document: dict[str, Any] = {
+        "schema_version": CASE_SCHEMA_VERSION,
+        "case_id": case_id,
+        "version": version,
+        "status": "ok",
+    }
+    workflow = answer.get("workflow_id") or workflow_id
+    if workflow is not None:
+        document["workflow_id"] = workflow
+    document["attempts"] = attempts
+    extra: dict[str, Any] = {}
+    for key, value in answer.items():
+        if key in ("proposed_actions", "final_output", "events"):
+            document[key] = value
+        elif key not in _ANSWER_KEYS["$"]:
+            extra[key] = value
+    if extra:
+        document[AGENT_EXTRA] = extra
+    return document
 
 
 def _known_fields(data: Any) -> Any:
