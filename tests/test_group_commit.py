@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from orchestrator.adapters.file_bridge import FileBridge
 
 from orchestrator import Engine, Workflow, phase
@@ -299,7 +301,7 @@ def test_a_save_reuses_the_text_of_unchanged_items_and_writes_the_same_bytes(
     saves: list[int] = []
 
     def checked(state: Any, encoded: Any = None) -> bytes:
-        reused = len(encoded._texts) if encoded is not None else 0
+        reused = encoded.held() if encoded is not None else 0
         data = original(state, encoded)
         assert data == original(state), "a reused text changed the state's bytes"
         saves.append(reused)
@@ -356,7 +358,7 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
     reused: list[int] = []
 
     def checked(state: Any, encoded: Any = None) -> bytes:
-        before = len(encoded._texts) if encoded is not None else 0
+        before = encoded.held() if encoded is not None else 0
         data = original(state, encoded)
         assert data == original(state), "a text read from the file changed the state's bytes"
         reused.append(before)
@@ -390,3 +392,120 @@ def test_what_a_phase_returned_is_recorded_as_it_was_when_returned(tmp_path: Pat
     state = json.loads(history.read_bytes())
     assert state["phase_data"]["gather"]["title"] == "Carte de vœux"
     assert outcome.outputs["gather"]["title"] == "Carte de vœux"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["append", "answer", "archive", "replace_list"]), st.integers(0, 30)
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_kept_lines_of_a_changing_history_give_the_bytes_of_a_fresh_encoding(
+    changes: list[tuple[str, int]],
+) -> None:
+    """Whatever the engine does to the history between saves (append a request, answer
+    or archive one anywhere in it, replace the list), a save that starts from the lines
+    kept from the last one writes what a fresh encoding writes."""
+    from orchestrator.formats.bridge import (
+        AgentRequest,
+        AgentRequestRecord,
+        CheckpointState,
+        CompletedPhase,
+        HistoryStatus,
+    )
+    from orchestrator.storage.state_key import EncodedItems, signed_document
+
+    def record(n: int) -> AgentRequestRecord:
+        request = AgentRequest(
+            request_id=f"r{n}",
+            phase=1,
+            phase_name="one",
+            agent_name="writer",
+            prompt=prompt(f"number {n} é"),
+            created_at="2026-01-01T00:00:00Z",
+        )
+        return AgentRequestRecord(
+            request_id=f"r{n}",
+            agent_name="writer",
+            phase=1,
+            status=HistoryStatus.PENDING,
+            x_request=request,
+            x_position=n,
+        )
+
+    state = CheckpointState(
+        phase=1,
+        phase_name="one",
+        checkpoint_name="c",
+        created_at="2026-01-01T00:00:00Z",
+        output_path="out",
+        phase_data={"x_orchestrator": {"run_id": "r"}},
+        agent_requests=[record(0)],
+        completed_phases=[
+            CompletedPhase(
+                phase=1, phase_name="one", completed_at="2026-01-01T00:00:00Z", result_summary="s"
+            )
+        ],
+    )
+    encoded = EncodedItems()
+    assert signed_document(state, encoded) == signed_document(state)
+    made = 1
+    for change, where in changes:
+        items = state.agent_requests
+        target = items[where % len(items)]
+        if change == "append":
+            items.append(record(made))
+            made += 1
+        elif change == "answer":
+            target.status = HistoryStatus.COMPLETED
+        elif change == "archive":
+            target.x_request = None
+            target.x_archived = True
+        else:
+            state.agent_requests = list(items)
+        assert signed_document(state, encoded) == signed_document(state), change
+
+
+def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal's JSON form is taken from the state a new engine read; at every save
+    it is what encoding each entry afresh gives, and entries read are not encoded again."""
+    from orchestrator.engine import engine as engine_module
+    from orchestrator.formats.convert import unstructure
+    from orchestrator.testing import WorkflowHarness
+
+    made: list[int] = []
+    real = engine_module.unstructure
+
+    def counting(obj: Any) -> Any:
+        if type(obj).__name__ == "JournalEntry":
+            made.append(1)
+        return real(obj)
+
+    monkeypatch.setattr(engine_module, "unstructure", counting)
+    original = engine_module.Engine._store_record
+
+    def checked(self: Any) -> None:
+        original(self)
+        stored = self._require_state().phase_data["x_orchestrator"]["journal"]
+        assert stored == [unstructure(entry) for entry in self._require_record().journal]
+
+    monkeypatch.setattr(engine_module.Engine, "_store_record", checked)
+    harness = WorkflowHarness(AskInALoop, tmp_path)
+    outcome = harness.run()
+    fresh_saves = []
+    while outcome.status == "paused":
+        for request in outcome.pending:
+            harness.respond(request.request_id, "Une réponse.")
+        before = len(made)
+        outcome = harness.resume()
+        fresh_saves.append(len(made) - before)
+    assert outcome.status == "completed", outcome.message
+    # Each resume in the loop replays the asks recorded before: only the new entry is
+    # made (the fourth also writes the finished phase's journal.json).
+    assert fresh_saves[:3] == [1, 1, 1], fresh_saves

@@ -439,6 +439,7 @@ class Engine:
         wrote it (see :class:`Workflow`); a state of a newer version, or one that a hook
         is missing for, is refused with nothing changed."""
         record = load_record(state, source=self.bridge.location)
+        self._keep_journal_json(state, record)
         have, want = record.workflow_version, self.workflow_cls.version
         name = f"{self.bridge.location}: run {record.run_id}"
         if have > want:
@@ -906,6 +907,17 @@ class Engine:
         data["journal"] = [self._journal_json(entry, cache) for entry in record.journal]
         self._require_state().phase_data[ENGINE_KEY] = data
 
+    def _keep_journal_json(self, state: CheckpointState, record: EngineRecord) -> None:
+        """Take each journal entry's JSON form from the state it was read from, so a new
+        engine does not encode a long phase's journal again at its first save."""
+        written = state.phase_data[ENGINE_KEY].get("journal")
+        if not isinstance(written, list) or len(written) != len(record.journal):
+            return
+        self._journal_cache = {
+            id(entry): (entry, _journal_fields(entry), data)
+            for entry, data in zip(record.journal, written, strict=True)
+        }
+
     def _journal_json(
         self, entry: JournalEntry, cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]]
     ) -> Any:
@@ -915,14 +927,7 @@ class Engine:
         replaced (``_repoint_journal`` replaces ``request_ids``); none is changed in place."""
         # The fields themselves, held: compared by identity, so a replaced field is never
         # taken for its predecessor (an id alone may be reused once that one is freed).
-        fields = (
-            entry.position,
-            entry.kind,
-            entry.fingerprint,
-            entry.request_ids,
-            entry.result,
-            entry.error,
-        )
+        fields = _journal_fields(entry)
         cached = cache.get(id(entry))
         if (
             cached is None
@@ -1306,3 +1311,14 @@ def _random_uuid() -> str:
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _journal_fields(entry: JournalEntry) -> tuple[Any, ...]:
+    return (
+        entry.position,
+        entry.kind,
+        entry.fingerprint,
+        entry.request_ids,
+        entry.result,
+        entry.error,
+    )

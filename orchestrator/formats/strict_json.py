@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
     "dumps_canonical",
+    "lines_key",
     "loads_strict",
 ]
 
@@ -135,11 +136,40 @@ def _layout(
             inner = ",\n".join(f"    {key_text(k)}: {encode(v)}" for k, v in value.items())
             text = "{\n" + inner + "\n  }"
         elif isinstance(value, list) and value:
-            text = "[\n" + ",\n".join(f"    {encode(v)}" for v in value) + "\n  ]"
+            text = "[\n" + _item_lines(value, encode, memo) + "\n  ]"
         else:
             text = encode(value)
         members.append(f"  {key_text(key)}: {text}")
     return "{\n" + ",\n".join(members) + "\n}\n"
+
+
+def lines_key(items: list[Any]) -> tuple[str, int]:
+    """The ``memo`` key of the lines a list is laid out as (see :func:`_item_lines`)."""
+    return ("lines", id(items))
+
+
+def _item_lines(items: list[Any], encode: Callable[[Any], str], memo: dict[Any, Any] | None) -> str:
+    """The lines of a list laid out one item a line, joined (without the brackets).
+
+    With a ``memo``, the lines of its first items may be there already, under
+    :func:`lines_key`, as ``(items, count, text)``: whoever put them there vouches that
+    those items are as they were when that text was made (a long run's history is
+    appended to, and its earlier items are not encoded again at every save). The lines
+    made here are left there in the same form, for the other documents of the memo and
+    for the caller to keep.
+    """
+    if memo is None:
+        return ",\n".join(f"    {encode(v)}" for v in items)
+    key = lines_key(items)
+    kept = memo.get(key)
+    if kept is not None and kept[0] is items and 0 < kept[1] <= len(items):
+        head, start = kept[2], kept[1]
+    else:
+        head, start = "", 0
+    tail = ",\n".join(f"    {encode(v)}" for v in items[start:])
+    text = f"{head},\n{tail}" if head and tail else head or tail
+    memo[key] = (items, len(items), text)
+    return text
 
 
 def _string_encoder(ensure_ascii: bool) -> Callable[[str], str]:

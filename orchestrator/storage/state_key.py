@@ -25,6 +25,8 @@ import operator
 import os
 import re
 import stat
+from itertools import accumulate, chain, compress
+from itertools import count as count_from
 from json.encoder import encode_basestring as _quote
 from pathlib import Path
 
@@ -41,7 +43,7 @@ from ..formats.state_signature import (
     signed_parts,
     with_signature,
 )
-from ..formats.strict_json import dumps_canonical
+from ..formats.strict_json import dumps_canonical, lines_key
 from .durable import fsync_directory, sha256_constructor
 
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
@@ -383,91 +385,164 @@ def _member(text: bytes) -> bytes:
 
 
 class EncodedItems:
-    """The text each item of a state had at the last save or load, for the next save.
+    """The text of a state's items at the last save or load, for the next save.
 
-    The items are those laid out on a line of their own: each of ``agent_requests``,
-    ``completed_phases`` and the phases' outputs in ``phase_data``. A request or a
-    completed phase whose fields are the very objects they were then (``is``) encodes as
-    it did: the engine replaces a field's value, never changes one in place (a request,
-    once made, is what the host was sent). An output is the same while it is the same
-    object: the engine keeps its own copy of what a phase returned and hands out copies.
+    The items are those laid out on a line of their own. ``agent_requests`` and
+    ``completed_phases`` are kept as their whole lines: a long run appends to them, and
+    the lines of the items before the first one that changed are used as they are, found
+    with a few passes at C speed rather than a step of Python per item. A request or a
+    completed phase is unchanged while it and its fields are the very objects they were
+    then (``is``): the engine replaces a field's value, never changes one in place (a
+    request, once made, is what the host was sent). A phase's output (in ``phase_data``)
+    is kept by itself, the same while it is the same object: the engine keeps its own
+    copy of what a phase returned and hands out copies.
     """
 
-    __slots__ = ("_lent", "_texts")
+    __slots__ = ("_lent", "_lists", "_texts")
 
     def __init__(self) -> None:
-        # id -> (the item, its fields' values, its text); the item is held, so its id
-        # cannot be another object's while it is here.
+        # list name -> _Lines of the list at the last save or load
+        self._lists: dict[str, _Lines] = {}
+        # id -> (the output, (), its text); the output is held, so its id cannot be
+        # another object's while it is here.
         self._texts: dict[int, tuple[Any, tuple[Any, ...], str]] = {}
         # id -> (what was put in the encoder's memo, the text it came from), for ``keep``.
         self._lent: dict[int, tuple[Any, tuple[Any, Any, str]]] = {}
 
+    def held(self) -> int:
+        """How many items' texts are held."""
+        return sum(len(kept.items) for kept in self._lists.values()) + len(self._texts)
+
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
+        for name in _LISTS:
+            kept = self._lists.get(name)
+            if kept is not None:
+                kept.lend(getattr(state, name), memo)
         texts = self._texts
         lent = self._lent = {}
-        for item in _items(state):
-            kept = texts.get(id(item))
-            if (
-                kept is not None
-                and kept[0] is item
-                and all(map(operator.is_, _field_values(item), kept[1]))
-            ):
-                pair = memo[id(item)] = (item, kept[2])
-                lent[id(item)] = (pair, kept)
+        for item in _outputs(state):
+            text = texts.get(id(item))
+            if text is not None and text[0] is item:
+                pair = memo[id(item)] = (item, text[2])
+                lent[id(item)] = (pair, text)
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
+        self._lists = {}
+        for name in _LISTS:
+            items = getattr(state, name)
+            made = memo.get(lines_key(items))
+            if made is not None and made[0] is items:
+                self._lists[name] = _Lines(items, made[2])
         texts = {}
         lent = self._lent
-        for item in _items(state):
+        for item in _outputs(state):
             made = memo.get(id(item))
             if made is not None and made[0] is item:
                 was = lent.get(id(item))
-                # A text lent is kept as it was (its fields unchanged); a new one is kept
-                # with the fields it was made from.
-                texts[id(item)] = (
-                    was[1] if was and was[0] is made else (item, _field_values(item), made[1])
-                )
+                texts[id(item)] = was[1] if was and was[0] is made else (item, (), made[1])
         self._texts = texts
         self._lent = {}
 
     def seed(self, state: Any, raw: bytes) -> None:
-        """Take each item's text from the file ``state`` was just read from: a new
+        """Take the items' texts from the file ``state`` was just read from: a new
         process then encodes only what changes, however long the run.
 
         Only for bytes signed over themselves (so they are exactly what a save wrote, in
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        self._texts = {}
+        self._lists, self._texts = {}, {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = raw.decode("utf-8")
-        found: list[tuple[Any, str]] = []
-        for name in ("completed_phases", "agent_requests"):
+        lists = {}
+        for name in _LISTS:
             items = getattr(state, name)
             lines = _block(text, f'"{name}": [', "]", len(items))
             if lines is None:
                 return
-            texts = [line[4:-1] for line in lines]
-            if texts:
-                texts[-1] = lines[-1][4:]  # the last item has no comma
-            found += zip(items, texts, strict=True)
-        outputs = [(key, value) for key, value in state.phase_data.items()]
+            if items:
+                lists[name] = _Lines(items, "\n".join(lines))
+        outputs = list(state.phase_data.items())
         lines = _block(text, '"phase_data": {', "}", len(outputs))
         if lines is None:
             return
+        texts = {}
         for (key, value), line in zip(outputs, lines, strict=True):
             head = f"    {_quote(key)}: "
             if key != ENGINE_KEY and type(value) is dict and line.startswith(head):
-                found.append((value, line[len(head) : -1 if line.endswith(",") else None]))
-        self._texts = {id(item): (item, _field_values(item), line) for item, line in found}
+                texts[id(value)] = (value, (), line[len(head) : -1 if line.endswith(",") else None])
+        self._lists, self._texts = lists, texts
 
 
-def _items(state: Any) -> list[Any]:
-    outputs = [v for k, v in state.phase_data.items() if k != ENGINE_KEY and type(v) is dict]
-    return [*state.agent_requests, *state.completed_phases, *outputs]
+class _Lines:
+    """A list's items as they were, and the lines they were laid out as."""
+
+    __slots__ = ("_ends", "_fields", "_text", "items")
+
+    def __init__(self, items: list[Any], text: str) -> None:
+        self.items = tuple(items)
+        self._text = text
+        # Each item's fields, flat, when its class is not frozen (see _field_values).
+        self._fields = _flat_fields(items)
+        self._ends: list[int] | None = None  # where each item's line ends in the text
+
+    def lend(self, items: list[Any], memo: dict[Any, Any]) -> None:
+        """Put the lines of the first items still as they were into ``memo``."""
+        count = self._unchanged(items)
+        if count == 0:
+            return
+        if count == len(self.items):
+            text = self._text
+        else:
+            if self._ends is None:
+                self._ends = list(accumulate(map(_plus_newline, self._text.split("\n"))))
+            text = self._text[: self._ends[count - 1] - 2]  # without its ",\n"
+        memo[lines_key(items)] = (items, count, text)
+
+    def _unchanged(self, items: list[Any]) -> int:
+        """How many items, from the first, are the same objects with the same fields."""
+        kept = self.items
+        count = min(len(kept), len(items))
+        first = next(compress(count_from(), map(operator.is_not, items, kept)), count)
+        count = min(count, first)
+        if self._fields is not None and count:
+            fields = _flat_fields(items[:count])
+            assert fields is not None
+            width = len(fields) // count
+            changed = next(compress(count_from(), map(operator.is_not, fields, self._fields)), None)
+            if changed is not None:
+                count = min(count, changed // width)
+        return count
+
+
+def _plus_newline(line: str) -> int:
+    return len(line) + 1
+
+
+def _flat_fields(items: list[Any]) -> list[Any] | None:
+    """The fields of every item, one after the other (``None`` for items of a frozen
+    class, whose identity says it all). Made at C speed: a long run has thousands."""
+    if not items:
+        return None
+    kind = type(items[0])
+    getter = _getters.get(kind)
+    if getter is None:
+        getter = _getters[kind] = _getter_for(kind)
+    if getter is _no_fields:
+        return None
+    if set(map(type, items)) != {kind} or not isinstance(getter, operator.attrgetter):
+        return list(chain.from_iterable(map(_field_values, items)))
+    return list(chain.from_iterable(map(getter, items)))
+
+
+_LISTS = ("completed_phases", "agent_requests")
+
+
+def _outputs(state: Any) -> list[Any]:
+    return [v for k, v in state.phase_data.items() if k != ENGINE_KEY and type(v) is dict]
 
 
 def _block(text: str, opening: str, closing: str, count: int) -> list[str] | None:
