@@ -81,8 +81,7 @@ from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 from ..storage.state_key import (
     EncodedItems,
     check_key_outside,
-    check_signature,
-    data_if_signed,
+    read_signed,
     signed_document,
 )
 
@@ -148,16 +147,7 @@ class FileBridge:
         # Before anything in it is believed: whoever writes here may have edited it. The
         # signature is the file's, not the state's: it is made again at every save.
         self._check_key()
-        data = data_if_signed(raw)  # bytes a save wrote: the C parser alone reads them
-        written_here = data is not None
-        if data is None:
-            try:
-                data = loads_strict(
-                    raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
-                )
-            except ContractError as exc:
-                raise StateDamagedError.wrap(exc) from None
-            check_signature(data, source=source, raw=raw)
+        data, written_here = read_signed(raw, source=source)
         try:
             state = parse_state(with_signature(data, None), source=source, items=not written_here)
         except ContractError as exc:

@@ -640,9 +640,8 @@ def _find_state(workdir: Path, workflow_name: str | None) -> Path:
 def _recorded_reference(state_path: Path) -> str:
     """The workflow reference recorded at ``run``, read without structuring the state,
     from a state whose signature holds: nothing a state names is imported before."""
-    from ..formats.strict_json import loads_strict
     from ..storage.files import STATE_MAX_BYTES, read_regular_file
-    from ..storage.state_key import check_key_outside, check_signature, data_if_signed
+    from ..storage.state_key import check_key_outside, read_signed
 
     source = str(state_path)
     try:
@@ -654,15 +653,7 @@ def _recorded_reference(state_path: Path) -> str:
     except OSError as exc:  # a read that failed in the device names no file
         raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
     check_key_outside(state_path.parent)
-    data = data_if_signed(raw)  # the file bridge's own check of the same bytes reuses it
-    if data is None:
-        try:
-            data = loads_strict(
-                raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
-            )
-        except ContractError as exc:
-            raise StateDamagedError.wrap(exc) from None
-        check_signature(data, source=source, raw=raw)
+    data, _ = read_signed(raw, source=source)  # the file bridge's check of these bytes reuses it
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

@@ -30,7 +30,7 @@ from itertools import count as count_from
 from json.encoder import encode_basestring as _quote
 from pathlib import Path
 
-from .._errors import KeyFileError, StateUntrustedError
+from .._errors import ContractError, KeyFileError, StateDamagedError, StateUntrustedError
 from ..formats.bridge import CompletedPhase
 from ..formats.convert import unstructure
 from ..formats.fastpath import shallow
@@ -43,8 +43,9 @@ from ..formats.state_signature import (
     signed_parts,
     with_signature,
 )
-from ..formats.strict_json import dumps_canonical, lines_key
+from ..formats.strict_json import dumps_canonical, lines_key, loads_strict
 from .durable import fsync_directory, sha256_constructor
+from .files import STATE_MAX_BYTES
 
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
 TYPE_CHECKING = False
@@ -61,6 +62,7 @@ __all__ = [
     "judge_signature",
     "key_file",
     "load_key",
+    "read_signed",
     "sign_state_data",
     "signed_bytes",
     "signed_document",
@@ -358,6 +360,23 @@ def data_if_signed(raw: bytes) -> Any:
         return None
     _verified = (str(key_file()), raw)
     return data
+
+
+def read_signed(raw: bytes, *, source: str) -> tuple[Any, bool]:
+    """The JSON data of a state file's bytes, and whether a save wrote them exactly (see
+    :func:`data_if_signed`); other bytes are read under the strict rules, and refused
+    unless their signature holds (``StateDamagedError``, ``StateUntrustedError``)."""
+    data = data_if_signed(raw)
+    if data is not None:
+        return data, True
+    try:
+        data = loads_strict(
+            raw, source=source, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+    check_signature(data, source=source, raw=raw)
+    return data, False
 
 
 def _signature_text() -> re.Pattern[bytes]:
