@@ -134,7 +134,7 @@ class Engine:
         self.recorder = Recorder(bridge=bridge, clock=self.clock)
         # A replay (``engine.replay``): every call must be in the journal; none is made.
         self.replay_only = False
-        # id(entry) -> (entry, its fields' identities, its JSON form): see _journal_json
+        # id(entry) -> (entry, its fields, its JSON form): see _journal_json
         self._journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]] = {}
 
     # -- entry points -------------------------------------------------------------------
@@ -1313,12 +1313,5 @@ def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _journal_fields(entry: JournalEntry) -> tuple[Any, ...]:
-    return (
-        entry.position,
-        entry.kind,
-        entry.fingerprint,
-        entry.request_ids,
-        entry.result,
-        entry.error,
-    )
+# Every field of a journal entry, as a tuple (one attrgetter: the cache checks each save).
+_journal_fields = operator.attrgetter(*(field.name for field in attrs.fields(JournalEntry)))
