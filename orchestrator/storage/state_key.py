@@ -417,16 +417,14 @@ class EncodedItems:
     copy of what a phase returned and hands out copies.
     """
 
-    __slots__ = ("_lent", "_lists", "_texts")
+    __slots__ = ("_lists", "_texts")
 
     def __init__(self) -> None:
         # list name -> _Lines of the list at the last save or load
         self._lists: dict[str, _Lines] = {}
-        # id -> (the output, (), its text); the output is held, so its id cannot be
-        # another object's while it is here.
-        self._texts: dict[int, tuple[Any, tuple[Any, ...], str]] = {}
-        # id -> (what was put in the encoder's memo, the text it came from), for ``keep``.
-        self._lent: dict[int, tuple[Any, tuple[Any, Any, str]]] = {}
+        # id -> (the output, its text): the encoder's memo entry; the output is held, so
+        # its id cannot be another object's while it is here.
+        self._texts: dict[int, tuple[Any, str]] = {}
 
     def held(self) -> int:
         """How many items' texts are held."""
@@ -435,16 +433,14 @@ class EncodedItems:
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
         for name in _LISTS:
-            kept = self._lists.get(name)
-            if kept is not None:
-                kept.lend(getattr(state, name), memo)
+            lines = self._lists.get(name)
+            if lines is not None:
+                lines.lend(getattr(state, name), memo)
         texts = self._texts
-        lent = self._lent = {}
         for item in _outputs(state):
-            text = texts.get(id(item))
-            if text is not None and text[0] is item:
-                pair = memo[id(item)] = (item, text[2])
-                lent[id(item)] = (pair, text)
+            kept = texts.get(id(item))
+            if kept is not None and kept[0] is item:
+                memo[id(item)] = kept
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
@@ -455,14 +451,11 @@ class EncodedItems:
             if made is not None and made[0] is items:
                 self._lists[name] = _Lines(items, made[2])
         texts = {}
-        lent = self._lent
         for item in _outputs(state):
             made = memo.get(id(item))
             if made is not None and made[0] is item:
-                was = lent.get(id(item))
-                texts[id(item)] = was[1] if was and was[0] is made else (item, (), made[1])
+                texts[id(item)] = made
         self._texts = texts
-        self._lent = {}
 
     def seed(self, state: Any, raw: bytes) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
@@ -492,7 +485,7 @@ class EncodedItems:
         for (key, value), line in zip(outputs, lines, strict=True):
             head = f"    {_quote(key)}: "
             if key != ENGINE_KEY and type(value) is dict and line.startswith(head):
-                texts[id(value)] = (value, (), line[len(head) : -1 if line.endswith(",") else None])
+                texts[id(value)] = (value, line[len(head) : -1 if line.endswith(",") else None])
         self._lists, self._texts = lists, texts
 
 
@@ -504,7 +497,7 @@ class _Lines:
     def __init__(self, items: list[Any], text: str) -> None:
         self.items = tuple(items)
         self._text = text
-        # Each item's fields, flat, when its class is not frozen (see _field_values).
+        # Each item's fields, flat, when its class is not frozen (see _flat_fields).
         self._fields = _flat_fields(items)
         self._ends: list[int] | None = None  # where each item's line ends in the text
 
@@ -544,17 +537,12 @@ def _plus_newline(line: str) -> int:
 def _flat_fields(items: list[Any]) -> list[Any] | None:
     """The fields of every item, one after the other (``None`` for items of a frozen
     class, whose identity says it all). Made at C speed: a long run has thousands."""
-    if not items:
+    if not items or type(items[0]) in _FROZEN:
         return None
-    kind = type(items[0])
-    getter = _getters.get(kind)
-    if getter is None:
-        getter = _getters[kind] = _getter_for(kind)
-    if getter is _no_fields:
-        return None
-    if set(map(type, items)) != {kind} or not isinstance(getter, operator.attrgetter):
-        return list(chain.from_iterable(map(_field_values, items)))
-    return list(chain.from_iterable(map(getter, items)))
+    kinds = set(map(type, items))
+    if len(kinds) == 1:
+        return list(chain.from_iterable(map(_fields_getter(kinds.pop()), items)))
+    return list(chain.from_iterable(_fields_getter(type(item))(item) for item in items))
 
 
 _LISTS = ("completed_phases", "agent_requests")
@@ -576,30 +564,18 @@ def _block(text: str, opening: str, closing: str, count: int) -> list[str] | Non
     return lines if len(lines) == count else None
 
 
-_getters: dict[type, Any] = {}  # class -> attrgetter of all its fields (a tuple)
+_FROZEN = frozenset({CompletedPhase})  # classes whose instances never change
+_getters: dict[type, operator.attrgetter[Any]] = {}
 
 
-def _field_values(item: Any) -> tuple[Any, ...]:
-    getter = _getters.get(type(item))
+def _fields_getter(kind: type) -> operator.attrgetter[Any]:
+    """Every field of an attrs class ``kind``, as one tuple (its class first, so a tuple
+    even for a class of one field)."""
+    getter = _getters.get(kind)
     if getter is None:
-        getter = _getters[type(item)] = _getter_for(type(item))
-    return getter(item)  # type: ignore[no-any-return]
-
-
-def _getter_for(kind: type) -> Any:
-    if kind is dict or kind is CompletedPhase:
-        # An output is the engine's own copy, and a completed phase is frozen: the same
-        # object encodes the same.
-        return _no_fields
-    names = [field.name for field in kind.__attrs_attrs__]  # type: ignore[attr-defined]
-    if len(names) == 1:
-        name = names[0]
-        return lambda item: (getattr(item, name),)
-    return operator.attrgetter(*names)
-
-
-def _no_fields(item: Any) -> tuple[Any, ...]:
-    return ()
+        names = [field.name for field in kind.__attrs_attrs__]  # type: ignore[attr-defined]
+        getter = _getters[kind] = operator.attrgetter("__class__", *names)
+    return getter
 
 
 # -- checking ---------------------------------------------------------------------------
