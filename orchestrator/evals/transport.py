@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import attrs
 
 from .._errors import UsageError
+from .._http import endpoint_of
 
 _CHUNK = 64 * 1024
 
@@ -100,7 +101,7 @@ class HttpTransport:
         except ValueError:
             raise UsageError(f"--base-url {base_url!r}: the port is not a number") from None
         self._path = parts.path.rstrip("/") + "/run-case"
-        self.url = without_userinfo(base_url).rstrip("/") + "/run-case"
+        self.url = endpoint_of(base_url).rstrip("/") + "/run-case"
 
     def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
         import http.client
@@ -246,17 +247,6 @@ def _read_capped(
         # a read returns b"" at an early end of a sized body instead of raising
         raise _Cut(data, length, response.status, headers)
     return data, False
-
-
-def without_userinfo(url: str) -> str:
-    """``url`` without a ``user:password@`` (``http.client`` never sends it; nothing the
-    runner writes should hold it)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def command_label(command: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, TextIO
 import attrs
 
 from .._errors import ContractError, RunFailedError
+from .._http import endpoint_of
 from .._ports import Clock
 from ..engine.context import PhaseContext
 from ..engine.workflow import Workflow, phase
@@ -46,7 +47,7 @@ from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
 from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
 from .payloads import ASSETS_DIR
-from .transport import command_label, transport_for, without_userinfo
+from .transport import command_label, transport_for
 
 WORKFLOW_REFERENCE = "orchestrator.evals.workflow:RegressionRun"
 CASES_COPY = f"{ASSETS_DIR}/cases.json"
@@ -71,7 +72,7 @@ def run_inputs(
     """The inputs of a :class:`RegressionRun` (absolute paths: a resume may start anywhere)."""
     limits = limits or Limits()
     if agent.get("kind") == "http":  # credentials in the URL are never sent: never kept
-        agent = {**agent, "base_url": without_userinfo(str(agent["base_url"]))}
+        agent = {**agent, "base_url": endpoint_of(str(agent["base_url"]))}
     return {
         "version": version,
         "agent": agent,
@@ -252,7 +253,7 @@ def transport_url(agent: dict[str, Any]) -> str:
     """What ``base_url`` says of the agent: its URL, or ``subprocess:``/``callable:`` and
     what runs."""
     if agent["kind"] == "http":
-        return without_userinfo(str(agent["base_url"]))
+        return endpoint_of(str(agent["base_url"]))
     if agent["kind"] == "subprocess":
         return command_label(str(agent["command"]))
     return f"callable:{agent['ref']}"
