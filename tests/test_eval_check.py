@@ -242,3 +242,15 @@ def test_a_report_names_a_missing_file_without_linking_to_it(
     assert 'href="baseline/r-base/run.json"' not in report
     _, lines = check(evaluated, capsys)
     assert not [line for line in lines if line.startswith("report.html")], lines
+
+
+def test_a_nul_in_a_saved_body_path_is_a_breach_not_a_crash(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edit_json(
+        evaluated / "baseline/r-base/c-both-failing.json",
+        lambda d: d["runner_failure"].update(full_body_saved_to="assets/a\u0000b.body"),
+    )
+    code, lines = check(evaluated, capsys)
+    assert code == 1
+    assert any(line.startswith("baseline/r-base/c-both-failing.json: ") for line in lines), lines

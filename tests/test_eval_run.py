@@ -695,3 +695,26 @@ def test_a_command_past_the_limit_is_killed_as_a_timeout() -> None:
     with pytest.raises(TransportFailure) as failed:
         SubprocessTransport(command).call(b"{}", timeout_s=0.3, max_body_bytes=1024)
     assert failed.value.error_class == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--agent-command", 'agent "unclosed', "No closing quotation"),
+        ("--base-url", "http://[::1", "Invalid IPv6 URL"),
+        ("--agent-callable", ".relative:answer", "TypeError"),
+    ],
+)
+def test_an_agent_that_cannot_be_named_is_a_one_line_usage_error(
+    tmp_path: Path, option: str, value: str, words: str
+) -> None:
+    cases = tmp_path / "cases.json"
+    cases.write_text('[{"id": "a", "input": {"user": "hi"}}]', encoding="utf-8")
+    out = tmp_path / "runs"
+    result = orchestrate(
+        "eval", "run", "--cases", cases, "--version", "new", "--out", out, option, value
+    )
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"orchestrate: error: {option} ") and words in line, line
+    assert not out.exists()

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..formats.runs import (
+    ASSETS_DIR,
     CASE_SCHEMA_VERSION,
+    MANIFEST_FILE,
     MANIFEST_SCHEMA_VERSION,
     CaseSpec,
     FailureMeta,
@@ -25,9 +27,8 @@ from ..formats.runs import (
 from ..formats.strict_json import dumps_canonical
 from ..storage.durable import atomic_write, sha256_hex
 from .attempts import CaseResult, Failure
-from .payloads import ASSETS_DIR, PlannedAsset
+from .payloads import PlannedAsset
 
-MANIFEST_FILE = "manifest.json"
 #: no asset is larger: bodies are capped, payloads come from a capped body
 ASSET_MAX_BYTES = 1 << 32
 _SECRET_HEADER_WORDS = ("authorization", "cookie", "key", "token", "secret", "password")

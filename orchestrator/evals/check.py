@@ -33,11 +33,9 @@ from urllib.parse import unquote, urlsplit
 
 from .._errors import ContractError
 from ..formats.evaluation import EVALUATION_FILE, parse_evaluation
+from ..formats.runs import ASSETS_DIR, ERROR_CLASSES, RUN_FILE
 from .reading import (
-    ASSETS_DIR,
-    ERROR_CLASSES,
     MANIFEST_FILE,
-    RUN_FILE,
     FileProblem,
     absolute_paths,
     case_problem,

@@ -18,10 +18,8 @@ from typing import Any
 import attrs
 
 from ..formats.convert import refusal
-from ..formats.runs import Limits
+from ..formats.runs import ASSETS_DIR, Limits
 from ..storage.durable import sha256_hex
-
-ASSETS_DIR = "assets"
 
 
 @attrs.define(kw_only=True)

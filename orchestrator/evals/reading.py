@@ -24,21 +24,13 @@ import attrs
 
 from .._errors import OrchestratorError, UnsafePathError
 from ..formats.evaluation import EVALUATION_FILE, is_relative_href
+from ..formats.runs import ASSETS_DIR, RUN_FILE
+from ..formats.runs import MANIFEST_FILE as MANIFEST_NAME
 from ..storage.files import read_json_file
 
-RUN_FILE = "run.json"
-ASSETS_DIR = "assets"
-MANIFEST_FILE = "assets/manifest.json"
+MANIFEST_FILE = f"{ASSETS_DIR}/{MANIFEST_NAME}"
 #: A case artifact may be large (inline payloads); anything past this is refused, named.
 MAX_JSON_BYTES = 64 * 1024 * 1024
-ERROR_CLASSES = (
-    "timeout",
-    "http_error",
-    "invalid_json",
-    "schema_mismatch",
-    "network_error",
-    "other",
-)
 _VERSION = re.compile(r"([a-z-]+)\.v([0-9]+)(?:\.([0-9]+))?")
 _EVENT_INDEX = re.compile(r"(?:events\[)?([0-9]+)\]?")
 #: A token of text that may be an absolute path: at the start or after a space, quote,
@@ -247,13 +239,13 @@ def file_inside(root: Path, href: Any) -> Path | None:
         current = current / part
         try:
             mode = os.lstat(current).st_mode
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the href
             return None
         if stat.S_ISLNK(mode):
             return None
     try:
         return current if stat.S_ISREG(os.lstat(current).st_mode) else None
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 

@@ -88,7 +88,10 @@ class HttpTransport:
     def __init__(self, base_url: str) -> None:
         from urllib.parse import urlsplit
 
-        parts = urlsplit(base_url)
+        try:
+            parts = urlsplit(base_url)
+        except ValueError as exc:  # such as an unclosed [ of an IPv6 address
+            raise UsageError(f"--base-url {base_url!r}: {exc}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(
                 f"--base-url {base_url!r}: give an http:// or https:// URL, such as "
@@ -272,7 +275,10 @@ class SubprocessTransport:
     def __init__(self, command: str) -> None:
         import shlex
 
-        self._argv = shlex.split(command)
+        try:
+            self._argv = shlex.split(command)
+        except ValueError as exc:  # an unclosed quote
+            raise UsageError(f"--agent-command {command!r}: {exc}") from None
         if not self._argv:
             raise UsageError("--agent-command is empty: give the command line of the agent")
         self.url = command_label(command)
@@ -429,6 +435,8 @@ def load_function(reference: str) -> AgentFunction:
             found = getattr(found, part)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"--agent-callable {reference!r}: {exc}") from None
+    except Exception as exc:  # a relative name, or a module that fails as it is imported
+        raise UsageError(f"--agent-callable {reference!r}: {type(exc).__name__}: {exc}") from None
     if not callable(found):
         raise UsageError(f"--agent-callable {reference!r} is not callable")
     return found  # type: ignore[no-any-return]

@@ -29,6 +29,8 @@ from .._ports import Clock
 from ..engine.context import PhaseContext
 from ..engine.workflow import Workflow, phase
 from ..formats.runs import (
+    ASSETS_DIR,
+    RUN_FILE,
     Attempt,
     CaseSpec,
     Limits,
@@ -46,12 +48,10 @@ from ..storage.files import read_json_file
 from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
 from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
-from .payloads import ASSETS_DIR
 from .transport import command_label, transport_for
 
 WORKFLOW_REFERENCE = "orchestrator.evals.workflow:RegressionRun"
 CASES_COPY = f"{ASSETS_DIR}/cases.json"
-RUN_FILE = "run.json"
 
 
 def run_inputs(

@@ -35,14 +35,17 @@ from .strict_json import dumps_canonical
 
 __all__ = [
     "AGENT_EXTRA",
+    "ASSETS_DIR",
     "ASSET_KINDS",
     "CASE_ID_PATTERN",
     "CASE_SCHEMA_VERSION",
     "ERROR_CLASSES",
     "FAILURE_META_SCHEMA_VERSION",
+    "MANIFEST_FILE",
     "MANIFEST_SCHEMA_VERSION",
     "RESERVED_ANSWER_KEYS",
     "RETRY_CLASSES",
+    "RUN_FILE",
     "RUN_SCHEMA_VERSION",
     "VERSIONS",
     "AgentAnswer",
@@ -76,6 +79,10 @@ CASE_SCHEMA_VERSION = "case.v1"
 MANIFEST_SCHEMA_VERSION = "assets-manifest.v1"
 FAILURE_META_SCHEMA_VERSION = "failure-meta.v1"
 VERSIONS = ("baseline", "new")
+#: The contract's file names, in a run directory.
+RUN_FILE = "run.json"
+ASSETS_DIR = "assets"
+MANIFEST_FILE = "manifest.json"  # in ASSETS_DIR
 ERROR_CLASSES = (
     "timeout",
     "http_error",
