@@ -107,8 +107,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..formats.times import SystemClock, format_time
 
     fail_on = parse_fail_on(args.fail_on)
-    if args.cases is not None:
-        _check_cases_file(args.cases)
     try:
         evaluation, out = evaluate(
             args.baseline_dir,
@@ -151,20 +149,6 @@ def _compare_error(exc: Exception) -> int:
         file=sys.stderr,
     )
     return EXIT_COMPARE_ERROR
-
-
-def _check_cases_file(path: Path) -> None:
-    """A cases file that cannot be read is a usage error (exit 2), never mistaken for a
-    failed gate (exit 1)."""
-    from .._errors import ContractError
-    from ..evals.evaluate import read_expectations
-
-    try:
-        read_expectations(path)
-    except FileNotFoundError:
-        raise UsageError(f"--cases {path}: no such file; name the cases file of the runs") from None
-    except (ContractError, OSError) as exc:
-        raise UsageError(f"--cases: {exc}; fix the cases file or leave --cases out") from None
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -27,6 +27,15 @@ from .reading import FileProblem, RunDir, detail_of, file_inside, manifest_href,
 REPORT_FILE = "report.html"
 
 
+def _given_expectations(path: Path) -> dict[str, Expectation]:
+    try:
+        return read_expectations(path)
+    except FileNotFoundError:
+        raise UsageError(f"--cases {path}: no such file; name the cases file of the runs") from None
+    except (ContractError, OSError) as exc:
+        raise UsageError(f"--cases: {exc}; fix the cases file or leave --cases out") from None
+
+
 def evaluate(
     baseline_dir: Path,
     new_dir: Path,
@@ -37,7 +46,9 @@ def evaluate(
     generated_at: str,
 ) -> tuple[Evaluation, Path]:
     """Compare the runs, write ``evaluation.json`` and ``report.html``; returns the
-    evaluation and the folder written."""
+    evaluation and the folder written. A cases file that cannot be read is a
+    ``UsageError``, raised before anything is written: never taken for a failed gate."""
+    given = None if cases_file is None else _given_expectations(cases_file)
     for name, path in (("BASELINE_DIR", baseline_dir), ("NEW_DIR", new_dir)):
         if not path.is_dir() or path.is_symlink():
             raise UsageError(f"{name} {path} is not a directory: name a run directory")
@@ -51,8 +62,8 @@ def evaluate(
     for run_dir in (baseline_dir, new_dir):  # a run directory is untrusted: no link followed
         guard(run_dir)
     baseline, new = read_run_dir(baseline_dir), read_run_dir(new_dir)
-    if cases_file is not None:
-        expectations = read_expectations(cases_file)
+    if given is not None:
+        expectations = given
     else:
         expectations = _kept_expectations(new) or _kept_expectations(baseline) or {}
     evaluation = compare_runs(
