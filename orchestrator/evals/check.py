@@ -33,9 +33,10 @@ from urllib.parse import unquote, urlsplit
 
 from .._errors import ContractError
 from ..formats.evaluation import EVALUATION_FILE, parse_evaluation
-from ..formats.runs import ASSETS_DIR, ERROR_CLASSES, RUN_FILE
+from ..formats.runs import ASSETS_DIR, ERROR_CLASSES, RUN_FILE, VERSIONS
 from .reading import (
     MANIFEST_FILE,
+    MAX_JSON_BYTES,
     FileProblem,
     absolute_paths,
     case_problem,
@@ -131,7 +132,7 @@ def _check_run(run_dir: Path) -> list[Breach]:
     for key in _RUN_STRINGS:
         if not isinstance(run.get(key), str):
             breaches.append(Breach(file=RUN_FILE, field=f"$.{key}", message="required string"))
-    if run.get("version") not in ("baseline", "new"):
+    if run.get("version") not in VERSIONS:
         breaches.append(
             Breach(file=RUN_FILE, field="$.version", message="expected baseline or new")
         )
@@ -272,7 +273,7 @@ def _evaluation_hrefs(evaluation: Any) -> Iterator[tuple[str, str]]:
     yield "$.baseline.dir", evaluation.baseline.dir
     yield "$.new.dir", evaluation.new.dir
     for index, case in enumerate(evaluation.cases):
-        for name in ("baseline", "new"):
+        for name in VERSIONS:
             side = getattr(case, name)
             at = f"$.cases[{index}].{name}"
             if side.case_file:
@@ -294,7 +295,7 @@ def _check_json_paths(path: Path, name: str, root: Path) -> list[Breach]:
     from ..storage.files import read_json_file
 
     try:
-        data = read_json_file(path, max_bytes=64 * 1024 * 1024, source=name)
+        data = read_json_file(path, max_bytes=MAX_JSON_BYTES, source=name)
     except (ContractError, OSError, UnicodeDecodeError) as exc:
         return [Breach(file=name, field=getattr(exc, "json_path", "$"), message=str(exc))]
     breaches = []

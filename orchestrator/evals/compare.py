@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from ..formats.evaluation import (
+    EVIDENCE_KINDS,
     RISK_LEVELS,
     VERDICTS,
     ActionChange,
@@ -268,7 +269,7 @@ def _evidence(ref: Any, events: list[Any], run: RunDir, out_dir: Path) -> Eviden
     resolution = resolve_ref(ref, events, run.path, run.manifest)
     kind, identifier = ref_identifier(ref) if isinstance(ref, dict) else ("", None)
     return EvidenceLink(
-        kind=kind if kind in ("tool_result", "retrieval_doc", "event", "asset") else "asset",
+        kind=kind if kind in EVIDENCE_KINDS else "asset",
         ref=str(identifier) if identifier is not None else "",
         resolved=resolution.resolved,
         where=resolution.where,

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ContractError, OrchestratorError, UsageError
-from ..formats.evaluation import EVALUATION_FILE, Evaluation, unstructure_evaluation
+from ..formats.evaluation import EVALUATION_FILE, RISK_LEVELS, Evaluation, unstructure_evaluation
 from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import atomic_write
 from ..storage.files import read_regular_file
+from .cases import CASES_MAX_BYTES
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
 from .reading import FileProblem, RunDir, detail_of, file_inside, manifest_href, read_run_dir
 
@@ -194,7 +195,7 @@ def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Exp
     an ``id`` and, optionally, ``expected``; fields the evaluator does not judge are
     ignored. ``source`` names the file in errors (by default its path)."""
     source = str(path) if source is None else source
-    raw = read_regular_file(path, max_bytes=64 * 1024 * 1024, source=source)
+    raw = read_regular_file(path, max_bytes=CASES_MAX_BYTES, source=source)
     whole = _whole_document(raw, source)
     if isinstance(whole, list):
         located = [(f"$[{index}]", case) for index, case in enumerate(whole)]
@@ -247,7 +248,7 @@ def _expectation(expected: Any, source: str, at: str) -> Expectation:
             json_path=f"{at}.output_contains",
         )
     limit = expected.get("max_risk_level")
-    if limit is not None and limit not in ("low", "medium", "unknown", "high"):
+    if limit is not None and limit not in RISK_LEVELS:
         raise ContractError(
             "expected low, medium, unknown or high", source=source, json_path=f"{at}.max_risk_level"
         )
