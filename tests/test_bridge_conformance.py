@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,19 @@ REQUEST_ID = "00000000-0000-4000-8000-000000000001"
 class Adapter:
     """A bridge under test and how a host leaves an answer for it."""
 
-    def __init__(self, bridge: Any, answer: Callable[[str, bytes], None]) -> None:
+    def __init__(
+        self, bridge: Any, answer: Callable[[str, bytes], None], run_id: str | None = None
+    ) -> None:
         self.bridge = bridge
         self.answer = answer
+        self.run_id = run_id  # the id a run must have: a database store keys the bridge by it
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "postgres"])
 def adapter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Adapter]:
-    if request.param == "file":
+    if request.param == "postgres":
+        yield from postgres_adapter(request.getfixturevalue("pg_dsn"))
+    elif request.param == "file":
         bridge = FileBridge(tmp_path, "conformance")
 
         def answer_file(request_id: str, raw: bytes) -> None:
@@ -54,6 +60,34 @@ def adapter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Adapter]
     else:
         memory = MemoryBridge("conformance")
         yield Adapter(memory, lambda request_id, raw: memory.answer(raw, source=request_id))
+
+
+def postgres_adapter(dsn: str) -> Iterator[Adapter]:
+    """A run of its own in the session's store; a host answers by leaving a row, as raw
+    as a file (the bridge judges it), which counts up the run's inbox."""
+    from orchestrator.adapters.postgres.store import PostgresStore
+
+    run_id = uuid.uuid4().hex
+    store = PostgresStore(dsn)
+
+    def answer_row(request_id: str, raw: bytes) -> None:
+        with store.conn.transaction():
+            store.conn.execute(
+                "insert into runs (run_id, workflow_name, workflow_ref, status) "
+                "values (%s, 'conformance', 'tests:Tides', 'queued') on conflict do nothing",
+                (run_id,),
+            )
+            store.conn.execute(
+                "insert into responses (run_id, request_id, document, sha256) "
+                "values (%s, %s, %s, %s)",
+                (run_id, request_id, raw, hashlib.sha256(raw).hexdigest()),
+            )
+            store.conn.execute("update runs set inbox = inbox + 1 where run_id = %s", (run_id,))
+
+    try:
+        yield Adapter(store.bridge(run_id), answer_row, run_id)
+    finally:
+        store.close()
 
 
 def a_state() -> CheckpointState:
@@ -152,7 +186,9 @@ def test_a_workflow_runs_to_the_end_through_the_bridge(adapter: Adapter) -> None
         return Engine(Tides, bridge=adapter.bridge, clock=FakeClock(), new_id=ids)
 
     ids = SequentialIds()
-    outcome = engine().start(workflow_ref="tests:Tides", workdir=Path("/unused"))
+    outcome = engine().start(
+        workflow_ref="tests:Tides", workdir=Path("/unused"), run_id=adapter.run_id
+    )
     answers = 0
     while outcome.status == "paused":
         for request in outcome.pending:

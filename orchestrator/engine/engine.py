@@ -146,8 +146,10 @@ class Engine:
         workdir: Path,
         inputs: dict[str, Any] | None = None,
         output_path: str | None = None,
+        run_id: str | None = None,
     ) -> Outcome:
-        """Create the instance and run until it pauses, fails or completes."""
+        """Create the instance and run until it pauses, fails or completes; ``run_id``:
+        the new run's id, when the store has chosen it (default: a new one)."""
         with self.bridge.lock():
             if self.bridge.exists():
                 raise InstanceExistsError(
@@ -159,7 +161,7 @@ class Engine:
             first = self.workflow_cls.phases[0]
             now = format_time(self.clock.now())
             record = EngineRecord(
-                run_id=self.new_id(),
+                run_id=run_id or self.new_id(),
                 workflow=workflow_ref,
                 workflow_name=self.workflow_cls.name,
                 workflow_version=self.workflow_cls.version,

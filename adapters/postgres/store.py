@@ -1,0 +1,231 @@
+"""A PostgreSQL store of runs: what the commands and the workers do with it beyond one
+run's bridge (queue a run, list runs and their pending requests, take a host's answer,
+claim a run that can advance, wait for one).
+
+A run can advance when it is queued (no state yet), was left running (its worker died:
+the lock died with it), or is paused with an answer not yet read (``inbox > handled``) or
+a timer due. Claims take candidate rows ``FOR UPDATE SKIP LOCKED``, so workers never wait
+on each other's rows, then the run's advisory lock, which a worker holds for as long as
+it advances the run. Whatever makes a run able to advance notifies ``orchestrator_ready``,
+so idle workers wake at once instead of polling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from ..._errors import NoInstanceError, UsageError
+from ...formats.bridge import AgentResponse
+from ...formats.bridge_codec import dump_document
+from ...storage.durable import sha256_hex
+from .bridge import RUN_LOCK_CLASS, PostgresBridge
+from .connection import connect, schema_of, shown
+from .migrations import check_current
+
+READY_CHANNEL = "orchestrator_ready"
+LIVE = ("queued", "running", "paused", "failed")
+
+
+@attrs.frozen(kw_only=True)
+class RunRow:
+    """A run as the store lists it."""
+
+    run_id: str
+    workflow_name: str
+    workflow_ref: str
+    status: str
+    updated_at: datetime
+    created_at: datetime
+    pending: int = 0
+    start_args: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PendingRequest:
+    run_id: str
+    request_id: str
+    document: bytes
+
+
+class PostgresStore:
+    """Runs in the PostgreSQL database ``dsn`` names, on one connection (autocommit).
+    Created with ``migrate`` (the default), it brings the schema up to date first."""
+
+    def __init__(self, dsn: str, *, migrate: bool = True) -> None:
+        self.dsn = dsn
+        self.name = shown(dsn)
+        self.schema = schema_of(dsn)
+        self.conn = connect(dsn, autocommit=True)
+        if migrate:
+            check_current(self.conn, dsn=dsn)
+        self._listening = False
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def bridge(self, run_id: str) -> PostgresBridge:
+        """The bridge of run ``run_id``, on this store's connection."""
+        return PostgresBridge(self.conn, run_id=run_id, store_name=self.name, schema=self.schema)
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> RunRow:
+        rows = self._runs("where r.run_id = %s", (run_id,))
+        if not rows:
+            raise NoInstanceError(f"{self.name}: no run {run_id} in this store")
+        return rows[0]
+
+    def runs(self, *, status: Sequence[str] = (), limit: int = 1000) -> list[RunRow]:
+        """Runs, most recently changed first; only those in ``status`` when given."""
+        if status:
+            return self._runs(
+                "where r.status = any(%s) order by r.updated_at desc limit %s",
+                (list(status), limit),
+            )
+        return self._runs("order by r.updated_at desc limit %s", (limit,))
+
+    def _runs(self, tail: str, params: tuple[Any, ...]) -> list[RunRow]:
+        rows = self.conn.execute(
+            "select r.run_id, r.workflow_name, r.workflow_ref, r.status, r.updated_at, "
+            " r.created_at, (select count(*) from requests q where q.run_id = r.run_id), "
+            f" r.start_args from runs r {tail}",
+            params,
+        ).fetchall()
+        return [
+            RunRow(
+                run_id=row[0],
+                workflow_name=row[1],
+                workflow_ref=row[2],
+                status=row[3],
+                updated_at=row[4],
+                created_at=row[5],
+                pending=int(row[6]),
+                start_args=row[7],
+            )
+            for row in rows
+        ]
+
+    def queue_run(
+        self, *, run_id: str, workflow_name: str, workflow_ref: str, start_args: dict[str, Any]
+    ) -> None:
+        """Leave a new run for a worker to start."""
+        with self.conn.transaction():
+            self.conn.execute(
+                "insert into runs (run_id, workflow_name, workflow_ref, status, start_args) "
+                "values (%s, %s, %s, 'queued', %s)",
+                (run_id, workflow_name, workflow_ref, json.dumps(start_args)),
+            )
+            self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
+
+    # -- the hosts' side ----------------------------------------------------------------
+
+    def pending(self, run_id: str | None = None) -> list[PendingRequest]:
+        """Requests waiting for a host: of one run, or of every run, oldest run first."""
+        where = "where q.run_id = %s" if run_id else ""
+        rows = self.conn.execute(
+            "select q.run_id, q.request_id, q.document from requests q "
+            f"join runs r using (run_id) {where} order by r.created_at, q.run_id, q.position",
+            (run_id,) if run_id else (),
+        ).fetchall()
+        return [PendingRequest(run_id=r[0], request_id=r[1], document=bytes(r[2])) for r in rows]
+
+    def respond(self, run_id: str, response: AgentResponse) -> None:
+        """Take a host's answer to a pending request of ``run_id``; a worker is woken.
+
+        The request must be pending now and not answered yet; anything else is refused
+        and nothing is written."""
+        raw = dump_document(response)
+        with self.conn.transaction():
+            row = self.conn.execute(
+                "select status from runs where run_id = %s for update", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise NoInstanceError(f"{self.name}: no run {run_id} in this store")
+            published = self.conn.execute(
+                "select 1 from requests where run_id = %s and request_id = %s",
+                (run_id, response.request_id),
+            ).fetchone()
+            if published is None:
+                ids = [p.request_id for p in self.pending(run_id)]
+                raise UsageError(
+                    f"run {run_id}: request {response.request_id} is not pending; "
+                    + (f"pending: {', '.join(ids)}" if ids else "nothing is pending")
+                )
+            inserted = self.conn.execute(
+                "insert into responses (run_id, request_id, document, sha256) "
+                "values (%s, %s, %s, %s) on conflict do nothing returning 1",
+                (run_id, response.request_id, raw, sha256_hex(raw)),
+            ).fetchone()
+            if inserted is None:
+                raise UsageError(
+                    f"run {run_id}: request {response.request_id} is answered already; "
+                    "the run takes that answer at its next resume"
+                )
+            self.conn.execute(
+                "update runs set inbox = inbox + 1, updated_at = now() where run_id = %s",
+                (run_id,),
+            )
+            self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
+
+    # -- the workers' side --------------------------------------------------------------
+
+    def claim(self, *, skip: Sequence[str] = ()) -> str | None:
+        """A run that can advance, its lock now held on this connection; ``None`` if none.
+        The caller advances it (through :meth:`bridge`), then calls :meth:`release`."""
+        with self.conn.transaction():
+            candidates = self.conn.execute(
+                "select run_id from runs where (status in ('queued', 'running') "
+                " or (status = 'paused' and (inbox > handled or wake_at <= now()))) "
+                " and not (run_id = any(%s)) "
+                "order by updated_at limit 32 for update skip locked",
+                (list(skip),),
+            ).fetchall()
+            for (run_id,) in candidates:
+                taken = self.conn.execute(
+                    "select pg_try_advisory_lock(%s, hashtext(%s))",
+                    (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
+                ).fetchone()[0]
+                if taken:
+                    return str(run_id)
+        return None
+
+    def release(self, run_id: str, *, handled: int | None = None) -> None:
+        """Let go of a claimed run; ``handled``: how far its inbox was read."""
+        if handled is not None:
+            self.conn.execute(
+                "update runs set handled = greatest(handled, %s) where run_id = %s",
+                (handled, run_id),
+            )
+        self.conn.execute(
+            "select pg_advisory_unlock(%s, hashtext(%s))",
+            (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
+        )
+
+    def next_wake(self) -> datetime | None:
+        """When the next timer of a paused run is due."""
+        row = self.conn.execute(
+            "select min(wake_at) from runs where status = 'paused' and wake_at is not null"
+        ).fetchone()
+        return row[0] if row else None
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a run may have become able to advance, or ``timeout`` seconds; True
+        when woken by a notification."""
+        if not self._listening:
+            self.conn.execute(f"listen {READY_CHANNEL}")
+            self._listening = True
+        woken = False
+        for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+            woken = True
+        return woken
