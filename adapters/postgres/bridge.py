@@ -70,6 +70,12 @@ class PostgresBridge:
         self._published: tuple[str, ...] | None = None  # request ids in the table
         self._encoded = EncodedItems()
 
+    @property
+    def inbox_seen(self) -> int:
+        """The run's inbox count when responses were last read (what a worker marks
+        handled when it lets the run go)."""
+        return self._inbox_seen
+
     # -- the instance -------------------------------------------------------------------
 
     @contextmanager

@@ -64,6 +64,7 @@ class PostgresStore:
         if migrate:
             check_current(self.conn, dsn=dsn)
         self._listening = False
+        self._poked = False  # a notification came while the connection did something else
 
     def close(self) -> None:
         self.conn.close()
@@ -223,9 +224,17 @@ class PostgresStore:
         """Sleep until a run may have become able to advance, or ``timeout`` seconds; True
         when woken by a notification."""
         if not self._listening:
+            self.conn.add_notify_handler(self._poke)
             self.conn.execute(f"listen {READY_CHANNEL}")
             self._listening = True
+        if self._poked:
+            self._poked = False
+            return True
         woken = False
         for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
             woken = True
+        self._poked = False
         return woken
+
+    def _poke(self, notification: Any) -> None:
+        self._poked = True

@@ -148,13 +148,18 @@ def drive(
     *,
     resume: Callable[[], Outcome],
     handler: str,
-    workdir: Path,
+    workdir: Path | None,
     parallel: int = 4,
     handler_timeout: float | None = None,
     clock: Clock | None = None,
     progress: Progress | None = None,
+    deliver: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """Answer every pause of ``outcome`` with ``handler`` until the run ends.
+
+    Each answer goes to ``deliver`` (a store's mailbox), or by default to the work
+    directory's response files; without a work directory the handler gets no request
+    file, only the request on its standard input.
 
     ``handler_timeout`` caps each handler's run (seconds) below the request's own
     ``timeout_seconds``: a handler still running then is killed and answered TIMEOUT.
@@ -162,14 +167,15 @@ def drive(
     tells what happens (default: on standard error).
     """
     progress = progress or Progress(sys.stderr)
-    responses_dir = workdir / RESPONSES_DIR
+    if deliver is None:
+        assert workdir is not None, "answers go to a work directory or to deliver"
+        deliver = _file_delivery(workdir / RESPONSES_DIR)
     while outcome.status == "paused":
         if not outcome.pending:
             progress.line(outcome.message)
             _wait_for_timer(outcome, clock or SystemClock())
             outcome = resume()
             continue
-        _written(responses_dir, make_directories, responses_dir)
         pending = outcome.pending
         progress.reached(min(request.phase for request in pending))
         for request in pending:
@@ -186,12 +192,20 @@ def drive(
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
             documents = list(pool.map(answer, pending))
         for document in documents:
-            target = responses_dir / f"{document['request_id']}.json"
-            # Not written: its request stays pending, and the next drive asks again.
-            _written(target, atomic_write, target, dumps_canonical(document))
+            deliver(document)
         outcome = resume()
     progress.finish(outcome)
     return outcome
+
+
+def _file_delivery(responses_dir: Path) -> Callable[[dict[str, Any]], None]:
+    def deliver(document: dict[str, Any]) -> None:
+        _written(responses_dir, make_directories, responses_dir)
+        target = responses_dir / f"{document['request_id']}.json"
+        # Not written: its request stays pending, and the next drive asks again.
+        _written(target, atomic_write, target, dumps_canonical(document))
+
+    return deliver
 
 
 def _wait_for_timer(outcome: Outcome, clock: Clock) -> None:
@@ -216,21 +230,20 @@ def _wait_for_timer(outcome: Outcome, clock: Clock) -> None:
 def _ask_handler(
     handler: str,
     request: AgentRequest,
-    workdir: Path,
+    workdir: Path | None,
     several: bool,
     handler_timeout: float | None = None,
 ) -> dict[str, Any]:
     payload = dump_document(request)
-    # With several pending, .agent-request.json holds only the first: each handler is
-    # pointed at its own request's file.
-    request_file = (
-        workdir / REQUESTS_DIR / f"{request.request_id}.json" if several else workdir / REQUEST_FILE
-    )
-    env = {
-        **os.environ,
-        "ORCHESTRATOR_REQUEST_FILE": str(request_file),
-        "ORCHESTRATOR_REQUEST_ID": request.request_id,
-    }
+    env = {**os.environ, "ORCHESTRATOR_REQUEST_ID": request.request_id}
+    if workdir is not None:
+        # With several pending, .agent-request.json holds only the first: each handler is
+        # pointed at its own request's file.
+        env["ORCHESTRATOR_REQUEST_FILE"] = str(
+            workdir / REQUESTS_DIR / f"{request.request_id}.json"
+            if several
+            else workdir / REQUEST_FILE
+        )
     limit: float = request.timeout_seconds
     if handler_timeout is not None:
         limit = min(limit, handler_timeout)

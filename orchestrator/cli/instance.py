@@ -17,6 +17,7 @@ from ..formats.bridge import (
     REQUESTS_DIR,
     RESPONSE_FILE,
     RESPONSES_DIR,
+    AgentResponse,
     HistoryStatus,
     RequestStatus,
 )
@@ -179,6 +180,24 @@ def _in_short(value: Any) -> str:
     return shorten(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 100)
 
 
+def pending_of(workdir: Path) -> list[dict[str, Any]]:
+    """The requests the instance in ``workdir`` waits for: ``{run_id, request}`` each, the
+    request as its file holds it (none when no instance lives there)."""
+    import json
+
+    from ..storage.runs import live_state_files
+
+    found = []
+    for state_path in live_state_files(workdir):
+        state = _load(state_path, signed_only=True)
+        run_id = load_record(state, source=str(state_path)).run_id
+        for record in state.agent_requests:
+            if record.status is HistoryStatus.PENDING:
+                request = json.loads(dump_document(record.request()))
+                found.append({"run_id": run_id, "request": request})
+    return found
+
+
 def _response_target(workdir: Path, request_id: str, pending_count: int) -> Path:
     if pending_count == 1:
         return workdir / RESPONSE_FILE
@@ -198,17 +217,52 @@ def write_response(
 ) -> Path:
     """Write a valid response for a pending request where ``resume`` will read it."""
     state = _load(state_path, signed_only=True)
-    pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    pending = [r.request_id for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    request_id = choose_request(pending, request_id, where=str(state_path))
+    response = response_document(
+        request_id,
+        text=text,
+        status=status,
+        error_type=error_type,
+        model=model,
+        tokens_used=tokens_used,
+        confidence=confidence,
+    )
+    target = _response_target(state_path.parent, request_id, len(pending))
+    try:
+        make_directories(target.parent)
+        atomic_write(target, dump_document(response))
+    except OSError as exc:  # atomic: no response, or the one that was there, is left
+        raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
+    return target
+
+
+def choose_request(pending: list[str], request_id: str | None, *, where: str) -> str:
+    """The pending request an answer is for: ``request_id``, or the only one pending."""
     if not pending:
-        raise UsageError(f"{state_path}: no request is pending; there is nothing to answer")
+        raise UsageError(f"{where}: no request is pending; there is nothing to answer")
     if request_id is None:
         if len(pending) > 1:
-            ids = ", ".join(r.request_id for r in pending)
-            raise UsageError(f"several requests are pending ({ids}); choose one with --request-id")
-        request_id = pending[0].request_id
-    elif request_id not in {r.request_id for r in pending}:
-        ids = ", ".join(r.request_id for r in pending)
-        raise UsageError(f"request {request_id} is not pending; pending: {ids}")
+            raise UsageError(
+                f"several requests are pending ({', '.join(pending)}); choose one with --request-id"
+            )
+        return pending[0]
+    if request_id not in pending:
+        raise UsageError(f"request {request_id} is not pending; pending: {', '.join(pending)}")
+    return request_id
+
+
+def response_document(
+    request_id: str,
+    *,
+    text: str,
+    status: str = "success",
+    error_type: str | None = None,
+    model: str | None = None,
+    tokens_used: int | None = None,
+    confidence: float | None = None,
+) -> AgentResponse:
+    """The response ``orchestrate respond`` writes, checked as ``resume`` will check it."""
     document: dict[str, Any] = {
         "request_id": request_id,
         "version": "1.0",
@@ -227,14 +281,7 @@ def write_response(
     }
     if metadata:
         document["metadata"] = metadata
-    response = parse_response(document, source="response")
-    target = _response_target(state_path.parent, request_id, len(pending))
-    try:
-        make_directories(target.parent)
-        atomic_write(target, dump_document(response))
-    except OSError as exc:  # atomic: no response, or the one that was there, is left
-        raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
-    return target
+    return parse_response(document, source="response")
 
 
 def detect_kind(path: Path) -> str:

@@ -178,6 +178,8 @@ COMMANDS = (
     "output",
     "trust",
     "eval",
+    "pending",
+    "worker",
 )
 
 
@@ -221,6 +223,11 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
             help="which instance, when a directory holds several: its workflow's name (the "
             "NAME of .NAME-state.json), not a file",
         )
+
+    def add_store(sub: Any, *, run: bool = True) -> None:
+        from .store_runs import add_store_argument
+
+        add_store_argument(sub, run=run)
 
     def add_agent(sub: Any) -> None:
         sub.add_argument(
@@ -268,6 +275,12 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     add_start(run, required=True)
     add_workdir(run)
     add_agent(run)
+    add_store(run, run=False)
+    run.add_argument(
+        "--queue",
+        action="store_true",
+        help="with --store: only record the new run and print its id; a worker starts it",
+    )
 
     resume = command(
         "resume", _cmd_resume, "Record the host's responses and continue the instance."
@@ -275,6 +288,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     add_workdir(resume)
     add_agent(resume)
     add_instance(resume)
+    add_store(resume)
 
     retry = command(
         "retry",
@@ -286,8 +300,11 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     add_agent(retry)
     add_instance(retry)
     retry.add_argument(
-        "--run", default=None, help="the failed run's id, to make sure it is the one here"
+        "--run",
+        default=None,
+        help="the failed run's id, to make sure it is the one here (with --store: the run)",
     )
+    add_store(retry, run=False)
 
     rewind = command(
         "rewind",
@@ -357,13 +374,19 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     add_workdir(status)
     add_instance(status)
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_store(status)
 
     respond = command("respond", _cmd_respond, "Write a valid response for a pending request.")
     add_workdir(respond)
     add_instance(respond)
     respond.add_argument(
-        "--request-id", default=None, help="needed when several requests are pending"
+        "--request-id",
+        "--request",
+        dest="request_id",
+        default=None,
+        help="the request answered; needed when several are pending",
     )
+    add_store(respond)
     source = respond.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", default=None, help="the answer text")
     source.add_argument("--file", type=Path, default=None, help="read the answer text from a file")
@@ -424,6 +447,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="kill a handler after this long and answer TIMEOUT (default: the request's "
         "timeout_seconds)",
     )
+    add_store(drive)
 
     validate = command(
         "validate",
@@ -470,6 +494,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="for a damaged state: move it aside unread and clear the request files",
     )
     add_instance(cancel)
+    add_store(cancel)
 
     history = command(
         "history",
@@ -561,6 +586,32 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         from .evals import add_eval_commands
 
         add_compare_commands(add_eval_commands(eval_group, _Formatter), _Formatter)
+    pending = command(
+        "pending",
+        _cmd_pending,
+        "List the requests waiting for a host: of the work directory's instance, or of "
+        "every run in a store (--store), each with its run's id.",
+    )
+    add_workdir(pending)
+    add_store(pending)
+    pending.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON array of {run_id, request} (the request document as a host reads it)",
+    )
+    worker = command(
+        "worker",
+        _cmd_worker,
+        "Advance runs of a PostgreSQL store: claim each run that can go on (new, "
+        "answered, a timer due, or left by a worker that died), advance it under its lock, "
+        "wait for the next; stops cleanly on SIGTERM or Ctrl-C after the step at hand.",
+    )
+    if not isinstance(worker, _Unused):
+        from .worker import add_worker_arguments
+
+        add_store(worker, run=False)
+        add_agent(worker)
+        add_worker_arguments(worker)
     check = command(
         "check",
         _cmd_check,
@@ -809,12 +860,36 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _on_store(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL store the command names (``--store`` or ``$ORCHESTRATOR_STORE``),
+    or ``None`` for the work directory's files."""
+    import os
+
+    if getattr(args, "store", None) is None and not os.environ.get("ORCHESTRATOR_STORE"):
+        return None  # the common case, without importing anything
+    from .store_runs import store_of
+
+    return store_of(args)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_run
+
+        return cmd_run(args, dsn)
+    if args.queue:
+        raise UsageError("--queue leaves the run for a worker: it needs --store")
     workdir = _workdir(args)
     return _report(_start(args, workdir)[1], workdir)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_resume
+
+        return cmd_resume(args, dsn)
     engine = _instance_engine(args)
     workdir = _workdir(args)
     if (workdir / ".board" / "board.json").exists():
@@ -832,6 +907,11 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_retry
+
+        return cmd_retry(args, dsn)
     engine = _instance_engine(args)
     return _report(engine.retry(run_id=args.run), _workdir(args))
 
@@ -928,6 +1008,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     from .instance import describe_instance
 
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_status
+
+        return cmd_status(args, dsn)
     workdir = _workdir(args)
     try:
         path = _state_path(workdir, args.workflow)
@@ -993,9 +1078,31 @@ def _format_status(summary: dict[str, Any]) -> str:
 
 
 def _cmd_respond(args: argparse.Namespace) -> int:
+    text = _answer_text(args)
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_respond
+
+        return cmd_respond(args, dsn, text)
     from .instance import write_response
 
     workdir = _workdir(args)
+    target = write_response(
+        _state_path(workdir, args.workflow),
+        request_id=args.request_id,
+        text=text,
+        status=args.status,
+        error_type=args.error_type,
+        model=args.model,
+        tokens_used=args.tokens_used,
+        confidence=args.confidence,
+    )
+    print(target)
+    return EXIT_OK
+
+
+def _answer_text(args: argparse.Namespace) -> str:
+    """The answer ``respond`` was given: --text, --file or standard input, as UTF-8."""
     if args.stdin:
         try:
             text = sys.stdin.buffer.read().decode("utf-8")
@@ -1015,24 +1122,18 @@ def _cmd_respond(args: argparse.Namespace) -> int:
                 f"--text is not UTF-8 text (position {exc.start}); pass UTF-8, or the answer "
                 "in a file with --file"
             ) from None
-    target = write_response(
-        _state_path(workdir, args.workflow),
-        request_id=args.request_id,
-        text=text,
-        status=args.status,
-        error_type=args.error_type,
-        model=args.model,
-        tokens_used=args.tokens_used,
-        confidence=args.confidence,
-    )
-    print(target)
-    return EXIT_OK
+    return str(text)
 
 
 def _cmd_drive(args: argparse.Namespace) -> int:
     import gc
 
     gc.enable()  # a long-lived host loop: collect as usual
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_drive
+
+        return cmd_drive(args, dsn)
     from .drive import Progress, drive
 
     workdir = _workdir(args)
@@ -1102,6 +1203,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
+    dsn = _on_store(args)
+    if dsn is not None:
+        if args.force:
+            raise UsageError("--force sets a damaged state file aside: it is for work directories")
+        from .store_runs import cmd_cancel
+
+        return cmd_cancel(args, dsn)
     if args.force:
         return _cancel_damaged(args)
     history = _instance_engine(args).cancel()
@@ -1150,6 +1258,31 @@ def _cmd_events(args: argparse.Namespace) -> int:
     from .events import cmd_events
 
     return cmd_events(args)
+
+
+def _cmd_pending(args: argparse.Namespace) -> int:
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_pending
+
+        return cmd_pending(args, dsn)
+    from .instance import pending_of
+    from .store_runs import print_pending
+
+    print_pending(pending_of(_workdir(args)), as_json=args.json)
+    return EXIT_OK
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    dsn = _on_store(args)
+    if dsn is None:
+        raise UsageError(
+            "a worker advances the runs of a PostgreSQL store: give --store DSN (or set "
+            "ORCHESTRATOR_STORE)"
+        )
+    from .worker import cmd_worker
+
+    return cmd_worker(args, dsn)
 
 
 def _cmd_board(args: argparse.Namespace) -> int:

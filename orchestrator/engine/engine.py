@@ -134,6 +134,10 @@ class Engine:
         self.recorder = Recorder(bridge=bridge, clock=self.clock)
         # A replay (``engine.replay``): every call must be in the journal; none is made.
         self.replay_only = False
+        #: Asked after every checkpoint of a run that goes on: when it answers True, the
+        #: engine stops there, the run left ``running`` for the next resume (a worker
+        #: told to stop finishes the step it is in, not the whole run).
+        self.stop_requested: Callable[[], bool] | None = None
         # id(entry) -> (entry, its fields, its JSON form): see _journal_json
         self._journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]] = {}
 
@@ -724,7 +728,13 @@ class Engine:
                 next_spec = self._complete_phase(spec, result)
             except Pause:
                 self._tell_pause()
-                self._save("before_agent_invocation" if self._pending() else "waiting_for_timer")
+                self._save(
+                    "before_agent_invocation"
+                    if self._pending()
+                    else "waiting_for_timer"
+                    if self._sleeping()
+                    else "stopped"
+                )
                 return self._pause_now()
             except (StorageError, UnsafePathError):
                 raise  # the instance's own files, not the phase: nothing to fail the run for
@@ -737,6 +747,9 @@ class Engine:
             if next_spec is None:
                 return self._finish()
             state.phase, state.phase_name = next_spec.number, next_spec.name
+            if self.stop_requested is not None and self.stop_requested():
+                self._save("stopped")
+                return self._pause_now()
 
     def _fail_unknown_phase(self, phase_name: str) -> Outcome:
         names = ", ".join(p.name for p in self.workflow_cls.phases)
@@ -867,6 +880,14 @@ class Engine:
         self._paused_token = self.bridge.saved_token()
         state = self._require_state()
         where = f"paused in phase {state.phase} ({state.phase_name})"
+        if not pending and record.waiting_until is None:
+            record.status = "running"  # stopped on request: it goes on at the next resume
+            return Outcome(
+                status="paused",
+                exit_code=EXIT_PAUSED,
+                message=f"stopped in phase {state.phase} ({state.phase_name}) at a "
+                "checkpoint, as asked; 'orchestrate resume' goes on from there",
+            )
         if not pending and record.waiting_until is not None:
             return Outcome(
                 status="paused",
@@ -1073,6 +1094,7 @@ class Engine:
         self._require_record().journal.append(entry)
         if self.invoker is not None and self._invoke_in_process(records):
             self._save("after_agent_invocation")
+            self._stop_if_requested()
         return entry
 
     def _invoke_in_process(self, records: list[AgentRequestRecord]) -> bool:
@@ -1142,6 +1164,13 @@ class Engine:
             )
         )
         self._save(f"after_step_{name}")
+        self._stop_if_requested()
+
+    def _stop_if_requested(self) -> None:
+        """Leave the phase at the checkpoint just saved when the engine is asked to stop;
+        a resume replays the phase to here from its journal."""
+        if self.stop_requested is not None and self.stop_requested():
+            raise Pause()
 
     def record_entry(self, entry: JournalEntry) -> None:
         """Journal an ``event``, ``artifact`` or timer call; the next checkpoint saves it."""

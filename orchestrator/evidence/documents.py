@@ -72,9 +72,14 @@ def agent_dir(sequence: int, agent: str) -> str:
     return f"agents/{sequence:04d}-{agent}"
 
 
-def event_line(sequence: int, ts: str, event: str, data: dict[str, Any]) -> bytes:
-    """One ``events.ndjson`` line: the seed's three keys and ``x_seq``."""
-    line = {"ts": ts, "event": event, "data": data, "x_seq": sequence}
+def event_line(
+    sequence: int, ts: str, event: str, data: dict[str, Any], worker: str | None = None
+) -> bytes:
+    """One ``events.ndjson`` line: the seed's three keys and ``x_seq``; ``x_worker`` names
+    the worker that advanced the run then, where a worker did."""
+    line: dict[str, Any] = {"ts": ts, "event": event, "data": data, "x_seq": sequence}
+    if worker is not None:
+        line["x_worker"] = worker
     text = json.dumps(line, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text.encode("ascii") + b"\n"
 

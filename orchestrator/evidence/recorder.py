@@ -70,6 +70,8 @@ class OutboxEvent:
     results: dict[str, Any] | None = None
     # A phase's journal, written as its ``journal.json`` with its ``results.json``.
     journal: list[dict[str, Any]] | None = None
+    # The worker advancing the run when the event happened (a store's worker fleet).
+    worker: str | None = None
 
 
 class RunBook(Protocol):
@@ -107,6 +109,8 @@ class Recorder:
         # The highest event number known to be in the run's log.
         self._published = 0
         self._record_index = RecordIndex()
+        #: The worker advancing the run (``orchestrate worker``): its events name it.
+        self.worker: str | None = None
 
     def attach(self, state: CheckpointState, book: RunBook) -> None:
         """Record for a state just made or loaded; what its log holds is asked on publish."""
@@ -140,6 +144,7 @@ class Recorder:
                 request_id=request_id,
                 results=results,
                 journal=journal,
+                worker=self.worker,
             )
         )
         return sequence
@@ -189,7 +194,7 @@ class Recorder:
         return EvidenceInput(
             run_id=book.run_id,
             files=self._evidence_files(new),
-            lines=b"".join(event_line(e.seq, e.ts, e.event, e.data) for e in new),
+            lines=b"".join(event_line(e.seq, e.ts, e.event, e.data, e.worker) for e in new),
         )
 
     def sent(self) -> None:

@@ -1,0 +1,340 @@
+"""Commands on runs in a PostgreSQL store (``--store DSN``): run, resume, retry, cancel,
+respond, pending, status. A run there is named by its id (``--run``), not by a work
+directory; everything else is what the same command does on files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import NoInstanceError, StateDamagedError, UsageError
+from .._text import printable
+
+if TYPE_CHECKING:
+    from ..adapters.postgres.store import PostgresStore
+    from ..engine.engine import Engine
+    from ..engine.record import Outcome
+
+STORE_ENV = "ORCHESTRATOR_STORE"
+EXIT_OK = 0
+
+
+def add_store_argument(sub: Any, *, run: bool = True, run_required: bool = False) -> None:
+    """``--store`` (and ``--run``) on a command that works on both stores."""
+    sub.add_argument(
+        "--store",
+        default=None,
+        metavar="DSN",
+        help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
+        "without either: the work directory's files)",
+    )
+    if run:
+        sub.add_argument(
+            "--run",
+            required=run_required,
+            default=None,
+            metavar="ID",
+            help="with --store: the run's id (as 'run' printed it)",
+        )
+
+
+def store_of(args: argparse.Namespace) -> str | None:
+    """The store a command names: ``--store``, else ``$ORCHESTRATOR_STORE``; ``None``: files."""
+    dsn = getattr(args, "store", None) or os.environ.get(STORE_ENV) or None
+    if dsn is None:
+        return None
+    from ..adapters.postgres.connection import is_store_dsn
+
+    if not is_store_dsn(dsn):
+        where = "--store" if getattr(args, "store", None) else STORE_ENV
+        raise UsageError(
+            f"{where} {dsn!r}: name a PostgreSQL store as postgresql://USER@HOST/DATABASE "
+            "(work directories are named with --workdir)"
+        )
+    return dsn
+
+
+def open_store(dsn: str) -> PostgresStore:
+    from ..adapters.postgres.store import PostgresStore
+
+    return PostgresStore(dsn)
+
+
+def required_run(args: argparse.Namespace) -> str:
+    run_id = getattr(args, "run", None)
+    if not run_id:
+        raise UsageError(
+            "with --store, name the run: --run ID ('orchestrate status --store' lists them)"
+        )
+    return str(run_id)
+
+
+# -- composition --------------------------------------------------------------------------
+
+
+def engine_for(store: PostgresStore, run_id: str, workflow_cls: Any, agent: str) -> Engine:
+    from ..engine.engine import Engine
+    from .main import _clock, _invoker
+
+    return Engine(
+        workflow_cls, bridge=store.bridge(run_id), invoker=_invoker(agent), clock=_clock()
+    )
+
+
+def recorded_reference(store: PostgresStore, run_id: str) -> str:
+    """The workflow a live run records, read from its signed state before anything it
+    names is imported; a queued run's from its row."""
+    from ..storage.state_key import read_signed
+
+    row = store.conn.execute(
+        "select state, workflow_ref, status from runs where run_id = %s", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise NoInstanceError(f"{store.name}: no run {run_id} in this store")
+    if row[0] is None:
+        if row[2] == "queued":
+            return str(row[1])
+        raise NoInstanceError(
+            f"{store.name}: run {run_id} has ended ({row[2]}); 'orchestrate history --store "
+            f"... --run {run_id}' shows it"
+        )
+    source = f"{store.name} run {run_id}"
+    data, _ = read_signed(bytes(row[0]), source=source)
+    try:
+        reference = data["phase_data"]["x_orchestrator"]["workflow"]
+    except (KeyError, TypeError):
+        reference = None
+    if not isinstance(reference, str):
+        raise StateDamagedError(
+            "no workflow reference recorded, so orchestrate did not write it",
+            source=source,
+            json_path="$.phase_data.x_orchestrator.workflow",
+            rule="required",
+        )
+    return reference
+
+
+def run_engine(store: PostgresStore, run_id: str, agent: str) -> Engine:
+    from ..engine.loader import load_workflow
+
+    return engine_for(store, run_id, load_workflow(recorded_reference(store, run_id)), agent)
+
+
+def start_queued(store: PostgresStore, run_id: str, engine: Engine) -> Outcome:
+    """Start a queued run with what ``run --queue`` recorded."""
+    args = store.run(run_id).start_args or {}
+    return engine.start(
+        workflow_ref=store.run(run_id).workflow_ref,
+        workdir=Path(str(args.get("workdir") or os.getcwd())),
+        inputs=dict(args.get("inputs") or {}),
+        output_path=args.get("output_path"),
+        run_id=run_id,
+    )
+
+
+def report(outcome: Outcome, run_id: str) -> int:
+    print(f"orchestrate: run {run_id}: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    print(run_id)
+    return outcome.exit_code
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, dsn: str) -> int:
+    from ..engine.loader import load_workflow, resolve_reference
+    from .main import _parse_inputs
+
+    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
+    workflow_cls = load_workflow(reference)
+    inputs = _parse_inputs(args.input)
+    output = str(Path(args.output).resolve()) if args.output else None
+    workdir = str((args.workdir or Path.cwd()).resolve())
+    run_id = str(uuid.uuid4())
+    with open_store(dsn) as store:
+        if args.queue:
+            store.queue_run(
+                run_id=run_id,
+                workflow_name=workflow_cls.name,
+                workflow_ref=reference,
+                start_args={"inputs": inputs, "output_path": output, "workdir": workdir},
+            )
+            print(f"orchestrate: run {run_id} queued; a worker starts it", file=sys.stderr)
+            print(run_id)
+            return EXIT_OK
+        engine = engine_for(store, run_id, workflow_cls, args.agent)
+        outcome = engine.start(
+            workflow_ref=reference,
+            workdir=Path(workdir),
+            inputs=inputs,
+            output_path=output,
+            run_id=run_id,
+        )
+        return report(outcome, run_id)
+
+
+def cmd_resume(args: argparse.Namespace, dsn: str) -> int:
+    run_id = required_run(args)
+    with open_store(dsn) as store:
+        engine = run_engine(store, run_id, args.agent)
+        if store.run(run_id).status == "queued":
+            return report(start_queued(store, run_id, engine), run_id)
+        return report(engine.resume(), run_id)
+
+
+def cmd_retry(args: argparse.Namespace, dsn: str) -> int:
+    run_id = required_run(args)
+    with open_store(dsn) as store:
+        return report(run_engine(store, run_id, args.agent).retry(run_id=run_id), run_id)
+
+
+def cmd_cancel(args: argparse.Namespace, dsn: str) -> int:
+    run_id = required_run(args)
+    with open_store(dsn) as store:
+        if store.run(run_id).status == "queued":
+            store.conn.execute(
+                "update runs set status = 'cancelled', updated_at = now() where run_id = %s "
+                "and status = 'queued'",
+                (run_id,),
+            )
+            print(f"orchestrate: run {run_id} cancelled before it started", file=sys.stderr)
+            return EXIT_OK
+        history = run_engine(store, run_id, "host").cancel()
+    print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_respond(args: argparse.Namespace, dsn: str, text: str) -> int:
+    from .instance import choose_request, response_document
+
+    run_id = required_run(args)
+    with open_store(dsn) as store:
+        pending = [p.request_id for p in store.pending(run_id)]
+        request_id = choose_request(pending, args.request_id, where=f"{store.name} run {run_id}")
+        response = response_document(
+            request_id,
+            text=text,
+            status=args.status,
+            error_type=args.error_type,
+            model=args.model,
+            tokens_used=args.tokens_used,
+            confidence=args.confidence,
+        )
+        store.respond(run_id, response)
+    print(f"{run_id} {request_id}")
+    return EXIT_OK
+
+
+def cmd_pending(args: argparse.Namespace, dsn: str) -> int:
+    with open_store(dsn) as store:
+        found = store.pending(getattr(args, "run", None))
+    items = [{"run_id": p.run_id, "request": json.loads(p.document.decode("utf-8"))} for p in found]
+    print_pending(items, as_json=args.json)
+    return EXIT_OK
+
+
+def print_pending(items: list[dict[str, Any]], *, as_json: bool) -> None:
+    """Pending requests, each with the run it belongs to: JSON, or a line each."""
+    if as_json:
+        print(json.dumps(items, indent=2, ensure_ascii=False))
+        return
+    for item in items:
+        request = item["request"]
+        prompt = " ".join(str(request.get("prompt", "")).split())
+        print(
+            printable(
+                f"{item['run_id']}  {request['request_id']}  {request['agent_name']}  {prompt[:60]}"
+            )
+        )
+    if not items:
+        print("orchestrate: no request is pending", file=sys.stderr)
+
+
+def cmd_status(args: argparse.Namespace, dsn: str) -> int:
+    with open_store(dsn) as store:
+        if getattr(args, "run", None):
+            row = store.run(args.run)
+            rows = [row]
+        else:
+            rows = store.runs()
+    summary = [
+        {
+            "run_id": r.run_id,
+            "workflow": r.workflow_name,
+            "status": r.status,
+            "pending": r.pending,
+            "updated_at": r.updated_at.isoformat(),
+        }
+        for r in rows
+    ]
+    if args.json:
+        print(json.dumps(summary if not getattr(args, "run", None) else summary[0], indent=2))
+        return EXIT_OK
+    for item in summary:
+        print(
+            f"{item['run_id']}  {item['workflow']:<24} {item['status']:<10} "
+            f"pending {item['pending']}  {item['updated_at']}"
+        )
+    if not summary:
+        print(f"orchestrate: no run in {dsn}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
+    """``drive`` on a store: start the run (or go on with ``--run``), answer each pause
+    with the handler through the store's mailbox, until the run ends."""
+    from ..formats.bridge_codec import parse_response
+    from .drive import Progress, drive
+
+    if args.handler is None and args.agent == "host":
+        raise UsageError("drive needs --handler CMD, or --agent to answer in-process")
+    with open_store(dsn) as store:
+        if args.run:
+            run_id = str(args.run)
+            engine = run_engine(store, run_id, args.agent)
+            if store.run(run_id).status == "queued":
+                outcome = start_queued(store, run_id, engine)
+            else:
+                outcome = engine.resume()
+        elif args.workflow:
+            from ..engine.loader import load_workflow, resolve_reference
+            from .main import _parse_inputs
+
+            reference = resolve_reference(args.workflow, base_dir=Path.cwd())
+            workflow_cls = load_workflow(reference)
+            run_id = str(uuid.uuid4())
+            engine = engine_for(store, run_id, workflow_cls, args.agent)
+            outcome = engine.start(
+                workflow_ref=reference,
+                workdir=(args.workdir or Path.cwd()).resolve(),
+                inputs=_parse_inputs(args.input),
+                output_path=str(Path(args.output).resolve()) if args.output else None,
+                run_id=run_id,
+            )
+        else:
+            raise UsageError("with --store, drive starts WORKFLOW or goes on with --run ID")
+        print(f"orchestrate: run {run_id}", file=sys.stderr)
+
+        def deliver(document: dict[str, Any]) -> None:
+            store.respond(run_id, parse_response(document, source=f"run {run_id} answer"))
+
+        phases = [(spec.number, spec.name) for spec in engine.workflow_cls.phases]
+        final = drive(
+            outcome,
+            resume=engine.resume,
+            handler=args.handler or "",
+            workdir=None,
+            parallel=args.parallel,
+            handler_timeout=args.handler_timeout,
+            clock=engine.clock,
+            progress=Progress(sys.stderr, phases=phases),
+            deliver=deliver,
+        )
+    print(run_id)
+    return final.exit_code

@@ -1,0 +1,199 @@
+"""``orchestrate worker``: advance the runs of a PostgreSQL store, on any number of hosts.
+
+Each of ``--concurrency`` slots has a connection of its own and loops: claim a run that
+can advance (``PostgresStore.claim``: candidates ``FOR UPDATE SKIP LOCKED``, then the
+run's advisory lock), advance it with the in-process agent ``--agent`` names until it
+pauses, ends or is told to stop, let it go, claim the next. With nothing to claim a slot
+sleeps on ``LISTEN orchestrator_ready`` until an answer or a new run arrives, the next
+timer is due, or ``--orphan-check`` seconds pass (a worker that died frees its runs'
+locks without a word: the look after that while is how they are taken on).
+
+SIGTERM or Ctrl-C: every slot finishes the step at hand (the engine stops at its next
+checkpoint, the run left ``running`` for whoever comes next) and the worker exits 0.
+A worker killed outright loses nothing: its locks die with its connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from .._errors import OrchestratorError
+from .._text import printable
+
+if TYPE_CHECKING:
+    from ..adapters.postgres.store import PostgresStore
+
+EXIT_OK, EXIT_ERROR = 0, 1
+#: How long a run that failed to advance here is left alone by this worker (seconds).
+BACKOFF = 30.0
+
+
+def add_worker_arguments(sub: Any) -> None:
+    sub.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs advanced at once, each on a connection of its own (default 1)",
+    )
+    sub.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="exit 0 once no run can advance (the rest wait for a host or a timer): for "
+        "scripts and tests; without it a worker serves until stopped",
+    )
+    sub.add_argument(
+        "--name",
+        default=None,
+        help="the worker's name in the runs' events (default: HOST:PID)",
+    )
+    sub.add_argument(
+        "--orphan-check",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often an idle worker looks for runs whose worker died (default 5)",
+    )
+
+
+def cmd_worker(args: argparse.Namespace, dsn: str) -> int:
+    from .._errors import UsageError
+    from ..adapters.postgres.store import PostgresStore
+
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    PostgresStore(dsn).close()  # the store answers and its schema is current: say so now
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    name = args.name or f"{socket.gethostname()}:{os.getpid()}"
+    fleet = Fleet(dsn, name=name, agent=args.agent, stop=stop, args=args)
+    threads = [
+        threading.Thread(target=fleet.serve, name=f"slot-{n}", daemon=True)
+        for n in range(args.concurrency)
+    ]
+    say(f"worker {name}: serving {fleet.store_name} with {args.concurrency} slot(s)")
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        for thread in threads:
+            thread.join(timeout=0.2)
+    say(f"worker {name}: stopped; {fleet.advanced} advance(s), {fleet.failures} refused")
+    return EXIT_OK if not fleet.fatal else EXIT_ERROR
+
+
+def say(text: str) -> None:
+    print(f"orchestrate: {printable(text, lines=True)}", file=sys.stderr, flush=True)
+
+
+class Fleet:
+    """What the slots of one worker process share."""
+
+    def __init__(
+        self, dsn: str, *, name: str, agent: str, stop: threading.Event, args: argparse.Namespace
+    ) -> None:
+        from ..adapters.postgres.connection import shown
+
+        self.dsn = dsn
+        self.store_name = shown(dsn)
+        self.name = name
+        self.agent = agent
+        self.stop = stop
+        self.until_idle = bool(args.until_idle)
+        self.orphan_check = max(0.05, float(args.orphan_check))
+        self.advanced = 0
+        self.failures = 0
+        self.fatal = False
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._backoff: dict[str, float] = {}  # run id -> monotonic time to try it again
+
+    def serve(self) -> None:
+        from ..adapters.postgres.store import PostgresStore
+
+        try:
+            store = PostgresStore(self.dsn, migrate=False)
+        except OrchestratorError as exc:
+            say(f"worker {self.name}: {exc}")
+            self.fatal = True
+            return
+        with store:
+            while not self.stop.is_set():
+                run_id = store.claim(skip=self._skipped())
+                if run_id is None:
+                    if self.until_idle and self._idle(store):
+                        return
+                    store.wait(self._sleep_for(store))
+                    continue
+                with self._lock:
+                    self._busy += 1
+                try:
+                    self._advance(store, run_id)
+                finally:
+                    with self._lock:
+                        self._busy -= 1
+
+    def _advance(self, store: PostgresStore, run_id: str) -> None:
+        from .store_runs import run_engine, start_queued
+
+        handled = None
+        try:
+            engine = run_engine(store, run_id, self.agent)
+            engine.recorder.worker = self.name
+            engine.stop_requested = self.stop.is_set
+            if store.run(run_id).status == "queued":
+                outcome = start_queued(store, run_id, engine)
+            else:
+                outcome = engine.resume()
+            handled = getattr(engine.bridge, "inbox_seen", None)
+            with self._lock:
+                self.advanced += 1
+            say(f"worker {self.name}: run {run_id}: {outcome.message}")
+        except OrchestratorError as exc:
+            # The run stays as it was; this worker leaves it alone for a while, and says why.
+            with self._lock:
+                self.failures += 1
+                self._backoff[run_id] = time.monotonic() + BACKOFF
+            say(f"worker {self.name}: run {run_id} not advanced: {exc}")
+        finally:
+            store.release(run_id, handled=handled)
+
+    def _skipped(self) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            for run_id in [r for r, until in self._backoff.items() if until <= now]:
+                del self._backoff[run_id]
+            return list(self._backoff)
+
+    def _idle(self, store: PostgresStore) -> bool:
+        """Nothing left that a worker could advance, and no slot of ours at work."""
+        with self._lock:
+            if self._busy:
+                return False
+            skipped = list(self._backoff)
+        row = store.conn.execute(
+            "select count(*) from runs where (status in ('queued', 'running') "
+            " or (status = 'paused' and (inbox > handled or wake_at <= now()))) "
+            " and not (run_id = any(%s))",
+            (skipped,),
+        ).fetchone()
+        return int(row[0]) == 0
+
+    def _sleep_for(self, store: PostgresStore) -> float:
+        """Until the next timer, or the next look for runs whose worker died."""
+        wait = self.orphan_check
+        if self.until_idle:
+            wait = min(wait, 0.5)  # another worker's run may end at any time
+        wake = store.next_wake()
+        if wake is not None:
+            due = (wake - datetime.now(timezone.utc)).total_seconds()
+            wait = min(wait, max(due, 0.0))
+        return wait
