@@ -71,9 +71,9 @@ def schema_of(dsn: str) -> str:
 
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A connection to the store whose ``search_path`` is the store's schema alone."""
-    psycopg = require_psycopg()
+    driver = require_psycopg()
     schema = schema_of(dsn)
-    options = str(psycopg.conninfo.conninfo_to_dict(dsn).get("options") or "")
+    options = str(driver.conninfo.conninfo_to_dict(dsn).get("options") or "")
     if not _SEARCH_PATH.search(options):
         options = f"{options} -c search_path={schema}".strip()
     try:

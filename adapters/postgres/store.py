@@ -28,6 +28,11 @@ from .connection import connect, schema_of, shown
 from .migrations import check_current
 
 READY_CHANNEL = "orchestrator_ready"
+#: The runs a worker can advance (see the module's docstring), as an SQL condition.
+CAN_ADVANCE = (
+    "(status in ('queued', 'running') "
+    "or (status = 'paused' and (inbox > handled or wake_at <= now())))"
+)
 LIVE = ("queued", "running", "paused", "failed")
 
 
@@ -64,7 +69,6 @@ class PostgresStore:
         if migrate:
             check_current(self.conn, dsn=dsn)
         self._listening = False
-        self._poked = False  # a notification came while the connection did something else
 
     def close(self) -> None:
         self.conn.close()
@@ -186,9 +190,7 @@ class PostgresStore:
         The caller advances it (through :meth:`bridge`), then calls :meth:`release`."""
         with self.conn.transaction():
             candidates = self.conn.execute(
-                "select run_id from runs where (status in ('queued', 'running') "
-                " or (status = 'paused' and (inbox > handled or wake_at <= now()))) "
-                " and not (run_id = any(%s)) "
+                f"select run_id from runs where {CAN_ADVANCE} and not (run_id = any(%s)) "
                 "order by updated_at limit 32 for update skip locked",
                 (list(skip),),
             ).fetchall()
@@ -196,10 +198,18 @@ class PostgresStore:
                 taken = self.conn.execute(
                     "select pg_try_advisory_lock(%s, hashtext(%s))",
                     (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
-                ).fetchone()[0]
-                if taken:
+                ).fetchone()
+                if taken and taken[0]:
                     return str(run_id)
         return None
+
+    def advanceable(self, *, skip: Sequence[str] = ()) -> int:
+        """How many runs a worker could advance now, claimed by someone or not."""
+        row = self.conn.execute(
+            f"select count(*) from runs where {CAN_ADVANCE} and not (run_id = any(%s))",
+            (list(skip),),
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     def release(self, run_id: str, *, handled: int | None = None) -> None:
         """Let go of a claimed run; ``handled``: how far its inbox was read."""
@@ -224,17 +234,11 @@ class PostgresStore:
         """Sleep until a run may have become able to advance, or ``timeout`` seconds; True
         when woken by a notification."""
         if not self._listening:
-            self.conn.add_notify_handler(self._poke)
+            # Notifications that come while the connection does other work are kept by
+            # the driver for the next ``notifies()``: none is missed between two waits.
             self.conn.execute(f"listen {READY_CHANNEL}")
             self._listening = True
-        if self._poked:
-            self._poked = False
-            return True
         woken = False
         for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
             woken = True
-        self._poked = False
         return woken
-
-    def _poke(self, notification: Any) -> None:
-        self._poked = True

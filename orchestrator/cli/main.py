@@ -507,6 +507,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="a finished run's id (default: the live instance, else the latest run)",
     )
+    add_store(history, run=False)
 
     output = command(
         "output",
@@ -526,6 +527,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="a run's id (default: the live instance, else the latest finished run)",
     )
+    add_store(output, run=False)
     output.add_argument(
         "--json",
         action="store_true",
@@ -1220,10 +1222,22 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     from ..evidence.history import load_run, timeline
 
-    state, source = load_run(_workdir(args), args.run)
+    state, source = _load_run(args, load_run)
     print(printable("\n".join(timeline(state)), lines=True))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
+
+
+def _load_run(args: argparse.Namespace, load_from_files: Any) -> tuple[Any, str]:
+    """The run ``history`` or ``output`` shows: from the store, or the work directory."""
+    dsn = _on_store(args)
+    if dsn is None:
+        state, source = load_from_files(_workdir(args), args.run)
+        return state, str(source)
+    from .store_runs import load_run, open_store, required_run
+
+    with open_store(dsn) as store:
+        return load_run(store, required_run(args))
 
 
 def _cmd_output(args: argparse.Namespace) -> int:
@@ -1232,7 +1246,7 @@ def _cmd_output(args: argparse.Namespace) -> int:
     from ..evidence.history import load_run
     from ..storage.runs import ENGINE_KEY
 
-    state, source = load_run(_workdir(args), args.run)
+    state, source = _load_run(args, load_run)
     outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
     if args.phase is None:
         print(json.dumps(outputs, indent=2, ensure_ascii=False))

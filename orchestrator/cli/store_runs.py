@@ -338,3 +338,29 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
         )
     print(run_id)
     return final.exit_code
+
+
+def load_run(store: PostgresStore, run_id: str) -> tuple[Any, str]:
+    """A run's state (live) or its history (ended), signature checked, with every
+    archived request whole again; and where it is, for messages."""
+    from ..formats.bridge_codec import parse_state, restore_archived
+    from ..formats.state_signature import with_signature
+    from ..storage.state_key import read_signed
+
+    row = store.conn.execute(
+        "select state, history, status from runs where run_id = %s", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise NoInstanceError(f"{store.name}: no run {run_id} in this store")
+    raw = row[0] if row[0] is not None else row[1]
+    if raw is None:
+        raise NoInstanceError(f"{store.name}: run {run_id} is {row[2]}: it has no state yet")
+    source = f"{store.name} run {run_id}"
+    data, _ = read_signed(bytes(raw), source=source)
+    state = parse_state(with_signature(data, None), source=source)
+    if row[0] is not None and any(r.x_archived for r in state.agent_requests):
+        lines = store.conn.execute(
+            "select line from archive where run_id = %s order by seq", (run_id,)
+        ).fetchall()
+        state = restore_archived(state, b"".join(bytes(r[0]) for r in lines), source=source)
+    return state, source

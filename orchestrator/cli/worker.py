@@ -179,13 +179,7 @@ class Fleet:
             if self._busy:
                 return False
             skipped = list(self._backoff)
-        row = store.conn.execute(
-            "select count(*) from runs where (status in ('queued', 'running') "
-            " or (status = 'paused' and (inbox > handled or wake_at <= now()))) "
-            " and not (run_id = any(%s))",
-            (skipped,),
-        ).fetchone()
-        return int(row[0]) == 0
+        return store.advanceable(skip=skipped) == 0
 
     def _sleep_for(self, store: PostgresStore) -> float:
         """Until the next timer, or the next look for runs whose worker died."""

@@ -1,0 +1,232 @@
+"""``orchestrate`` on a PostgreSQL store (``--store``), as hosts and workers run it: new
+processes against a real server, in this session's own schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from process_support import orchestrate
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "template_create"
+WORKFLOW = f"{EXAMPLE / 'workflow.py'}:TemplateCreate"
+FAKE_AGENT = f"{sys.executable} {EXAMPLE / 'fake_agent.py'}"
+
+
+def start_args(workdir: Path, output: str) -> list[str]:
+    return [
+        "--workdir",
+        str(workdir),
+        "--output",
+        str(workdir / output),
+        "--input",
+        f"project_path={EXAMPLE / 'sample_project'}",
+        "--input",
+        "template_name=task-tracker",
+    ]
+
+
+def fake_answer(request: dict[str, Any]) -> str:
+    """The answer text the example's fake agent gives ``request``."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE / "fake_agent.py")],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    printed = done.stdout
+    try:
+        document = json.loads(printed)
+    except ValueError:
+        return printed
+    return str(document["response"]) if isinstance(document, dict) else printed
+
+
+def pending(dsn: str, *run: str) -> list[dict[str, Any]]:
+    result = orchestrate("pending", "--store", dsn, *(("--run", run[0]) if run else ()), "--json")
+    assert result.returncode == 0, result.stderr
+    found: list[dict[str, Any]] = json.loads(result.stdout)
+    return found
+
+
+def status_of(dsn: str, run_id: str) -> dict[str, Any]:
+    result = orchestrate("status", "--store", dsn, "--run", run_id, "--json")
+    assert result.returncode == 0, result.stderr
+    summary: dict[str, Any] = json.loads(result.stdout)
+    return summary
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_drive_on_a_store_writes_what_drive_on_files_writes(pg_dsn: str, tmp_path: Path) -> None:
+    on_files, on_store = tmp_path / "files", tmp_path / "store"
+    on_files.mkdir(), on_store.mkdir()
+    done = orchestrate("drive", WORKFLOW, *start_args(on_files, "t"), "--handler", FAKE_AGENT)
+    assert done.returncode == 0, done.stderr
+    done = orchestrate(
+        "drive", WORKFLOW, *start_args(on_store, "t"), "--handler", FAKE_AGENT, "--store", pg_dsn
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    assert tree(on_store / "t") == tree(on_files / "t")
+    assert not list(on_store.glob(".*"))  # the store kept the run: nothing in the directory
+    assert status_of(pg_dsn, run_id)["status"] == "completed"
+
+
+def test_hosts_answer_queued_runs_that_workers_advance(pg_dsn: str, tmp_path: Path) -> None:
+    runs = []
+    for n in range(3):
+        queued = orchestrate(
+            "run", WORKFLOW, *start_args(tmp_path, f"t{n}"), "--store", pg_dsn, "--queue"
+        )
+        assert queued.returncode == 0, queued.stderr
+        runs.append(queued.stdout.strip())
+        assert status_of(pg_dsn, runs[-1])["status"] == "queued"
+    for _ in range(40):
+        worker = orchestrate("worker", "--store", pg_dsn, "--until-idle", "--concurrency", "2")
+        assert worker.returncode == 0, worker.stderr
+        waiting = [item for item in pending(pg_dsn) if item["run_id"] in runs]
+        if not waiting:
+            break
+        for item in waiting:
+            request = item["request"]
+            answered = orchestrate(
+                "respond",
+                "--store",
+                pg_dsn,
+                "--run",
+                item["run_id"],
+                "--request",
+                request["request_id"],
+                "--text",
+                fake_answer(request),
+            )
+            assert answered.returncode == 0, answered.stderr
+    for run_id in runs:
+        assert status_of(pg_dsn, run_id)["status"] == "completed"
+    assert all(tree(tmp_path / f"t{n}") == tree(tmp_path / "t0") for n in (1, 2))
+
+
+def test_an_answer_to_no_pending_request_is_refused_and_nothing_is_written(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), "--store", pg_dsn)
+    assert paused.returncode == 42, paused.stderr
+    run_id = paused.stdout.strip()
+    (item,) = pending(pg_dsn, run_id)
+    request_id = item["request"]["request_id"]
+    refused = orchestrate(
+        "respond", "--store", pg_dsn, "--run", run_id, "--request", "no-such", "--text", "x"
+    )
+    assert refused.returncode == 2
+    assert f"request no-such is not pending; pending: {request_id}" in refused.stderr
+    first = orchestrate(
+        "respond", "--store", pg_dsn, "--run", run_id, "--request", request_id, "--text", "{}"
+    )
+    assert first.returncode == 0, first.stderr
+    again = orchestrate(
+        "respond", "--store", pg_dsn, "--run", run_id, "--request", request_id, "--text", "y"
+    )
+    assert again.returncode == 2
+    assert "answered already" in again.stderr
+    unknown = orchestrate("resume", "--store", pg_dsn, "--run", "no-such-run")
+    assert unknown.returncode == 2
+    assert "no run no-such-run" in unknown.stderr
+
+
+def test_a_busy_run_is_refused_with_exit_75(pg_dsn: str, tmp_path: Path) -> None:
+    from orchestrator.adapters.postgres.store import PostgresStore
+
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), "--store", pg_dsn)
+    run_id = paused.stdout.strip()
+    with PostgresStore(pg_dsn) as holder, holder.bridge(run_id).lock():
+        busy = orchestrate("resume", "--store", pg_dsn, "--run", run_id)
+    assert busy.returncode == 75, busy.stderr
+    assert "another process is advancing this run" in busy.stderr
+    again = orchestrate("resume", "--store", pg_dsn, "--run", run_id)
+    assert again.returncode == 42, again.stderr  # the lock went with its holder
+
+
+def test_cancel_keeps_the_history_and_withdraws_the_requests(pg_dsn: str, tmp_path: Path) -> None:
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), "--store", pg_dsn)
+    run_id = paused.stdout.strip()
+    cancelled = orchestrate("cancel", "--store", pg_dsn, "--run", run_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert status_of(pg_dsn, run_id)["status"] == "cancelled"
+    assert pending(pg_dsn, run_id) == []
+    gone = orchestrate("resume", "--store", pg_dsn, "--run", run_id)
+    assert gone.returncode == 2
+    assert "has ended (cancelled)" in gone.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["status", "--store", "mysql://x/y"], "name a PostgreSQL store as postgresql://"),
+        (["run", WORKFLOW, "--queue"], "--queue leaves the run for a worker: it needs --store"),
+        (["worker"], "a worker advances the runs of a PostgreSQL store"),
+        (["resume", "--store", "postgresql:///test"], "with --store, name the run: --run ID"),
+    ],
+)
+def test_usage_mistakes_are_one_line(argv: list[str], words: str, tmp_path: Path) -> None:
+    result = orchestrate(*argv)
+    assert result.returncode == 2
+    assert words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_store_that_does_not_answer_is_one_line() -> None:
+    result = orchestrate("status", "--store", "postgresql://nobody@127.0.0.1:1/none")
+    assert result.returncode == 1
+    assert "cannot connect" in result.stderr
+    assert "check that the server runs" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_environment_names_the_store(pg_dsn: str) -> None:
+    result = orchestrate("status", env={"ORCHESTRATOR_STORE": pg_dsn})
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_dsn: str) -> None:
+    from store_flows import expected_outputs
+
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    queued = orchestrate("run", flow, "--store", pg_dsn, "--queue")
+    run_id = queued.stdout.strip()
+    agent = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env.update(ORCHESTRATOR_KEY_FILE=os.environ["ORCHESTRATOR_KEY_FILE"], ECHO_AGENT_DELAY="0.3")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--agent", agent],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while status_of(pg_dsn, run_id)["status"] == "queued" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGTERM)  # while it waits on the agent's first answer
+    _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0, stderr
+    assert "stopped in phase 1 (one) at a checkpoint" in stderr
+    assert status_of(pg_dsn, run_id)["status"] == "running"
+    finisher = orchestrate("worker", "--store", pg_dsn, "--until-idle", "--agent", agent)
+    assert finisher.returncode == 0, finisher.stderr
+    assert status_of(pg_dsn, run_id)["status"] == "completed"
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert output.returncode == 0, output.stderr
+    assert json.loads(output.stdout) == expected_outputs()
