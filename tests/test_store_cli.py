@@ -230,3 +230,23 @@ def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_dsn: s
     output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
     assert output.returncode == 0, output.stderr
     assert json.loads(output.stdout) == expected_outputs()
+
+
+def test_a_completed_run_rewound_on_a_store_goes_back_to_the_workers(pg_dsn: str) -> None:
+    from store_flows import expected_outputs
+
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    agent = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    done = orchestrate("run", flow, "--store", pg_dsn, "--agent", agent)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    rewound = orchestrate("rewind", "--store", pg_dsn, "--run", run_id, "--to", "two")
+    assert rewound.returncode == 0, rewound.stderr
+    assert status_of(pg_dsn, run_id)["status"] == "running"
+    worker = orchestrate("worker", "--store", pg_dsn, "--until-idle", "--agent", agent)
+    assert worker.returncode == 0, worker.stderr
+    assert status_of(pg_dsn, run_id)["status"] == "completed"
+    history = orchestrate("history", "--store", pg_dsn, "--run", run_id)
+    assert "rewind from phase three (completed) to phase two" in history.stdout
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == expected_outputs()

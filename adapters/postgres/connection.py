@@ -77,8 +77,8 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     if not _SEARCH_PATH.search(options):
         options = f"{options} -c search_path={schema}".strip()
     try:
-        conn: psycopg.Connection[Any] = psycopg.connect(dsn, autocommit=autocommit, options=options)
-    except psycopg.OperationalError as exc:
+        conn: psycopg.Connection[Any] = driver.connect(dsn, autocommit=autocommit, options=options)
+    except driver.OperationalError as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise StoreError(
             f"{shown(dsn)}: cannot connect: {reason}; check that the server runs and the "

@@ -322,6 +322,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="a finished run's id (default: the live instance, else the latest run)",
     )
     add_instance(rewind)
+    add_store(rewind, run=False)
 
     fork = command(
         "fork",
@@ -923,6 +924,11 @@ def _cmd_rewind(args: argparse.Namespace) -> int:
     from ..engine.record import load_record
     from ..evidence.history import load_run
 
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_rewind
+
+        return cmd_rewind(args, dsn)
     workdir = _workdir(args)
     ended = None
     try:

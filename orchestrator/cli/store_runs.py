@@ -364,3 +364,20 @@ def load_run(store: PostgresStore, run_id: str) -> tuple[Any, str]:
         ).fetchall()
         state = restore_archived(state, b"".join(bytes(r[0]) for r in lines), source=source)
     return state, source
+
+
+def cmd_rewind(args: argparse.Namespace, dsn: str) -> int:
+    """``rewind`` on a store: a live run, or an ended one made live again (a worker, or
+    ``resume``, then runs the phase)."""
+    from ..engine.loader import load_workflow
+    from ..engine.record import load_record
+
+    run_id = required_run(args)
+    with open_store(dsn) as store:
+        state, source = load_run(store, run_id)
+        ended = None if store.run(run_id).status in ("running", "paused") else state
+        reference = load_record(state, source=source).workflow
+        engine = engine_for(store, run_id, load_workflow(reference), "host")
+        message = engine.rewind(args.to, ended=ended)
+    print(f"orchestrate: {printable(message)}", file=sys.stderr)
+    return EXIT_OK
