@@ -250,3 +250,43 @@ def test_a_completed_run_rewound_on_a_store_goes_back_to_the_workers(pg_dsn: str
     assert "rewind from phase three (completed) to phase two" in history.stdout
     output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
     assert json.loads(output.stdout) == expected_outputs()
+
+
+@pytest.mark.parametrize("store", ["files", "postgres"])
+def test_a_host_answers_with_the_response_document_from_pending(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``pending --json`` and ``respond --document``: the same request and response
+    documents as the files a host reads and writes, on either store."""
+    where = ["--store", request.getfixturevalue("pg_dsn")] if store == "postgres" else []
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), *where)
+    assert paused.returncode == 42, paused.stderr
+    run = ["--run", paused.stdout.strip()] if where else ["--workdir", str(tmp_path)]
+    (item,) = pending_where([*where, *run])
+    request_id = item["request"]["request_id"]
+    document = {
+        "request_id": request_id,
+        "version": "1.0",
+        "status": "success",
+        "response": fake_answer(item["request"]),
+        "created_at": "2026-01-02T03:04:05Z",
+    }
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**document, "status": "maybe"}))
+    refused = orchestrate("respond", *where, *run, "--document", str(bad))
+    assert refused.returncode == 2
+    assert "nothing was written" in refused.stderr
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(document))
+    answered = orchestrate("respond", *where, *run, "--document", str(good))
+    assert answered.returncode == 0, answered.stderr
+    resumed = orchestrate("resume", *where, *run)
+    assert resumed.returncode == 42, resumed.stderr
+    assert request_id not in {i["request"]["request_id"] for i in pending_where([*where, *run])}
+
+
+def pending_where(where: list[str]) -> list[dict[str, Any]]:
+    result = orchestrate("pending", *where, "--json")
+    assert result.returncode == 0, result.stderr
+    found: list[dict[str, Any]] = json.loads(result.stdout)
+    return found

@@ -214,12 +214,16 @@ def write_response(
     model: str | None = None,
     tokens_used: int | None = None,
     confidence: float | None = None,
+    document: AgentResponse | None = None,
 ) -> Path:
-    """Write a valid response for a pending request where ``resume`` will read it."""
+    """Write a valid response for a pending request where ``resume`` will read it:
+    ``document`` as it is, or one made of ``text`` and the rest."""
     state = _load(state_path, signed_only=True)
     pending = [r.request_id for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    if document is not None:
+        request_id = document_request(document, request_id)
     request_id = choose_request(pending, request_id, where=str(state_path))
-    response = response_document(
+    response = document or response_document(
         request_id,
         text=text,
         status=status,
@@ -235,6 +239,34 @@ def write_response(
     except OSError as exc:  # atomic: no response, or the one that was there, is left
         raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
     return target
+
+
+def read_response_document(path: str) -> AgentResponse:
+    """A whole response document from ``path`` (``-``: standard input), checked as
+    ``resume`` checks a response file; refused in one line otherwise."""
+    import sys
+
+    from ..formats.strict_json import loads_strict
+
+    source = "standard input" if path == "-" else path
+    try:
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--document {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return parse_response(loads_strict(raw, source=source), source=source)
+    except ContractError as exc:
+        raise UsageError(f"--document: {exc}; nothing was written") from None
+
+
+def document_request(document: AgentResponse, request_id: str | None) -> str:
+    """The request a whole response document answers (``--request``, if given, must agree)."""
+    if request_id is not None and request_id != document.request_id:
+        raise UsageError(
+            f"--request {request_id}, but the document answers {document.request_id}; "
+            "nothing was written"
+        )
+    return document.request_id
 
 
 def choose_request(pending: list[str], request_id: str | None, *, where: str) -> str:

@@ -394,6 +394,13 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     source.add_argument(
         "--stdin", action="store_true", help="read the answer text from standard input"
     )
+    source.add_argument(
+        "--document",
+        default=None,
+        metavar="FILE",
+        help="a whole response document, the JSON a host writes to .agent-response.json "
+        "('-': standard input); checked as resume checks it, then filed for its request",
+    )
     respond.add_argument(
         "--status",
         default="success",
@@ -1086,12 +1093,15 @@ def _format_status(summary: dict[str, Any]) -> str:
 
 
 def _cmd_respond(args: argparse.Namespace) -> int:
-    text = _answer_text(args)
+    from .instance import read_response_document
+
+    document = read_response_document(args.document) if args.document else None
+    text = "" if document is not None else _answer_text(args)
     dsn = _on_store(args)
     if dsn is not None:
         from .store_runs import cmd_respond
 
-        return cmd_respond(args, dsn, text)
+        return cmd_respond(args, dsn, text, document)
     from .instance import write_response
 
     workdir = _workdir(args)
@@ -1104,6 +1114,7 @@ def _cmd_respond(args: argparse.Namespace) -> int:
         model=args.model,
         tokens_used=args.tokens_used,
         confidence=args.confidence,
+        document=document,
     )
     print(target)
     return EXIT_OK

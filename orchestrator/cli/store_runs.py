@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..adapters.postgres.store import PostgresStore
     from ..engine.engine import Engine
     from ..engine.record import Outcome
+    from ..formats.bridge import AgentResponse
 
 STORE_ENV = "ORCHESTRATOR_STORE"
 EXIT_OK = 0
@@ -210,14 +211,19 @@ def cmd_cancel(args: argparse.Namespace, dsn: str) -> int:
     return EXIT_OK
 
 
-def cmd_respond(args: argparse.Namespace, dsn: str, text: str) -> int:
-    from .instance import choose_request, response_document
+def cmd_respond(
+    args: argparse.Namespace, dsn: str, text: str, document: AgentResponse | None
+) -> int:
+    from .instance import choose_request, document_request, response_document
 
     run_id = required_run(args)
+    request_id = args.request_id
+    if document is not None:
+        request_id = document_request(document, request_id)
     with open_store(dsn) as store:
         pending = [p.request_id for p in store.pending(run_id)]
-        request_id = choose_request(pending, args.request_id, where=f"{store.name} run {run_id}")
-        response = response_document(
+        request_id = choose_request(pending, request_id, where=f"{store.name} run {run_id}")
+        response = document or response_document(
             request_id,
             text=text,
             status=args.status,
