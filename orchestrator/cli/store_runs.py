@@ -263,13 +263,21 @@ def print_pending(items: list[dict[str, Any]], *, as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace, dsn: str) -> int:
-    with open_store(dsn) as store:
-        if getattr(args, "run", None):
-            row = store.run(args.run)
-            rows = [row]
+    """One run as ``status`` shows a work directory's (with ``--run``), else every run of
+    the store, most recently changed first."""
+    if getattr(args, "run", None):
+        with open_store(dsn) as store:
+            summary = describe_run(store, args.run)
+        if args.json:
+            print(json.dumps(summary, indent=2))
         else:
-            rows = store.runs()
-    summary = [
+            from .main import _format_ended, _format_status
+
+            print(_format_ended(summary) if "ended_at" in summary else _format_status(summary))
+        return EXIT_OK
+    with open_store(dsn) as store:
+        rows = store.runs()
+    listed = [
         {
             "run_id": r.run_id,
             "workflow": r.workflow_name,
@@ -280,16 +288,53 @@ def cmd_status(args: argparse.Namespace, dsn: str) -> int:
         for r in rows
     ]
     if args.json:
-        print(json.dumps(summary if not getattr(args, "run", None) else summary[0], indent=2))
+        print(json.dumps(listed, indent=2))
         return EXIT_OK
-    for item in summary:
+    for item in listed:
         print(
             f"{item['run_id']}  {item['workflow']:<24} {item['status']:<10} "
             f"pending {item['pending']}  {item['updated_at']}"
         )
-    if not summary:
-        print(f"orchestrate: no run in {dsn}", file=sys.stderr)
+    if not listed:
+        print(f"orchestrate: no run in {store.name}", file=sys.stderr)
     return EXIT_OK
+
+
+def describe_run(store: PostgresStore, run_id: str) -> dict[str, Any]:
+    """``status`` of one run: live (its phase, what it waits for), ended (how, its
+    outputs in short) or queued."""
+    from .instance import describe_ended, summarize_state
+
+    row = store.run(run_id)
+    if row.status == "queued":
+        return {
+            "workflow": row.workflow_name,
+            "workflow_ref": row.workflow_ref,
+            "run_id": run_id,
+            "status": "queued",
+            "phase": None,
+            "phase_name": None,
+            "checkpoint_name": None,
+            "completed_phases": [],
+            "pending": [],
+            "request_counts": {},
+            "next": "a worker starts it ('orchestrate worker --store ...')",
+        }
+    state, source = load_run(store, run_id)
+    if row.status in ("completed", "cancelled"):
+        summary = describe_ended(state, source=source)
+        summary["next"] = (
+            f"'orchestrate output --store ... --run {run_id}' prints the outputs; "
+            f"'orchestrate history --store ... --run {run_id}' tells the run"
+        )
+        return summary
+    return summarize_state(
+        state,
+        source=source,
+        answer_at=lambda request_id: (
+            f"orchestrate respond --store ... --run {run_id} --request {request_id}"
+        ),
+    )
 
 
 def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
