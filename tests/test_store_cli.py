@@ -290,3 +290,25 @@ def pending_where(where: list[str]) -> list[dict[str, Any]]:
     assert result.returncode == 0, result.stderr
     found: list[dict[str, Any]] = json.loads(result.stdout)
     return found
+
+
+def test_events_of_a_store_run_are_its_log(pg_dsn: str, tmp_path: Path) -> None:
+    done = orchestrate(
+        "drive", WORKFLOW, *start_args(tmp_path, "t"), "--handler", FAKE_AGENT, "--store", pg_dsn
+    )
+    run_id = done.stdout.strip()
+    lines = orchestrate("events", "--store", pg_dsn, "--run", run_id, "--json")
+    assert lines.returncode == 0, lines.stderr
+    events = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert [e["x_seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["event"] == "run.start" and events[-1]["event"] == "run.end"
+    followed = orchestrate(
+        "events", "--store", pg_dsn, "--run", run_id, "--follow", "--type", "run.*"
+    )
+    assert followed.returncode == 0, followed.stderr
+    assert [line.split()[2] for line in followed.stdout.splitlines()] == ["run.start", "run.end"]
+    spans = orchestrate("events", "--store", pg_dsn, "--run", run_id, "--otlp", "-")
+    assert json.loads(spans.stdout)["resourceSpans"]
+    missing = orchestrate("events", "--store", pg_dsn, "--run", "no-such-run")
+    assert missing.returncode == 2
+    assert "no run no-such-run" in missing.stderr

@@ -133,6 +133,14 @@ class PostgresStore:
             )
             self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
 
+    def events(self, run_id: str, *, after: int = 0) -> list[tuple[int, bytes]]:
+        """The run's event lines after ``x_seq`` ``after``, in order: ``(seq, line)``."""
+        rows = self.conn.execute(
+            "select seq, line from events where run_id = %s and seq > %s order by seq",
+            (run_id, after),
+        ).fetchall()
+        return [(int(seq), bytes(line)) for seq, line in rows]
+
     # -- the hosts' side ----------------------------------------------------------------
 
     def pending(self, run_id: str | None = None) -> list[PendingRequest]:

@@ -575,6 +575,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
 
         add_workdir(events)
         add_events_arguments(events)
+        add_store(events, run=False)
 
     board = command(
         "board",
