@@ -314,3 +314,18 @@ def test_events_of_a_store_run_are_its_log(pg_dsn: str, tmp_path: Path) -> None:
     missing = orchestrate("events", "--store", pg_dsn, "--run", "no-such-run")
     assert missing.returncode == 2
     assert "no run no-such-run" in missing.stderr
+
+
+def test_a_failed_run_on_a_store_is_retried_with_answers_that_still_match(pg_dsn: str) -> None:
+    from store_flows import expected_outputs
+
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    good = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    failed = orchestrate("run", flow, "--store", pg_dsn, "--agent", "subprocess:false")
+    assert failed.returncode == 1, failed.stderr
+    run_id = failed.stdout.strip()
+    assert status_of(pg_dsn, run_id)["status"] == "failed"
+    retried = orchestrate("retry", "--store", pg_dsn, "--run", run_id, "--agent", good)
+    assert retried.returncode == 0, retried.stderr
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == expected_outputs()
