@@ -329,3 +329,31 @@ def test_a_failed_run_on_a_store_is_retried_with_answers_that_still_match(pg_dsn
     assert retried.returncode == 0, retried.stderr
     output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
     assert json.loads(output.stdout) == expected_outputs()
+
+
+def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
+    """The run sleeps on a durable timer; an idle worker that would look for orphans only
+    every minute still wakes when the timer is due and finishes the run."""
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Napper"
+    slept = orchestrate("run", flow, "--store", pg_dsn)
+    assert slept.returncode == 42, slept.stderr
+    run_id = slept.stdout.strip()
+    assert "sleeping until" in slept.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--orphan-check", "60"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while status_of(pg_dsn, run_id)["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert status_of(pg_dsn, run_id)["status"] == "completed", stderr
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == {"nap": "rested", "wake": "awake"}

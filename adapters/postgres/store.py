@@ -13,7 +13,8 @@ so idle workers wake at once instead of polling.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from .connection import connect, schema_of, shown
 from .migrations import check_current
 
 READY_CHANNEL = "orchestrator_ready"
+STOP_CHECK = 0.5  # seconds between looks at a waiting worker's stop flag
 #: The runs a worker can advance (see the module's docstring), as an SQL condition.
 CAN_ADVANCE = (
     "(status in ('queued', 'running') "
@@ -238,15 +240,19 @@ class PostgresStore:
         ).fetchone()
         return row[0] if row else None
 
-    def wait(self, timeout: float) -> bool:
-        """Sleep until a run may have become able to advance, or ``timeout`` seconds; True
-        when woken by a notification."""
+    def wait(self, timeout: float, *, stop: Callable[[], bool] | None = None) -> bool:
+        """Sleep until a run may have become able to advance, or ``timeout`` seconds, or
+        ``stop()`` says so (asked every half second); True when woken by a notification."""
         if not self._listening:
             # Notifications that come while the connection does other work are kept by
             # the driver for the next ``notifies()``: none is missed between two waits.
             self.conn.execute(f"listen {READY_CHANNEL}")
             self._listening = True
-        woken = False
-        for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
-            woken = True
-        return woken
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (stop is not None and stop()):
+                return False
+            slice_ = remaining if stop is None else min(remaining, STOP_CHECK)
+            for _ in self.conn.notifies(timeout=slice_, stop_after=1):
+                return True
