@@ -179,6 +179,11 @@ def test_cancel_keeps_the_history_and_withdraws_the_requests(pg_dsn: str, tmp_pa
         (["run", WORKFLOW, "--queue"], "--queue leaves the run for a worker: it needs --store"),
         (["worker"], "a worker advances the runs of a PostgreSQL store"),
         (["resume", "--store", "postgresql:///test"], "with --store, name the run: --run ID"),
+        (["status", "--store", "postgresql:///test?foo=bar"], "not a PostgreSQL URL libpq accepts"),
+        (
+            ["status", "--store", "postgresql:///test?options=-csearch_path%3DBad-Name"],
+            "schema 'Bad-Name' in search_path",
+        ),
     ],
 )
 def test_usage_mistakes_are_one_line(argv: list[str], words: str, tmp_path: Path) -> None:

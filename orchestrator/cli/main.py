@@ -90,6 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         return _error(exc, EXIT_ERROR)
     except OSError as exc:  # a file the command needed: say which, and what to do
         return _error(_os_error_line(exc, args), EXIT_ERROR)
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        # The PostgreSQL store failed mid-command (the server went away, a statement was
+        # cancelled): every change is a transaction, so the run is as its last one left it.
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return _error(
+            f"the PostgreSQL store failed: {reason}; the run is as its last completed "
+            "checkpoint left it: run the command again once the server answers",
+            EXIT_ERROR,
+        )
 
 
 def _error(exc: BaseException | str, code: int) -> int:
