@@ -24,7 +24,7 @@ from ..._errors import NoInstanceError, UsageError
 from ...formats.bridge import AgentResponse
 from ...formats.bridge_codec import dump_document
 from ...storage.durable import sha256_hex
-from .bridge import RUN_LOCK_CLASS, PostgresBridge
+from .bridge import TRY_LOCK_RUN, UNLOCK_RUN, PostgresBridge, run_lock_name
 from .connection import connect, schema_of, shown
 from .migrations import check_current
 
@@ -206,8 +206,7 @@ class PostgresStore:
             ).fetchall()
             for (run_id,) in candidates:
                 taken = self.conn.execute(
-                    "select pg_try_advisory_lock(%s, hashtext(%s))",
-                    (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
+                    TRY_LOCK_RUN, (run_lock_name(self.schema, run_id),)
                 ).fetchone()
                 if taken and taken[0]:
                     return str(run_id)
@@ -228,10 +227,7 @@ class PostgresStore:
                 "update runs set handled = greatest(handled, %s) where run_id = %s",
                 (handled, run_id),
             )
-        self.conn.execute(
-            "select pg_advisory_unlock(%s, hashtext(%s))",
-            (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
-        )
+        self.conn.execute(UNLOCK_RUN, (run_lock_name(self.schema, run_id),))
 
     def next_wake(self) -> datetime | None:
         """When the next timer of a paused run is due."""
