@@ -191,6 +191,7 @@ COMMANDS = (
     "eval",
     "pending",
     "worker",
+    "ui",
 )
 
 
@@ -634,6 +635,16 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         add_store(worker, run=False)
         add_agent(worker)
         add_worker_arguments(worker)
+    ui = command(
+        "ui",
+        _cmd_ui,
+        "A local web page to watch runs and answer their requests: prints a link "
+        "(127.0.0.1, with an access token) and serves until Ctrl-C.",
+    )
+    if not isinstance(ui, _Unused):
+        from .ui.serve import add_ui_arguments
+
+        add_ui_arguments(ui)
     check = command(
         "check",
         _cmd_check,
@@ -1314,6 +1325,12 @@ def _cmd_pending(args: argparse.Namespace) -> int:
 
     print_pending(pending_of(_workdir(args)), as_json=args.json)
     return EXIT_OK
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from .ui.serve import cmd_ui
+
+    return cmd_ui(args)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
