@@ -61,6 +61,28 @@ def browser_page(served: Served, problems: list[str]) -> Iterator[Any]:
             browser.close()
 
 
+def visit(page: Any, url: str) -> None:
+    """Go to ``url``; the page may be reloading itself (a run that paused or ended)."""
+    for _ in range(5):
+        try:
+            page.goto(url)
+            return
+        except sync_api.Error:
+            page.wait_for_timeout(200)
+    page.goto(url)
+
+
+def badge(page: Any) -> str:
+    """The run's status on the page, read once the page is still."""
+    for _ in range(10):
+        try:
+            page.wait_for_load_state("load")
+            return str(page.inner_text("h1 .badge"))
+        except sync_api.Error:
+            page.wait_for_timeout(200)
+    return str(page.inner_text("h1 .badge"))
+
+
 def pending_request(page: Any) -> dict[str, Any] | None:
     """The first request the run page asks an answer for, as the page shows it."""
     forms = page.query_selector_all("article.ask:not(.answered)")
@@ -95,12 +117,15 @@ def test_a_person_answers_the_example_to_its_end(tmp_path: Path) -> None:
         page.screenshot(path=str(tmp_path / "refused.png"), full_page=True)
         answered = 0
         deadline = time.monotonic() + 120
-        while "completed" not in page.inner_text("h1 .badge"):
+        while "completed" not in badge(page):
             assert time.monotonic() < deadline, page.inner_text("main")
-            request = pending_request(page)
+            try:
+                request = pending_request(page)
+            except sync_api.Error:  # it reloaded itself meanwhile
+                continue
             if request is None:
                 time.sleep(0.3)
-                page.goto(run_url)
+                visit(page, run_url)
                 continue
             # Read from the page what the agent was asked, and answer it as the agent would.
             answer = fake_answer(
@@ -190,3 +215,39 @@ def columns(page: Any) -> dict[str, int]:
         section.get_attribute("data-status"): len(section.query_selector_all("li.task"))
         for section in page.query_selector_all("section.column")
     }
+
+
+def test_a_json_answer_is_checked_against_the_shape_the_request_asks_for(tmp_path: Path) -> None:
+    from process_support import orchestrate
+
+    workdir = tmp_path / "review"
+    workdir.mkdir()
+    flow = f"{REPO / 'tests' / 'ui_flows.py'}:Review"
+    assert orchestrate("run", flow, "--workdir", workdir).returncode == 42
+    problems: list[str] = []
+    with serving(workdir) as served, browser_page(served, problems) as page:
+        page.goto(served.url)
+        page.click("table.runs a")
+        run_url = page.url
+        form = page.query_selector("form.answer")
+        assert form.query_selector("input[value=json]").is_checked()
+        area, said = form.query_selector("textarea"), form.query_selector(".check")
+        for typed, words in (
+            ('{"verdict": "ok"}', 'missing "score"'),
+            ('{"verdict": "ok", "score": "7"}', "$.score: expected an integer, got string"),
+            ('{"verdict": "ok", "score": 7, "mood": 1}', 'unknown field "mood"'),
+            ('{"verdict": "ok", "score": 7, "x_mood": 1}', "valid JSON of the expected shape"),
+        ):
+            area.fill(typed)
+            assert words in said.inner_text(), (typed, said.inner_text())
+        form.query_selector("button").click()
+        page.wait_for_load_state("load")
+        deadline = time.monotonic() + 60
+        while "completed" not in badge(page):
+            assert time.monotonic() < deadline, page.inner_text("main")
+            time.sleep(0.3)
+            visit(page, run_url)
+        page.screenshot(path=str(tmp_path / "shaped.png"), full_page=True)
+    assert problems == []
+    output = orchestrate("output", "--workdir", workdir, "review")
+    assert '"score": 7' in output.stdout

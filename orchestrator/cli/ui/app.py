@@ -230,8 +230,10 @@ def _run_page(
         for r in state.agent_requests
         if r.status.value == "pending" and _answered(workdir, r.request_id)
     )
+    events = _recent_events(workdir, ref.run_id)
     html = pages.run_page(
         ref,
+        events=events,
         answered=answered,
         state=state,
         summary=summary,
@@ -243,6 +245,18 @@ def _run_page(
         drafts=drafts,
     )
     return HTMLResponse(html, status_code=status_code)
+
+
+def _recent_events(workdir: Path, run_id: str, count: int = 200) -> list[tuple[int, str]]:
+    """The run's last ``count`` events, ``(x_seq, line of text)`` each."""
+    from ..events import EventTail, describe_event
+
+    tail = EventTail(runs_dir(workdir) / run_id / "events.ndjson")
+    try:
+        found = [(e.seq, describe_event(e.record, seq=e.seq)) for e in tail.read_new()]
+    except (FileNotFoundError, ContractError):
+        return []
+    return found[-count:]
 
 
 def _answer(

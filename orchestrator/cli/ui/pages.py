@@ -94,6 +94,7 @@ def run_page(
     refused: dict[str, str] | None = None,
     drafts: dict[str, str] | None = None,
     answered: frozenset[str] = frozenset(),
+    events: Sequence[tuple[int, str]] = (),
 ) -> str:
     refused, drafts = refused or {}, drafts or {}
     status = str(summary.get("status", "?"))
@@ -131,6 +132,7 @@ def run_page(
             f"{_hidden(ref, csrf)}<label>rewind to <select name='to'>{options}</select></label>"
             "<button>Rewind</button></form></section>"
         )
+    last = str(events[-1][0]) if events else "0"
     asked = "".join(_asked(record) for record in state.agent_requests if record.x_request)
     if asked:
         asked = f"<section><h2>Asks and answers</h2>{asked}</section>"
@@ -153,7 +155,9 @@ def run_page(
         + "</pre></section>"
         + f"<section><h2>Outputs</h2>{outputs_html or '<p class=dim>none yet</p>'}</section>"
         + "<section><h2>Events</h2>"
-        + f"<ol class='events' data-stream='{escape(run_link(ref, view='events'))}'></ol></section>"
+        + f"<ol class='events' data-stream='{escape(run_link(ref, view='events', after=last))}'>"
+        + "".join(f"<li>{escape(text)}</li>" for _, text in events)
+        + "</ol></section>"
         + f"<section><h2>Evidence</h2><ul class='files'>{evidence}</ul></section>"
     )
     return page(f"{summary.get('workflow')} {ref.run_id[:8]}", body, csrf=csrf)
@@ -202,14 +206,16 @@ def _answered_ask(record: Any) -> str:
 
 def _ask_form(ref: RunRef, record: Any, csrf: str, refused: str | None, draft: str | None) -> str:
     request = record.request()
-    expects_json = "json" in request.prompt.lower()
+    schema = (request.context or {}).get("x_answer_schema")
+    expects_json = schema is not None or "json" in request.prompt.lower()
+    shape = f" data-schema='{escape(json.dumps(schema))}'" if isinstance(schema, dict) else ""
     error = f"<p class='refused' role='alert'>{escape(refused)}</p>" if refused else ""
     return (
         f"<article class='ask' id='ask-{escape(request.request_id)}'>"
         f"<h3>{escape(request.agent_name)} <span class='dim'>phase {request.phase} "
         f"{escape(request.phase_name)} · retry {request.retry_count}</span></h3>"
         f"<div class='prompt'>{markdown(request.prompt)}</div>"
-        f"<form method='post' action='/answer' class='answer'>{_hidden(ref, csrf)}"
+        f"<form method='post' action='/answer' class='answer'{shape}>{_hidden(ref, csrf)}"
         f"<input type='hidden' name='request' value='{escape(request.request_id)}'>"
         "<fieldset class='mode'>"
         f"<label><input type='radio' name='mode' value='text'{_on(not expects_json)}> text</label>"

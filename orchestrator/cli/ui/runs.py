@@ -7,7 +7,7 @@ by a path the browser sends. Live instances come from their state files, ended r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ class RunIndex:
         self,
         path: Path,
         seen: dict[Path, tuple[int, int, RunRow | None]],
-        read: Any,
+        read: Callable[[Path], RunRow | None],
     ) -> RunRow | None:
         try:
             info = path.stat()
