@@ -7,6 +7,7 @@ by a path the browser sends. Live instances come from their state files, ended r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,16 +53,14 @@ class RunIndex:
         for index, workdir in enumerate(self.workdirs):
             live: set[str] = set()
             for state_path in live_state_files(workdir):
-                row = self._cached(
-                    state_path, seen, lambda p, i=index, w=workdir: _live_row(i, w, p)
-                )
+                row = self._cached(state_path, seen, functools.partial(_live_row, index, workdir))
                 if row is not None:
                     live.add(row.ref.run_id)
                     rows.append(row)
             for state in runs_dir(workdir).glob("*/state.json"):
                 if state.parent.name in live or not is_run_id(state.parent.name):
                     continue
-                row = self._cached(state, seen, lambda p, i=index, w=workdir: _ended_row(i, w, p))
+                row = self._cached(state, seen, functools.partial(_ended_row, index, workdir))
                 if row is not None:
                     rows.append(row)
         self._seen = seen
