@@ -54,10 +54,25 @@ def require_psycopg() -> Any:
     return psycopg
 
 
+def conninfo_of(dsn: str) -> dict[str, Any]:
+    """The parts of the URL ``dsn`` (libpq's parse); a URL libpq cannot read is a
+    one-line error naming what is wrong with it."""
+    psycopg = require_psycopg()
+    try:
+        parts: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        reason = shown(" ".join(str(exc).split()))
+        raise StoreError(
+            f"{shown(dsn)}: not a store URL: {reason}; write it as "
+            "postgresql://USER@HOST:PORT/DATABASE (a schema: ?options=-csearch_path%3DNAME)",
+            store=shown(dsn),
+        ) from None
+    return parts
+
+
 def schema_of(dsn: str) -> str:
     """The schema the store at ``dsn`` keeps its tables in."""
-    psycopg = require_psycopg()
-    options = psycopg.conninfo.conninfo_to_dict(dsn).get("options") or ""
+    options = conninfo_of(dsn).get("options") or ""
     found = _SEARCH_PATH.search(str(options))
     schema = found.group(1).strip("\"'") if found else DEFAULT_SCHEMA
     if not _SCHEMA_NAME.fullmatch(schema):
@@ -73,7 +88,7 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A connection to the store whose ``search_path`` is the store's schema alone."""
     driver = require_psycopg()
     schema = schema_of(dsn)
-    options = str(driver.conninfo.conninfo_to_dict(dsn).get("options") or "")
+    options = str(conninfo_of(dsn).get("options") or "")
     if not _SEARCH_PATH.search(options):
         options = f"{options} -c search_path={schema}".strip()
     try:
