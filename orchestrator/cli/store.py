@@ -148,6 +148,7 @@ def schema_status(dsn: str) -> SchemaStatus:
     from ..adapters.postgres.connection import connect, schema_of, shown
     from ..adapters.postgres.migrations import latest
 
+    conn: Any
     with connect(dsn, autocommit=True) as conn:
         version = schema_version(conn)
         runs: dict[str, int] = {}
