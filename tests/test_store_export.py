@@ -60,7 +60,8 @@ def answer(request: dict[str, Any]) -> str:
 
 def run_on_files(workdir: Path, tmp_path: Path) -> Iterator[str]:
     """Run the archiving example on files in ``workdir`` as a host does, yielding at each
-    pause (before and after the host answered) and at the end: what the directory is."""
+    pause (before and after the host answered), at the end and once rewound: what the
+    directory is."""
     workflow = tmp_path / "archiving.py"
     workflow.write_text(ARCHIVING)
     started = orchestrate(
@@ -96,6 +97,9 @@ def run_on_files(workdir: Path, tmp_path: Path) -> Iterator[str]:
         code = orchestrate("resume", "--workdir", workdir).returncode
     assert code == 0
     yield "completed"
+    rewound = orchestrate("rewind", "--workdir", workdir, "--to", "template_validation")
+    assert rewound.returncode == 0, rewound.stderr
+    yield "rewound"  # live again, its last history kept beside
 
 
 def answers_in(workdir: Path) -> dict[str, bytes]:
@@ -131,8 +135,10 @@ def store_rows(conn: psycopg.Connection[Any], workdir: Path) -> str:
     run_dir = run_dirs[0]
     run_id = run_dir.name
     if live:
-        state_path = live[0]
-        state, history = state_path.read_bytes(), None
+        state = live[0].read_bytes()
+        history = (
+            (run_dir / "state.json").read_bytes() if (run_dir / "state.json").exists() else None
+        )
         document = json.loads(state)
     else:
         state, history = None, (run_dir / "state.json").read_bytes()
@@ -146,7 +152,7 @@ def store_rows(conn: psycopg.Connection[Any], workdir: Path) -> str:
     )
     if live:
         pending = [r["request_id"] for r in document["agent_requests"] if r["status"] == "pending"]
-        first = (workdir / ".agent-request.json").read_bytes()
+        first = (workdir / ".agent-request.json").read_bytes() if pending else b""
         for position, request_id in enumerate(pending):
             several = workdir / ".agent-requests" / f"{request_id}.json"
             raw = several.read_bytes() if len(pending) > 1 else first
@@ -209,8 +215,13 @@ def test_export_writes_every_point_of_a_run_as_the_file_store_left_it(
     assert any(name.startswith(".agent-requests/") for name in names)
     assert any(name.startswith(".agent-responses/") for name in names)
     assert any(name.endswith("/requests.ndjson") for name in names)
-    assert seen[-1][0] == "completed"
-    assert any(name.endswith(f"{run_id}/state.json") for name in seen[-1][1])
+    ended, rewound = seen[-2], seen[-1]
+    assert ended[0] == "completed"
+    assert f".orchestrator/runs/{run_id}/state.json" in ended[1]
+    assert rewound[0] == "rewound"
+    assert {f".orchestrator/runs/{run_id}/state.json", ".template-create-state.json"} <= set(
+        rewound[1]
+    )
 
 
 def test_an_exported_live_run_goes_on_from_its_files(pg_dsn: str, tmp_path: Path) -> None:
@@ -388,3 +399,41 @@ def test_the_store_can_come_from_the_environment(
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / ".orchestrator" / "runs" / run_id / "state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("damage", "told"),
+    [
+        (
+            "insert into events (run_id, seq, line) values (%(run)s, 3, '{\"x_seq\": 3}')",
+            "event line 3 is not one whole line",
+        ),
+        (
+            "update runs set state = '{}', status = 'paused', workflow_name = '../w' "
+            "where run_id = %(run)s",
+            "workflow name '../w' is not a plain name",
+        ),
+        (
+            "update runs set state = '{}', status = 'paused' where run_id = %(run)s; "
+            "insert into requests (run_id, request_id, position, document) "
+            "values (%(run)s, '../evil', 0, '{}')",
+            "request id '../evil' is not a plain name",
+        ),
+    ],
+)
+def test_other_damaged_rows_are_refused_and_nothing_is_written(
+    pg_dsn: str,
+    tmp_path: Path,
+    ended_run: tuple[psycopg.Connection[Any], str],
+    damage: str,
+    told: str,
+) -> None:
+    conn, run_id = ended_run
+    for statement in damage.split("; "):
+        conn.execute(statement.encode(), {"run": run_id})
+    done = export(pg_dsn, run_id, tmp_path / "target")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"run {run_id}: {told}" in done.stderr
+    assert "nothing was written" in done.stderr
+    assert not (tmp_path / "target").exists()

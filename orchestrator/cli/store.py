@@ -43,6 +43,9 @@ class StoreDamageError(OrchestratorError):
     """A row of the store cannot be what orchestrate wrote there (a path that leaves the
     run's directory, a name that is not a plain one); nothing was written."""
 
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}; the store's rows are damaged, so nothing was written")
+
 
 # -- the parser ---------------------------------------------------------------------------
 
@@ -283,22 +286,28 @@ def plan_export(rows: RunRows, target: Path, *, store: str) -> ExportPlan:
     from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, runs_dir
 
     where = f"{store} run {rows.run_id}"
-    if rows.state is None and rows.history is None:
-        if rows.status == "queued":
-            raise UsageError(
-                f"{where} is queued: no worker has started it, so it has no files yet; "
-                "export it once it has run"
-            )
-        raise StoreDamageError(f"{where}: its row has neither a state nor a history")
     run_dir = runs_dir(target) / rows.run_id
+    # Written last: the live state, or once the run ended its history.
+    last: tuple[Path, bytes]
+    if rows.state is not None:
+        last = (target / state_file_name(rows.workflow_name), rows.state)
+    elif rows.history is not None:
+        last = (run_dir / "state.json", rows.history)
+    elif rows.status == "queued":
+        raise UsageError(
+            f"{where} is queued: no worker has started it, so it has no files yet; "
+            "export it once it has run"
+        )
+    else:
+        raise StoreDamageError(where, f"it is {rows.status} with neither a state nor a history")
     directories = [target / ".orchestrator", runs_dir(target), run_dir]
     evidence: list[tuple[Path, bytes]] = []
     for number, line in enumerate(rows.events, 1):
         if not line.endswith(b"\n") or b"\n" in line[:-1]:
-            raise StoreDamageError(f"{where}: event line {number} is not one whole line")
+            raise StoreDamageError(where, f"event line {number} is not one whole line")
     for number, line in enumerate(rows.archive, 1):
         if not line.endswith(b"\n") or b"\n" in line[:-1]:
-            raise StoreDamageError(f"{where}: archived request line {number} is not one whole line")
+            raise StoreDamageError(where, f"archived request line {number} is not one whole line")
     if rows.events:
         evidence.append((run_dir / EVENTS_FILE, b"".join(rows.events)))
     if rows.archive:
@@ -312,22 +321,20 @@ def plan_export(rows: RunRows, target: Path, *, store: str) -> ExportPlan:
                 directories.append(directory)
         evidence.append((run_dir.joinpath(*parts), content))
     mailbox: list[tuple[Path, bytes]] = []
-    if rows.history is not None:
-        return ExportPlan(
-            directories=directories,
-            evidence=evidence,
-            mailbox=mailbox,
-            state=(run_dir / "state.json", rows.history),
-        )
+    if rows.state is None:  # ended
+        return ExportPlan(directories=directories, evidence=evidence, mailbox=mailbox, state=last)
+    if rows.history is not None:  # an ended run made live again keeps its last history
+        evidence.append((run_dir / "state.json", rows.history))
     if not _WORKFLOW_NAME.fullmatch(rows.workflow_name):
         raise StoreDamageError(
-            f"{where}: workflow name {rows.workflow_name!r} is not a plain name, so it cannot "
-            "name a state file"
+            where,
+            f"workflow name {rows.workflow_name!r} is not a plain name, so it cannot name a "
+            "state file",
         )
     for request_id, _ in [*rows.requests, *rows.responses]:
         if not _REQUEST_ID.fullmatch(request_id):
             raise StoreDamageError(
-                f"{where}: request id {request_id!r} is not a plain name, so it cannot name a file"
+                where, f"request id {request_id!r} is not a plain name, so it cannot name a file"
             )
     if rows.requests:
         mailbox.append((target / REQUEST_FILE, rows.requests[0][1]))
@@ -337,8 +344,7 @@ def plan_export(rows: RunRows, target: Path, *, store: str) -> ExportPlan:
     if rows.responses:
         directories.append(target / RESPONSES_DIR)
         mailbox += [(target / RESPONSES_DIR / f"{rid}.json", doc) for rid, doc in rows.responses]
-    state = (target / state_file_name(rows.workflow_name), rows.state or b"")
-    return ExportPlan(directories=directories, evidence=evidence, mailbox=mailbox, state=state)
+    return ExportPlan(directories=directories, evidence=evidence, mailbox=mailbox, state=last)
 
 
 def _run_file_path(path: str, where: str) -> tuple[str, ...]:
@@ -351,14 +357,10 @@ def _run_file_path(path: str, where: str) -> tuple[str, ...]:
     )
     if not plain:
         raise StoreDamageError(
-            f"{where}: run file path {path!r} is not a plain path inside the run's "
-            "directory; the row is damaged and nothing was written"
+            where, f"run file path {path!r} is not a plain path inside the run's directory"
         )
     if len(parts) == 1 and parts[0] in _OWN_FILES:
-        raise StoreDamageError(
-            f"{where}: run file {path!r} takes the name of the run's own {parts[0]}; the row "
-            "is damaged and nothing was written"
-        )
+        raise StoreDamageError(where, f"run file {path!r} takes the name of the run's own file")
     return parts
 
 
@@ -369,8 +371,9 @@ def _check_no_file_holds_another(paths: list[tuple[str, ...]], where: str) -> No
         for depth in range(1, len(parts)):
             if parts[:depth] in files:
                 raise StoreDamageError(
-                    f"{where}: run file {'/'.join(parts[:depth])!r} is also the directory of "
-                    f"{'/'.join(parts)!r}; the rows are damaged and nothing was written"
+                    where,
+                    f"run file {'/'.join(parts[:depth])!r} is also the directory of "
+                    f"{'/'.join(parts)!r}",
                 )
 
 
@@ -437,7 +440,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     beneath.guard(target)  # nothing under it is reached through a link
     check_target(target, run_id)
     write_export(plan)
-    what = "live" if rows.history is None else rows.status
+    what = rows.status if rows.state is None else "live"
     count = len(plan.evidence) + len(plan.mailbox) + 1
     print(
         f"{run_id} ({what}): {count} files written to {printable(str(target))}",
