@@ -436,7 +436,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     plan = plan_export(rows, target, store=shown(dsn))
     if target.exists() and not target.is_dir():
         raise UsageError(f"--to {target}: not a directory")
-    os.makedirs(target, exist_ok=True)
+    if not target.exists():
+        from ..storage.durable import fsync_directory
+
+        os.makedirs(target)
+        fsync_directory(target.parent)  # the new directory lasts with what is written in it
     beneath.guard(target)  # nothing under it is reached through a link
     check_target(target, run_id)
     write_export(plan)
