@@ -179,6 +179,11 @@ def test_cancel_keeps_the_history_and_withdraws_the_requests(pg_dsn: str, tmp_pa
         (["run", WORKFLOW, "--queue"], "--queue leaves the run for a worker: it needs --store"),
         (["worker"], "a worker advances the runs of a PostgreSQL store"),
         (["resume", "--store", "postgresql:///test"], "with --store, name the run: --run ID"),
+        (["status", "--store", "postgresql:///test?foo=bar"], "not a PostgreSQL URL libpq accepts"),
+        (
+            ["status", "--store", "postgresql:///test?options=-csearch_path%3DBad-Name"],
+            "schema 'Bad-Name' in search_path",
+        ),
     ],
 )
 def test_usage_mistakes_are_one_line(argv: list[str], words: str, tmp_path: Path) -> None:
@@ -314,3 +319,46 @@ def test_events_of_a_store_run_are_its_log(pg_dsn: str, tmp_path: Path) -> None:
     missing = orchestrate("events", "--store", pg_dsn, "--run", "no-such-run")
     assert missing.returncode == 2
     assert "no run no-such-run" in missing.stderr
+
+
+def test_a_failed_run_on_a_store_is_retried_with_answers_that_still_match(pg_dsn: str) -> None:
+    from store_flows import expected_outputs
+
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    good = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    failed = orchestrate("run", flow, "--store", pg_dsn, "--agent", "subprocess:false")
+    assert failed.returncode == 1, failed.stderr
+    run_id = failed.stdout.strip()
+    assert status_of(pg_dsn, run_id)["status"] == "failed"
+    retried = orchestrate("retry", "--store", pg_dsn, "--run", run_id, "--agent", good)
+    assert retried.returncode == 0, retried.stderr
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == expected_outputs()
+
+
+def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
+    """The run sleeps on a durable timer; an idle worker that would look for orphans only
+    every minute still wakes when the timer is due and finishes the run."""
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Napper"
+    slept = orchestrate("run", flow, "--store", pg_dsn)
+    assert slept.returncode == 42, slept.stderr
+    run_id = slept.stdout.strip()
+    assert "sleeping until" in slept.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--orphan-check", "60"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while status_of(pg_dsn, run_id)["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert status_of(pg_dsn, run_id)["status"] == "completed", stderr
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == {"nap": "rested", "wake": "awake"}

@@ -167,13 +167,13 @@ def test_a_store_that_cannot_be_used_is_one_line_naming_why(pg_fresh_dsn: str) -
     assert "check that the server runs" in no_server.stderr
 
     bad = orchestrate("db", "upgrade", "--store", "postgresql://u:secret@[db/test")
-    assert bad.returncode == 1
+    assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
-    assert "postgresql://u:***@[db/test: not a store URL:" in bad.stderr
+    assert "postgresql://u:***@[db/test: not a PostgreSQL URL libpq accepts" in bad.stderr
     assert "secret" not in bad.stderr
 
     unknown = orchestrate("db", "status", "--store", "postgresql:///test?colour=blue")
-    assert unknown.returncode == 1
+    assert unknown.returncode == 2
     assert 'invalid URI query parameter: "colour"' in unknown.stderr
 
     directory = orchestrate("db", "upgrade", "--store", "/tmp/somewhere")

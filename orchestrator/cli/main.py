@@ -90,6 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         return _error(exc, EXIT_ERROR)
     except OSError as exc:  # a file the command needed: say which, and what to do
         return _error(_os_error_line(exc, args), EXIT_ERROR)
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        # The PostgreSQL store failed mid-command (the server went away, a statement was
+        # cancelled): every change is a transaction, so the run is as its last one left it.
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return _error(
+            f"the PostgreSQL store failed: {reason}; the run is as its last completed "
+            "checkpoint left it: run the command again once the server answers",
+            EXIT_ERROR,
+        )
 
 
 def _error(exc: BaseException | str, code: int) -> int:
@@ -182,6 +193,7 @@ COMMANDS = (
     "worker",
     "db",
     "export",
+    "ui",
 )
 
 
@@ -645,6 +657,16 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         from .store import add_export_arguments
 
         add_export_arguments(export)
+    ui = command(
+        "ui",
+        _cmd_ui,
+        "A local web page to watch runs and answer their requests: prints a link "
+        "(127.0.0.1, with an access token) and serves until Ctrl-C.",
+    )
+    if not isinstance(ui, _Unused):
+        from .ui.serve import add_ui_arguments
+
+        add_ui_arguments(ui)
     check = command(
         "check",
         _cmd_check,
@@ -1325,6 +1347,12 @@ def _cmd_pending(args: argparse.Namespace) -> int:
 
     print_pending(pending_of(_workdir(args)), as_json=args.json)
     return EXIT_OK
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from .ui.serve import cmd_ui
+
+    return cmd_ui(args)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

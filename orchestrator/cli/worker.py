@@ -131,7 +131,7 @@ class Fleet:
                 if run_id is None:
                     if self.until_idle and self._idle(store):
                         return
-                    store.wait(self._sleep_for(store))
+                    store.wait(self._sleep_for(store), stop=self.stop.is_set)
                     continue
                 with self._lock:
                     self._busy += 1

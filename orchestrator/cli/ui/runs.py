@@ -1,0 +1,125 @@
+"""The runs of the served work directories, as the pages show them.
+
+A run is named by the index of its work directory among those served and its id, never
+by a path the browser sends. Live instances come from their state files, ended runs from
+``.orchestrator/runs/<id>/state.json``; a page reads only the runs it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..._errors import NoInstanceError, OrchestratorError
+from ...storage.runs import is_run_id, live_state_files, run_id_in, runs_dir
+
+
+@attrs.frozen(kw_only=True)
+class RunRef:
+    """Where a run is: the served directory's index and the run's id."""
+
+    directory: int
+    run_id: str
+
+
+@attrs.frozen(kw_only=True)
+class RunRow:
+    ref: RunRef
+    workdir: Path
+    workflow: str
+    status: str
+    phase: str
+    waiting_for: int
+    updated: float
+    problem: str | None = None
+
+
+def list_runs(workdirs: Sequence[Path]) -> list[RunRow]:
+    """Every run of every served directory, most recently changed first."""
+    import json
+
+    rows: list[RunRow] = []
+    for index, workdir in enumerate(workdirs):
+        live = set()
+        for state_path in live_state_files(workdir):
+            row = _live_row(index, workdir, state_path)
+            if row is not None:
+                live.add(row.ref.run_id)
+                rows.append(row)
+        for state in sorted(runs_dir(workdir).glob("*/state.json")):
+            run_id = state.parent.name
+            if run_id in live or not is_run_id(run_id):
+                continue
+            try:
+                data = json.loads(state.read_bytes())
+                record = data["phase_data"]["x_orchestrator"]
+                rows.append(
+                    RunRow(
+                        ref=RunRef(directory=index, run_id=run_id),
+                        workdir=workdir,
+                        workflow=str(record.get("workflow_name", "?")),
+                        status=str(record.get("status", "?")),
+                        phase=str(data.get("phase_name", "")),
+                        waiting_for=0,
+                        updated=state.stat().st_mtime,
+                    )
+                )
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being written, or not ours: not listed
+    return sorted(rows, key=lambda r: r.updated, reverse=True)
+
+
+def _live_row(index: int, workdir: Path, state_path: Path) -> RunRow | None:
+    from ..instance import describe_instance
+
+    try:
+        summary = describe_instance(state_path)
+        return RunRow(
+            ref=RunRef(directory=index, run_id=str(summary["run_id"])),
+            workdir=workdir,
+            workflow=str(summary["workflow"]),
+            status=str(summary["status"]),
+            phase=str(summary["phase_name"]),
+            waiting_for=len(summary["pending"]),
+            updated=state_path.stat().st_mtime,
+            problem=summary.get("signature_problem"),
+        )
+    except (OrchestratorError, OSError) as exc:
+        return RunRow(
+            ref=RunRef(directory=index, run_id=state_path.name),
+            workdir=workdir,
+            workflow=state_path.name,
+            status="damaged",
+            phase="",
+            waiting_for=0,
+            updated=0.0,
+            problem=str(exc),
+        )
+
+
+def load(workdirs: Sequence[Path], ref: RunRef) -> tuple[Any, str, Path | None]:
+    """A run's state (archived requests whole again), where it was read from, and the
+    live state file when the run is live."""
+    from ...evidence.history import load_run
+
+    workdir = served(workdirs, ref.directory)
+    state, source = load_run(workdir, ref.run_id)
+    live = None
+    for state_path in live_state_files(workdir):
+        try:
+            import json
+
+            if run_id_in(json.loads(state_path.read_bytes()), source=str(state_path)) == ref.run_id:
+                live = state_path
+        except (OSError, ValueError, OrchestratorError):
+            continue
+    return state, str(source), live
+
+
+def served(workdirs: Sequence[Path], index: int) -> Path:
+    if not 0 <= index < len(workdirs):
+        raise NoInstanceError(f"no served directory number {index}")
+    return workdirs[index]
