@@ -170,3 +170,23 @@ def test_an_answer_goes_through_respond_s_validation(paused: Path) -> None:
     written = json.loads((paused / ".agent-response.json").read_text())
     assert written["request_id"] == request_id
     assert json.loads(written["response"]) == {"a": [1, 2]}
+
+
+def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) -> None:
+    from tests.eval_support import compare, copy_runs
+
+    runs = copy_runs(tmp_path / "work")
+    compare(runs)
+    with serving(tmp_path / "work") as served:
+        code, _, body = served.request("GET", "/evals")
+        assert code == 200
+        assert "/evals/0/runs/report.html" in body.decode()
+        code, headers, body = served.request("GET", "/evals/0/runs/report.html")
+        assert code == 200 and b"<html" in body.lower()
+        assert "sandbox" in headers["content-security-policy"]
+        assert "script-src" not in headers["content-security-policy"]
+        code, _, _ = served.request("GET", "/evals/0/runs/evaluation.json")
+        assert code == 200
+        for path in ("/evals/0/../secret", "/evals/0/%2e%2e/x", "/evals/3/runs/report.html"):
+            code, _, _ = served.request("GET", path)
+            assert code == 404, path

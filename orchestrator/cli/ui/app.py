@@ -39,8 +39,8 @@ from starlette.routing import Route
 from ..._errors import ContractError, OrchestratorError
 from ...storage.runs import is_run_id, runs_dir
 from . import pages
-from .guard import COOKIE, CSP, Guard, read_evidence
-from .runs import RunRef, list_runs, load, served
+from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
+from .runs import RunIndex, RunRef, eval_reports, load, served
 
 STATIC = Path(__file__).with_name("static")
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -51,11 +51,12 @@ EVENT_POLL = 0.3
 def make_app(workdirs: Sequence[Path], guard: Guard) -> Starlette:
     """The app serving ``workdirs`` (resolved), guarded by ``guard``."""
     workdirs = list(workdirs)
+    index = RunIndex(workdirs)
 
     async def runs(request: Request) -> Response:
         status = request.query_params.get("status") or None
         number = _int(request.query_params.get("page"), 0)
-        rows = await asyncio.to_thread(list_runs, workdirs)
+        rows = await asyncio.to_thread(index.rows)
         return HTMLResponse(
             pages.runs_page(rows, status=status, page_number=number, per_page=PER_PAGE)
         )
@@ -117,6 +118,26 @@ def make_app(workdirs: Sequence[Path], guard: Guard) -> Starlette:
             return JSONResponse({"html": pages.board_columns(snapshot)})
         return HTMLResponse(pages.board_page(index, snapshot))
 
+    async def evals(request: Request) -> Response:
+        reports = await asyncio.to_thread(eval_reports, workdirs)
+        return HTMLResponse(pages.evals_page(reports, workdirs))
+
+    async def eval_file(request: Request) -> Response:
+        index = _int(request.path_params["dir"], -1)
+        if not 0 <= index < len(workdirs):
+            return _not_found()
+        relative = request.path_params["path"]
+        data = await asyncio.to_thread(read_evidence, workdirs[index], relative)
+        if data is None:
+            return _not_found()
+        if relative.endswith(".html"):
+            # The report stands alone: its own styles, no script, nothing from elsewhere.
+            response = Response(data, media_type="text/html; charset=utf-8")
+            response.headers["X-Report-Policy"] = REPORT_CSP
+            return response
+        kind = "application/json" if relative.endswith(".json") else "text/plain"
+        return Response(data, media_type=f"{kind}; charset=utf-8")
+
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in {p.name for p in STATIC.iterdir()}:
@@ -132,6 +153,8 @@ def make_app(workdirs: Sequence[Path], guard: Guard) -> Starlette:
         Route("/rewind", recover, methods=["POST"]),
         Route("/boards", boards),
         Route("/board", board),
+        Route("/evals", evals),
+        Route("/evals/{dir}/{path:path}", eval_file),
         Route("/static/{name}", static),
     ]
 
@@ -157,7 +180,10 @@ def make_app(workdirs: Sequence[Path], guard: Guard) -> Starlette:
             response.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
         else:
             response = await call_next(request)
-        response.headers["Content-Security-Policy"] = CSP
+        policy = response.headers.get("x-report-policy")
+        if policy is not None:
+            del response.headers["x-report-policy"]
+        response.headers["Content-Security-Policy"] = policy or CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         # Not "no-referrer": a browser then sends "Origin: null" with the page's own forms.
         response.headers["Referrer-Policy"] = "same-origin"
@@ -321,10 +347,7 @@ def board_snapshot(directory: Path) -> dict[str, Any]:
             }
         )
     tail: list[dict[str, Any]] = []
-    try:
-        lines = (directory / "ledger.ndjson").read_bytes().splitlines()[-30:]
-    except OSError:
-        lines = []
+    lines = _last_lines(directory / "ledger.ndjson", 30)
     for line in reversed(lines):
         try:
             delta = json.loads(line)
@@ -333,6 +356,22 @@ def board_snapshot(directory: Path) -> dict[str, Any]:
         if isinstance(delta, dict):
             tail.append(delta)
     return {"where": str(directory), "columns": columns, "ledger_tail": tail}
+
+
+def _last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:
+    """The last ``count`` whole lines of ``path``, read from its end (a long ledger is
+    not read whole for its tail)."""
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - window))
+            chunk = file.read()
+    except OSError:
+        return []
+    lines = chunk.splitlines()
+    if size > window and lines:
+        lines = lines[1:]  # the first may be cut
+    return lines[-count:]
 
 
 # -- small helpers ------------------------------------------------------------------------

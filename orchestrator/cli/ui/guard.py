@@ -23,6 +23,9 @@ CSP = (
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 
+#: A regression report: its inline styles, its own files, no script at all.
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; sandbox"
+
 
 class Guard:
     def __init__(self, token: str | None = None) -> None:

@@ -23,7 +23,8 @@ def page(title: str, body: str, *, csrf: str = "") -> str:
         f"<meta name='csrf' content='{escape(csrf)}'>"
         "<script src='/static/ui.js' defer></script></head><body>"
         "<header><a href='/' class='brand'>orchestrate</a>"
-        "<nav><a href='/'>Runs</a><a href='/boards'>Boards</a></nav></header>"
+        "<nav><a href='/'>Runs</a><a href='/boards'>Boards</a>"
+        "<a href='/evals'>Regression runs</a></nav></header>"
         f"<main>{body}</main></body></html>"
     )
 
@@ -225,6 +226,16 @@ def _ask_form(ref: RunRef, record: Any, csrf: str, refused: str | None, draft: s
 
 def _on(checked: bool) -> str:
     return " checked" if checked else ""
+
+
+def evals_page(reports: Sequence[tuple[int, str]], workdirs: Sequence[Any]) -> str:
+    items = "".join(
+        f"<li><a href='/evals/{index}/{escape(path)}'>{escape(path)}</a> "
+        f"<span class='dim'>in {escape(str(workdirs[index]))}</span></li>"
+        for index, path in reports
+    )
+    empty = "<li class='dim'>none: 'orchestrate eval compare' writes one</li>"
+    return page("Regression runs", f"<h1>Regression runs</h1><ul>{items or empty}</ul>")
 
 
 def boards_page(boards: Iterable[tuple[int, str]]) -> str:

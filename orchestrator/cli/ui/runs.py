@@ -37,39 +37,84 @@ class RunRow:
     problem: str | None = None
 
 
-def list_runs(workdirs: Sequence[Path]) -> list[RunRow]:
-    """Every run of every served directory, most recently changed first."""
+class RunIndex:
+    """The runs of the served directories, each read again only when its state file
+    changes (a page over a thousand runs parses only what moved since the last one)."""
+
+    def __init__(self, workdirs: Sequence[Path]) -> None:
+        self.workdirs = list(workdirs)
+        self._seen: dict[Path, tuple[int, int, RunRow | None]] = {}
+
+    def rows(self) -> list[RunRow]:
+        """Every run of every served directory, most recently changed first."""
+        rows: list[RunRow] = []
+        seen: dict[Path, tuple[int, int, RunRow | None]] = {}
+        for index, workdir in enumerate(self.workdirs):
+            live: set[str] = set()
+            for state_path in live_state_files(workdir):
+                row = self._cached(
+                    state_path, seen, lambda p, i=index, w=workdir: _live_row(i, w, p)
+                )
+                if row is not None:
+                    live.add(row.ref.run_id)
+                    rows.append(row)
+            for state in runs_dir(workdir).glob("*/state.json"):
+                if state.parent.name in live or not is_run_id(state.parent.name):
+                    continue
+                row = self._cached(state, seen, lambda p, i=index, w=workdir: _ended_row(i, w, p))
+                if row is not None:
+                    rows.append(row)
+        self._seen = seen
+        return sorted(rows, key=lambda r: r.updated, reverse=True)
+
+    def _cached(
+        self,
+        path: Path,
+        seen: dict[Path, tuple[int, int, RunRow | None]],
+        read: Any,
+    ) -> RunRow | None:
+        try:
+            info = path.stat()
+        except OSError:
+            return None
+        known = self._seen.get(path)
+        if known is not None and known[:2] == (info.st_mtime_ns, info.st_size):
+            seen[path] = known
+            return known[2]
+        row = read(path)
+        seen[path] = (info.st_mtime_ns, info.st_size, row)
+        return row
+
+
+def eval_reports(workdirs: Sequence[Path]) -> list[tuple[int, str]]:
+    """The ``report.html`` of each regression comparison under the served directories
+    (up to three levels down): ``(directory index, path under it)``."""
+    found = []
+    for index, workdir in enumerate(workdirs):
+        for pattern in ("report.html", "*/report.html", "*/*/report.html", "*/*/*/report.html"):
+            for report in sorted(workdir.glob(pattern)):
+                if report.is_file() and not report.is_symlink():
+                    found.append((index, str(report.relative_to(workdir))))
+    return found
+
+
+def _ended_row(index: int, workdir: Path, state: Path) -> RunRow | None:
     import json
 
-    rows: list[RunRow] = []
-    for index, workdir in enumerate(workdirs):
-        live = set()
-        for state_path in live_state_files(workdir):
-            row = _live_row(index, workdir, state_path)
-            if row is not None:
-                live.add(row.ref.run_id)
-                rows.append(row)
-        for state in sorted(runs_dir(workdir).glob("*/state.json")):
-            run_id = state.parent.name
-            if run_id in live or not is_run_id(run_id):
-                continue
-            try:
-                data = json.loads(state.read_bytes())
-                record = data["phase_data"]["x_orchestrator"]
-                rows.append(
-                    RunRow(
-                        ref=RunRef(directory=index, run_id=run_id),
-                        workdir=workdir,
-                        workflow=str(record.get("workflow_name", "?")),
-                        status=str(record.get("status", "?")),
-                        phase=str(data.get("phase_name", "")),
-                        waiting_for=0,
-                        updated=state.stat().st_mtime,
-                    )
-                )
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # being written, or not ours: not listed
-    return sorted(rows, key=lambda r: r.updated, reverse=True)
+    try:
+        data = json.loads(state.read_bytes())
+        record = data["phase_data"]["x_orchestrator"]
+        return RunRow(
+            ref=RunRef(directory=index, run_id=state.parent.name),
+            workdir=workdir,
+            workflow=str(record.get("workflow_name", "?")),
+            status=str(record.get("status", "?")),
+            phase=str(data.get("phase_name", "")),
+            waiting_for=0,
+            updated=state.stat().st_mtime,
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # being written, or not ours: not listed
 
 
 def _live_row(index: int, workdir: Path, state_path: Path) -> RunRow | None:
