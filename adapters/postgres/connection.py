@@ -73,8 +73,9 @@ def _conninfo(dsn: str) -> dict[str, Any]:
     try:
         parts: dict[str, Any] = driver.conninfo.conninfo_to_dict(dsn)
     except driver.Error as exc:
+        reason = shown(" ".join(str(exc).split()))  # libpq quotes the URL, password too
         raise UsageError(
-            f"{shown(dsn)}: not a PostgreSQL URL libpq accepts ({' '.join(str(exc).split())}); "
+            f"{shown(dsn)}: not a PostgreSQL URL libpq accepts ({reason}); "
             "write postgresql://USER@HOST:PORT/DATABASE"
         ) from None
     return parts

@@ -191,6 +191,8 @@ COMMANDS = (
     "eval",
     "pending",
     "worker",
+    "db",
+    "export",
     "ui",
 )
 
@@ -635,6 +637,26 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         add_store(worker, run=False)
         add_agent(worker)
         add_worker_arguments(worker)
+    db = command(
+        "db",
+        _cmd_db,
+        "The PostgreSQL store's schema: upgrade it to this version, or show its version and "
+        "its runs by status.",
+    )
+    if not isinstance(db, _Unused):
+        from .store import add_db_commands
+
+        add_db_commands(db, _Formatter)
+    export = command(
+        "export",
+        _cmd_export,
+        "Write a run of a PostgreSQL store into a work directory as the files the file "
+        "store keeps: its state, requests and evidence, byte for byte.",
+    )
+    if not isinstance(export, _Unused):
+        from .store import add_export_arguments
+
+        add_export_arguments(export)
     ui = command(
         "ui",
         _cmd_ui,
@@ -1351,6 +1373,16 @@ def _cmd_board(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
+
+
+def _cmd_db(args: argparse.Namespace) -> int:
+    raise UsageError("name a db subcommand (orchestrate db --help lists them)")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .store import cmd_export
+
+    return cmd_export(args)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
