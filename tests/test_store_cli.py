@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -362,3 +363,67 @@ def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
     assert status_of(pg_dsn, run_id)["status"] == "completed", stderr
     output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
     assert json.loads(output.stdout) == {"nap": "rested", "wake": "awake"}
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+
+
+def normalised(value: Any, ids: dict[str, str], root: str = "") -> Any:
+    """``value`` with its ids numbered in order of appearance, its times, durations and
+    the digests of documents holding times blanked, its work directory named
+    ``<workdir>``, and its signature dropped (it covers the times)."""
+    if isinstance(value, dict):
+        return {
+            k: "<varies>"
+            if "duration" in k or k.endswith("sha256")  # times, and digests of bytes with times
+            else normalised(v, ids, root)
+            for k, v in value.items()
+            if k != "x_signature"
+        }
+    if isinstance(value, list):
+        return [normalised(v, ids, root) for v in value]
+    if isinstance(value, str):
+        value = value.replace(root, "<workdir>") if root else value
+        value = UUID.sub(lambda m: ids.setdefault(m.group(0), f"<id {len(ids)}>"), value)
+        return MOMENT.sub("<time>", value)
+    return value
+
+
+def run_files(run_dir: Path, ids: dict[str, str], root: Path) -> dict[str, Any]:
+    """Every file of a run's directory, JSON and NDJSON parsed, all normalised."""
+    found: dict[str, Any] = {}
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            content: Any = json.loads(text)
+        elif path.suffix == ".ndjson":
+            content = [json.loads(line) for line in text.splitlines()]
+        else:
+            content = text
+        found[str(path.relative_to(run_dir))] = normalised(content, ids, str(root))
+    return found
+
+
+def test_an_exported_store_run_is_the_file_store_s_run_apart_from_ids_and_times(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """The template-create example driven on files, and driven on PostgreSQL then exported:
+    the same run directory, file for file, once ids and times are set aside."""
+    on_files, on_store, exported = tmp_path / "files", tmp_path / "store", tmp_path / "export"
+    on_files.mkdir(), on_store.mkdir()
+    done = orchestrate("drive", WORKFLOW, *start_args(on_files, "t"), "--handler", FAKE_AGENT)
+    assert done.returncode == 0, done.stderr
+    done = orchestrate(
+        "drive", WORKFLOW, *start_args(on_store, "t"), "--handler", FAKE_AGENT, "--store", pg_dsn
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    out = orchestrate("export", "--store", pg_dsn, "--run", run_id, "--to", exported)
+    assert out.returncode == 0, out.stderr
+    (files_run,) = (on_files / ".orchestrator" / "runs").iterdir()
+    exported_run = exported / ".orchestrator" / "runs" / run_id
+    left, right = run_files(files_run, {}, on_files), run_files(exported_run, {}, on_store)
+    assert sorted(left) == sorted(right)
+    for name in left:
+        assert left[name] == right[name], name

@@ -36,6 +36,8 @@ if [ -n "$store" ]; then
   .venv/bin/orchestrate history --store "$store" --run "$run_id"
   echo "the phases, as the run's events tell them:"
   .venv/bin/orchestrate events --store "$store" --run "$run_id" --type skill.end
+  .venv/bin/orchestrate export --store "$store" --run "$run_id" --to "$workdir/export"
+  echo "the run as files (what a file-store run leaves): $workdir/export/.orchestrator/runs/$run_id"
   exit 0
 fi
 run_dir="$(ls -d "$workdir"/.orchestrator/runs/*)"
