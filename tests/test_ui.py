@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -190,3 +191,53 @@ def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) 
         for path in ("/evals/0/../secret", "/evals/0/%2e%2e/x", "/evals/3/runs/report.html"):
             code, _, _ = served.request("GET", path)
             assert code == 404, path
+
+
+def test_runs_of_a_store_are_watched_and_answered_the_same_way(pg_dsn: str, tmp_path: Path) -> None:
+    from process_support import orchestrate
+    from ui_support import EXAMPLE, fake_answer
+
+    started = orchestrate(
+        "run",
+        f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
+        "--store",
+        pg_dsn,
+        "--output",
+        tmp_path / "template",
+        "--input",
+        f"project_path={EXAMPLE / 'sample_project'}",
+        "--input",
+        "template_name=task-tracker",
+    )
+    assert started.returncode == 42, started.stderr
+    run_id = started.stdout.strip()
+    (item,) = json.loads(
+        orchestrate("pending", "--store", pg_dsn, "--run", run_id, "--json").stdout
+    )
+    request = item["request"]
+    with serving(store=pg_dsn) as served:
+        code, _, body = served.request("GET", "/")
+        assert code == 200 and run_id[:8] in body.decode()
+        page = served.request("GET", f"/run?dir=0&run={run_id}")[2].decode()
+        assert f"ask-{request['request_id']}" in page
+        assert "events.ndjson" in page
+        code, _, body = served.request(
+            "GET", f"/run?dir=0&run={run_id}&view=file&path=events.ndjson"
+        )
+        assert code == 200 and b"run.start" in body
+        fields = form(
+            served, run_id, request["request_id"], mode="text", answer=fake_answer(request)
+        )
+        code, headers, _ = served.request(
+            "POST", "/answer", body={**fields, "resume": "1"}, headers={"Origin": served.origin}
+        )
+        assert code == 303 and "the+run+resumes" in headers["location"]
+        deadline = time.monotonic() + 60
+        while True:
+            status = json.loads(
+                orchestrate("status", "--store", pg_dsn, "--run", run_id, "--json").stdout
+            )
+            if status.get("phase", 0) and status["phase"] > 1:
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)

@@ -55,12 +55,14 @@ class Served:
 
 
 @contextmanager
-def serving(*workdirs: Path) -> Iterator[Served]:
+def serving(*workdirs: Path, store: str | None = None) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
     argv = [sys.executable, "-m", "orchestrator", "ui"]
     for workdir in workdirs:
         argv += ["--workdir", str(workdir)]
+    if store is not None:
+        argv += ["--store", store]
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )

@@ -36,11 +36,12 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from ..._errors import ContractError, OrchestratorError
-from ...storage.runs import is_run_id, runs_dir
+from ..._errors import OrchestratorError
+from ...storage.runs import is_run_id
 from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
-from .runs import RunIndex, RunRef, eval_reports, load, served
+from .places import DirectoryPlace, Place
+from .runs import RunRef, RunRow, eval_reports
 
 STATIC = Path(__file__).with_name("static")
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -48,72 +49,82 @@ PER_PAGE = 50
 EVENT_POLL = 0.3
 
 
-def make_app(workdirs: Sequence[Path], guard: Guard) -> Starlette:
-    """The app serving ``workdirs`` (resolved), guarded by ``guard``."""
-    workdirs = list(workdirs)
-    index = RunIndex(workdirs)
+def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
+    """The app serving ``places`` (work directories, a store), guarded by ``guard``."""
+    places = list(places)
+    workdirs = [p.workdir for p in places if isinstance(p, DirectoryPlace)]
+
+    def all_rows() -> list[RunRow]:
+        rows = [row for i, place in enumerate(places) for row in place.rows(i)]
+        return sorted(rows, key=lambda r: r.updated, reverse=True)
 
     async def runs(request: Request) -> Response:
         status = request.query_params.get("status") or None
         number = _int(request.query_params.get("page"), 0)
-        rows = await asyncio.to_thread(index.rows)
+        rows = await asyncio.to_thread(all_rows)
         return HTMLResponse(
             pages.runs_page(rows, status=status, page_number=number, per_page=PER_PAGE)
         )
 
     async def run(request: Request) -> Response:
-        ref = _ref(request.query_params)
+        ref = _ref(request.query_params, places)
         if ref is None:
             return _not_found()
+        place = places[ref.directory]
         view = request.query_params.get("view")
         if view == "events":
             return StreamingResponse(
-                _events(workdirs, ref, _int(request.query_params.get("after"), 0)),
+                _events(place, ref, _int(request.query_params.get("after"), 0)),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-store"},
             )
         if view == "file":
             return await asyncio.to_thread(
-                _evidence, workdirs, ref, request.query_params.get("path", "")
+                _evidence, place, ref, request.query_params.get("path", "")
             )
         notice = request.query_params.get("notice")
-        return await asyncio.to_thread(_run_page, workdirs, ref, guard, notice=notice)
+        return await asyncio.to_thread(_run_page, place, ref, guard, notice=notice)
 
     async def answer(request: Request) -> Response:
         form = await request.form()
         if not guard.form_token_ok(str(form.get("csrf", "")) or None):
             return _forbidden("the form's token is missing or wrong: reload the page")
-        ref = _ref(form)
+        ref = _ref(form, places)
         if ref is None:
             return _not_found()
         fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
-        return await asyncio.to_thread(_answer, workdirs, ref, guard, fields)
+        return await asyncio.to_thread(_answer, places[ref.directory], ref, guard, fields)
 
     async def recover(request: Request) -> Response:
         form = await request.form()
         if not guard.form_token_ok(str(form.get("csrf", "")) or None):
             return _forbidden("the form's token is missing or wrong: reload the page")
-        ref = _ref(form)
+        ref = _ref(form, places)
         if ref is None:
             return _not_found()
         action = request.url.path.strip("/")
         argv = ["retry"] if action == "retry" else ["rewind", "--to", str(form.get("to", ""))]
-        workdir = served(workdirs, ref.directory)
-        done = await asyncio.to_thread(_orchestrate, [*argv, "--workdir", str(workdir)])
+        naming = places[ref.directory].command(ref.run_id)
+        if action == "retry" and "--run" in naming:
+            naming = naming[: naming.index("--run")]  # retry's --run is the run's own
+            argv += ["--run", ref.run_id]
+        if action == "rewind" and "--run" in naming:
+            naming = naming[: naming.index("--run")]
+            argv += ["--run", ref.run_id]
+        done = await asyncio.to_thread(_orchestrate, [*argv, *naming])
         said = (done.stderr.strip().splitlines() or ["done"])[-1].removeprefix("orchestrate: ")
         return _back(ref, said)
 
     async def boards(request: Request) -> Response:
-        found = [
-            (i, str(w)) for i, w in enumerate(workdirs) if (w / ".board" / "board.json").is_file()
-        ]
+        found = [(i, p.label) for i, p in enumerate(places) if p.board_directory() is not None]
         return HTMLResponse(pages.boards_page(found))
 
     async def board(request: Request) -> Response:
         index = _int(request.query_params.get("dir"), -1)
-        if not 0 <= index < len(workdirs) or not (workdirs[index] / ".board").is_dir():
+        directory = places[index].board_directory() if 0 <= index < len(places) else None
+        if directory is None:
             return _not_found()
-        snapshot = await asyncio.to_thread(board_snapshot, workdirs[index] / ".board")
+        snapshot = await asyncio.to_thread(board_snapshot, directory)
         if request.query_params.get("view") == "json":
             return JSONResponse({"html": pages.board_columns(snapshot)})
         return HTMLResponse(pages.board_page(index, snapshot))
@@ -197,20 +208,20 @@ def make_app(workdirs: Sequence[Path], guard: Guard) -> Starlette:
 
 
 def _run_page(
-    workdirs: Sequence[Path],
+    place: Place,
     ref: RunRef,
     guard: Guard,
     *,
     notice: str | None = None,
     refused: dict[str, str] | None = None,
     drafts: dict[str, str] | None = None,
-    status_code: int = 200,
 ) -> Response:
     from ...evidence.history import timeline
+    from ..events import describe_event
     from ..instance import describe_ended, summarize_state
 
     try:
-        state, source, _live = load(workdirs, ref)
+        state, source, _live = place.load(ref.run_id)
     except (OrchestratorError, OSError) as exc:
         return HTMLResponse(pages.page("Run", f"<p class='failure'>{escape(str(exc))}</p>"), 404)
     record = state.phase_data.get("x_orchestrator") or {}
@@ -218,124 +229,72 @@ def _run_page(
         summary = describe_ended(state, source=source)
     else:
         summary = summarize_state(state, source=source, answer_at=lambda rid: rid)
-    run_dir = runs_dir(served(workdirs, ref.directory)) / ref.run_id
-    files = sorted(
-        str(p.relative_to(run_dir))
-        for p in run_dir.rglob("*")
-        if p.is_file() and not p.is_symlink()
-    )[:500]
-    workdir = served(workdirs, ref.directory)
-    answered = frozenset(
-        r.request_id
-        for r in state.agent_requests
-        if r.status.value == "pending" and _answered(workdir, r.request_id)
-    )
-    events = _recent_events(workdir, ref.run_id)
+    pending = [r.request_id for r in state.agent_requests if r.status.value == "pending"]
+    events = [
+        (seq, describe_event(json.loads(line), seq=seq))
+        for seq, line, _ in place.event_reader(ref.run_id)()[-200:]
+    ]
     html = pages.run_page(
         ref,
         events=events,
-        answered=answered,
+        answered=place.answered(ref.run_id, pending),
         state=state,
         summary=summary,
         timeline=timeline(state),
-        files=files,
+        files=place.files(ref.run_id),
         csrf=guard.csrf,
         notice=notice,
         refused=refused,
         drafts=drafts,
     )
-    return HTMLResponse(html, status_code=status_code)
+    return HTMLResponse(html)
 
 
-def _recent_events(workdir: Path, run_id: str, count: int = 200) -> list[tuple[int, str]]:
-    """The run's last ``count`` events, ``(x_seq, line of text)`` each."""
-    from ..events import EventTail, describe_event
-
-    tail = EventTail(runs_dir(workdir) / run_id / "events.ndjson")
-    try:
-        found = [(e.seq, describe_event(e.record, seq=e.seq)) for e in tail.read_new()]
-    except (FileNotFoundError, ContractError):
-        return []
-    return found[-count:]
-
-
-def _answer(
-    workdirs: Sequence[Path], ref: RunRef, guard: Guard, fields: dict[str, str]
-) -> Response:
+def _answer(place: Place, ref: RunRef, guard: Guard, fields: dict[str, str]) -> Response:
     from ...formats.strict_json import dumps_canonical, loads_strict
-    from ..instance import pending_of, write_response
 
     request_id, text = fields["request"], fields["answer"]
     try:
-        _state, _source, live = load(workdirs, ref)
-        if live is None:
-            raise ContractError("the run is not live: there is nothing to answer", source="run")
         if fields["mode"] == "json":
             value = loads_strict(text.encode("utf-8"), source="the answer")
             text = dumps_canonical(value).decode("utf-8")
-        write_response(live, request_id=request_id, text=text)
+        waiting = place.answer(ref.run_id, request_id, text)
     except (OrchestratorError, OSError, UnicodeError) as exc:
         return _run_page(
-            workdirs,
+            place,
             ref,
             guard,
             refused={request_id: f"refused, nothing was written: {exc}"},
             drafts={request_id: fields["answer"]},
         )  # 200: the page itself is fine (a 4xx would be a console error in the browser)
-    workdir = served(workdirs, ref.directory)
-    unanswered = [
-        item
-        for item in pending_of(workdir)
-        if not _answered(workdir, item["request"]["request_id"])
-    ]
-    if fields["resume"] and not unanswered:
+    if fields["resume"] and not waiting:
         subprocess.Popen(  # the run goes on as a host's resume would; the page shows it
-            [sys.executable, "-m", "orchestrator", "resume", "--workdir", str(workdir)],
+            [sys.executable, "-m", "orchestrator", "resume", *place.command(ref.run_id)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         return _back(ref, "answered; the run resumes")
-    left = f"; {len(unanswered)} request(s) still wait" if unanswered else ""
+    left = f"; {waiting} request(s) still wait" if waiting else ""
     return _back(ref, f"answered{left}")
 
 
-def _answered(workdir: Path, request_id: str) -> bool:
-    from ...formats.bridge import RESPONSE_FILE, RESPONSES_DIR
-
-    if (workdir / RESPONSES_DIR / f"{request_id}.json").is_file():
-        return True
-    try:
-        document = json.loads((workdir / RESPONSE_FILE).read_bytes())
-    except (OSError, ValueError):
-        return False
-    return isinstance(document, dict) and document.get("request_id") == request_id
-
-
-def _evidence(workdirs: Sequence[Path], ref: RunRef, relative: str) -> Response:
-    run_dir = runs_dir(served(workdirs, ref.directory)) / ref.run_id
-    data = read_evidence(run_dir, relative)
+def _evidence(place: Place, ref: RunRef, relative: str) -> Response:
+    data = place.read_file(ref.run_id, relative)
     if data is None:
         return _not_found()
     kind = "application/json" if relative.endswith(".json") else "text/plain"
     return Response(data, media_type=f"{kind}; charset=utf-8")
 
 
-async def _events(workdirs: Sequence[Path], ref: RunRef, after: int) -> AsyncIterator[bytes]:
+async def _events(place: Place, ref: RunRef, after: int) -> AsyncIterator[bytes]:
     """The run's events after ``after``, then each new one, until ``run.end``."""
-    from ..events import EventTail
-
-    path = runs_dir(served(workdirs, ref.directory)) / ref.run_id / "events.ndjson"
-    tail = EventTail(path)
+    read_new = place.event_reader(ref.run_id)
     while True:
-        try:
-            fresh = await asyncio.to_thread(lambda: list(tail.read_new()))
-        except (FileNotFoundError, ContractError):
-            fresh = []
-        for event in fresh:
-            if event.seq > after:
-                yield b"data: " + event.line + b"\n\n"
-            if event.name == "run.end":
+        for seq, line, name in await asyncio.to_thread(read_new):
+            if seq > after:
+                yield b"data: " + line + b"\n\n"
+            if name == "run.end":
                 yield b"event: end\ndata: {}\n\n"
                 return
         await asyncio.sleep(EVENT_POLL)
@@ -401,10 +360,10 @@ def _orchestrate(argv: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _ref(params: Any) -> RunRef | None:
+def _ref(params: Any, places: Sequence[Place]) -> RunRef | None:
     index = _int(params.get("dir"), -1)
     run_id = str(params.get("run") or "")
-    if index < 0 or not is_run_id(run_id):
+    if not 0 <= index < len(places) or not is_run_id(run_id):
         return None
     return RunRef(directory=index, run_id=run_id)
 

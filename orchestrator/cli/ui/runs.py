@@ -10,12 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
 
-from ..._errors import NoInstanceError, OrchestratorError
-from ...storage.runs import is_run_id, live_state_files, run_id_in, runs_dir
+from ..._errors import OrchestratorError
+from ...storage.runs import is_run_id, live_state_files, runs_dir
 
 
 @attrs.frozen(kw_only=True)
@@ -142,28 +141,3 @@ def _live_row(index: int, workdir: Path, state_path: Path) -> RunRow | None:
             updated=0.0,
             problem=str(exc),
         )
-
-
-def load(workdirs: Sequence[Path], ref: RunRef) -> tuple[Any, str, Path | None]:
-    """A run's state (archived requests whole again), where it was read from, and the
-    live state file when the run is live."""
-    from ...evidence.history import load_run
-
-    workdir = served(workdirs, ref.directory)
-    state, source = load_run(workdir, ref.run_id)
-    live = None
-    for state_path in live_state_files(workdir):
-        try:
-            import json
-
-            if run_id_in(json.loads(state_path.read_bytes()), source=str(state_path)) == ref.run_id:
-                live = state_path
-        except (OSError, ValueError, OrchestratorError):
-            continue
-    return state, str(source), live
-
-
-def served(workdirs: Sequence[Path], index: int) -> Path:
-    if not 0 <= index < len(workdirs):
-        raise NoInstanceError(f"no served directory number {index}")
-    return workdirs[index]

@@ -29,6 +29,9 @@ def add_ui_arguments(sub: Any) -> None:
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
     sub.add_argument("--open", action="store_true", help="open the link in a browser")
+    from ..store_runs import add_store_argument
+
+    add_store_argument(sub, run=False)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -39,16 +42,26 @@ def cmd_ui(args: argparse.Namespace) -> int:
             "orchestrate ui needs its extra: pip install 'checkpoint-orchestrator[ui]'"
         ) from None
     from ...storage.beneath import guard as guard_directory
+    from ..store_runs import store_of
     from .app import make_app
     from .guard import Guard
+    from .places import DirectoryPlace, Place, StorePlace
 
-    workdirs = [d.resolve() for d in (args.workdirs or [Path.cwd()])]
+    dsn = store_of(args)
+    given = args.workdirs or ([] if dsn else [Path.cwd()])
+    workdirs = [d.resolve() for d in given]
     for directory in workdirs:
         if not directory.is_dir():
             raise UsageError(f"--workdir {directory}: no such directory")
         guard_directory(directory)  # nothing under it is reached through a link
+    places: list[Place] = [DirectoryPlace(w) for w in workdirs]
+    if dsn is not None:
+        from ..store_runs import open_store
+
+        open_store(dsn).close()  # the store answers, its schema is current: say so now
+        places.append(StorePlace(dsn))
     guard = Guard()
-    app = make_app(workdirs, guard)
+    app = make_app(places, guard)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = uvicorn.Server(config)
 
@@ -65,8 +78,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{port}/?token={guard.token}"
     print(url, flush=True)
     print(
-        f"orchestrate: serving {len(workdirs)} work director{'y' if len(workdirs) == 1 else 'ies'}"
-        " until Ctrl-C; the link above carries the access token",
+        f"orchestrate: serving {', '.join(p.label for p in places)} until Ctrl-C; the link "
+        "above carries the access token",
         file=sys.stderr,
         flush=True,
     )
