@@ -252,7 +252,11 @@ def answer_problems(
         answers = [outputs.get("gather"), outputs.get("shape")]
         answers.append((outputs.get("seal") or {}).get("answers", [None, None, None])[2])
         if (outputs.get("seal") or {}).get("answers") != answers:
-            problems.append(f"run {run_id}: the last phase's answers differ from the phases'")
+            kept = "no history" if history == {} else f"outputs of {sorted(outputs)}"
+            problems.append(
+                f"run {run_id}: the last phase's answers differ from the phases' "
+                f"({run['status']}, {kept})"
+            )
         asked_by = {
             line["data"]["skill"]: str(line.get("x_worker"))
             for _, line in run["events"]

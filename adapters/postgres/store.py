@@ -69,6 +69,12 @@ class PostgresStore:
     def close(self) -> None:
         self.conn.close()
 
+    @property
+    def lost(self) -> bool:
+        """Whether the connection is gone (the server restarted, the backend was ended):
+        the store is of no more use then, and its advisory locks died with it."""
+        return bool(self.conn.closed or self.conn.broken)
+
     def __enter__(self) -> PostgresStore:
         return self
 
