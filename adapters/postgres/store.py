@@ -28,6 +28,14 @@ from .connection import connect, schema_of, shown
 from .migrations import check_current
 
 READY_CHANNEL = "orchestrator_ready"
+#: The runs a worker can take on: queued, left running (its worker died), paused with an
+#: answer not yet read or a timer due, or ended by their last checkpoint but not closed
+#: (a crash came between the two; resuming finishes the end, as on files).
+CAN_ADVANCE = (
+    "(status in ('queued', 'running') "
+    " or (status = 'paused' and (inbox > handled or wake_at <= now())) "
+    " or (status in ('completed', 'cancelled') and state is not null))"
+)
 LIVE = ("queued", "running", "paused", "failed")
 
 
@@ -192,9 +200,7 @@ class PostgresStore:
         The caller advances it (through :meth:`bridge`), then calls :meth:`release`."""
         with self.conn.transaction():
             candidates = self.conn.execute(
-                "select run_id from runs where (status in ('queued', 'running') "
-                " or (status = 'paused' and (inbox > handled or wake_at <= now()))) "
-                " and not (run_id = any(%s)) "
+                f"select run_id from runs where {CAN_ADVANCE} and not (run_id = any(%s)) "
                 "order by updated_at limit 32 for update skip locked",
                 (list(skip),),
             ).fetchall()

@@ -203,10 +203,10 @@ class Fleet:
             if self._busy:
                 return False
             skipped = list(self._backoff)
+        from ..adapters.postgres.store import CAN_ADVANCE
+
         row = store.conn.execute(
-            "select count(*) from runs where (status in ('queued', 'running') "
-            " or (status = 'paused' and (inbox > handled or wake_at <= now()))) "
-            " and not (run_id = any(%s))",
+            f"select count(*) from runs where {CAN_ADVANCE} and not (run_id = any(%s))",
             (skipped,),
         ).fetchone()
         return int(row[0]) == 0
