@@ -307,7 +307,7 @@ def summary(runs: dict[str, dict[str, Any]], tmp: Path, killed: Iterable[int] = 
     asked = len(read_lines(tmp / "agent.log"))
     taken = sum(len({line.get("x_worker") for _, line in r["events"]}) > 1 for r in runs.values())
     return (
-        f"{len(runs)} runs, {len(set(killed))} workers killed, {taken} runs advanced by more "
+        f"{len(runs)} runs, {len(set(killed))} workers killed or cut off, {taken} runs advanced by more "
         f"than one worker, {sum(n > 1 for n in steps.values())} steps run again in their "
         f"window, {asked - 3 * len(runs)} answers asked again"
     )

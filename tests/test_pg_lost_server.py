@@ -62,6 +62,7 @@ def check(dsn: str, tmp: Path, workers: list[subprocess.Popen[bytes]], logs: lis
     runs = pg_fleet.read_runs(dsn)
     problems = pg_fleet.all_problems(runs, tmp, lost)
     print(pg_fleet.summary(runs, tmp, lost))
+    print("\n".join(said))
     assert not problems, "\n".join(problems[:40])
 
 
