@@ -306,8 +306,9 @@ def summary(runs: dict[str, dict[str, Any]], tmp: Path, killed: Iterable[int] = 
     steps = Counter((tag, step) for tag, step, _ in read_lines(tmp / "steps.log"))
     asked = len(read_lines(tmp / "agent.log"))
     taken = sum(len({line.get("x_worker") for _, line in r["events"]}) > 1 for r in runs.values())
+    again = sum(n > 1 for n in steps.values())
     return (
-        f"{len(runs)} runs, {len(set(killed))} workers killed or cut off, {taken} runs advanced by more "
-        f"than one worker, {sum(n > 1 for n in steps.values())} steps run again in their "
-        f"window, {asked - 3 * len(runs)} answers asked again"
+        f"{len(runs)} runs, {len(set(killed))} workers killed or cut off, {taken} runs "
+        f"advanced by more than one worker, {again} steps run again in their window, "
+        f"{asked - 3 * len(runs)} answers asked again"
     )
