@@ -30,10 +30,13 @@ from .migrations import check_current
 
 READY_CHANNEL = "orchestrator_ready"
 STOP_CHECK = 0.5  # seconds between looks at a waiting worker's stop flag
-#: The runs a worker can advance (see the module's docstring), as an SQL condition.
+#: The runs a worker can take on: queued, left running (its worker died), paused with an
+#: answer not yet read or a timer due, or ended by their last checkpoint but not closed
+#: (a crash came between the two; resuming finishes the end, as on files).
 CAN_ADVANCE = (
     "(status in ('queued', 'running') "
-    "or (status = 'paused' and (inbox > handled or wake_at <= now())))"
+    " or (status = 'paused' and (inbox > handled or wake_at <= now())) "
+    " or (status in ('completed', 'cancelled') and state is not null))"
 )
 LIVE = ("queued", "running", "paused", "failed")
 
@@ -74,6 +77,12 @@ class PostgresStore:
 
     def close(self) -> None:
         self.conn.close()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the connection is gone (the server restarted, the backend was ended):
+        the store is of no more use then, and its advisory locks died with it."""
+        return bool(self.conn.closed or self.conn.broken)
 
     def __enter__(self) -> PostgresStore:
         return self
