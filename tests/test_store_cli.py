@@ -427,3 +427,39 @@ def test_an_exported_store_run_is_the_file_store_s_run_apart_from_ids_and_times(
     assert sorted(left) == sorted(right)
     for name in left:
         assert left[name] == right[name], name
+
+
+def test_an_answer_the_run_refuses_leaves_it_to_its_host_not_to_a_worker_loop(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A response row written past ``respond`` (by hand, by another tool) that the run
+    refuses: the worker says so once and lets the run wait; it does not take it again."""
+    import psycopg
+
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), "--store", pg_dsn)
+    run_id = paused.stdout.strip()
+    (item,) = pending(pg_dsn, run_id)
+    foreign = json.dumps(
+        {
+            "request_id": item["request"]["request_id"],
+            "version": "9.0",
+            "status": "success",
+            "response": "x",
+            "created_at": "2026-01-02T03:04:05Z",
+        }
+    ).encode()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "insert into responses (run_id, request_id, document, sha256) values (%s, %s, %s, 'x')",
+            (run_id, item["request"]["request_id"], foreign),
+        )
+        conn.execute("update runs set inbox = inbox + 1 where run_id = %s", (run_id,))
+    worker = orchestrate("worker", "--store", pg_dsn, "--until-idle", timeout=120)
+    assert worker.returncode == 0, worker.stderr
+    assert worker.stderr.count(f"run {run_id} waits for its host") == 1
+    assert status_of(pg_dsn, run_id)["status"] == "paused"
+    with psycopg.connect(pg_dsn) as conn:
+        inbox, handled = conn.execute(
+            "select inbox, handled from runs where run_id = %s", (run_id,)
+        ).fetchone()
+    assert inbox == handled
