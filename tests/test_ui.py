@@ -241,3 +241,19 @@ def test_runs_of_a_store_are_watched_and_answered_the_same_way(pg_dsn: str, tmp_
                 break
             assert time.monotonic() < deadline, status
             time.sleep(0.2)
+
+
+def test_a_linked_run_history_is_never_read(paused: Path, tmp_path: Path) -> None:
+    """A run directory whose state.json is a link (to a file of the user's) is not listed
+    and not shown: the page reads nothing through a link."""
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"phase_data": {"x_orchestrator": {"workflow_name": "not yours"}}}')
+    planted = paused / ".orchestrator" / "runs" / "planted"
+    planted.mkdir()
+    os.symlink(secret, planted / "state.json")
+    with serving(paused) as served:
+        listed = served.request("GET", "/")[2].decode()
+        assert "not yours" not in listed
+        code, _, body = served.request("GET", "/run?dir=0&run=planted")
+        assert b"not yours" not in body
+        assert code == 404

@@ -343,3 +343,27 @@ def _written(path: Path, write: Any, *args: Any, **kwargs: Any) -> None:
         write(*args, **kwargs)
     except OSError as exc:
         raise StorageError.from_os_error(exc, path=str(path), action="write") from exc
+
+
+def drive_engine(
+    engine: Any,
+    outcome: Outcome,
+    args: Any,
+    *,
+    workdir: Path | None,
+    deliver: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """``drive`` with one engine for the whole loop (it re-reads the state only if
+    something else changed it), as ``orchestrate drive`` runs it on either store."""
+    phases = [(spec.number, spec.name) for spec in engine.workflow_cls.phases]
+    return drive(
+        outcome,
+        resume=engine.resume,
+        handler=args.handler or "",
+        workdir=workdir,
+        parallel=args.parallel,
+        handler_timeout=args.handler_timeout,
+        clock=engine.clock,
+        progress=Progress(sys.stderr, phases=phases),
+        deliver=deliver,
+    )

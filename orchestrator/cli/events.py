@@ -164,10 +164,10 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
     from .store_runs import store_of
 
     dsn = store_of(args)
-    if dsn is not None:
-        return _on_store(args, dsn, out, exporting)
-    workdir = _workdir(args.workdir)
     try:
+        if dsn is not None:
+            return _on_store(args, dsn, out, exporting)
+        workdir = _workdir(args.workdir)
         if exporting:
             return _export(args, workdir, out)
         show = _Printer(out, json_lines=args.json, types=args.types)
@@ -793,41 +793,35 @@ def _on_store(args: argparse.Namespace, dsn: str, out: BinaryIO, exporting: bool
     show: Callable[[LoggedEvent], None]
     collected: list[LoggedEvent] = []
     show = collected.append if exporting else _Printer(out, json_lines=args.json, types=args.types)
-    try:
-        with open_store(dsn) as store:
-            store.run(run_id)  # says so when there is no such run
-            last = 0
-            while True:
-                for seq, line in store.events(run_id, after=last):
-                    event = LoggedEvent(
-                        line.rstrip(b"\n"), seq, _event_of(line, f"run {run_id} event {seq}")
-                    )
-                    show(event)
-                    last = seq
-                    if event.name == "run.end" and args.follow:
-                        break
-                else:
-                    if args.follow:
-                        _flush(show)
-                        time.sleep(args.poll)
-                        continue
-                break
-        _flush(show)
-        if exporting:
-            if not collected:
-                raise RunNotFoundError(
-                    f"run {run_id}: no events yet, so nothing to export; add --follow to "
-                    "export the run once it ends",
-                    workdir=dsn,
-                    run_id=run_id,
+    with open_store(dsn) as store:
+        store.run(run_id)  # says so when there is no such run
+        last = 0
+        while True:
+            for seq, line in store.events(run_id, after=last):
+                event = LoggedEvent(
+                    line.rstrip(b"\n"), seq, _event_of(line, f"run {run_id} event {seq}")
                 )
-            return _send_spans(args, collected, run_id, out)
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
+                show(event)
+                last = seq
+                if event.name == "run.end" and args.follow:
+                    break
+            else:
+                if args.follow:
+                    _flush(show)
+                    time.sleep(args.poll)
+                    continue
+            break
+    _flush(show)
+    if exporting:
+        if not collected:
+            raise RunNotFoundError(
+                f"run {run_id}: no events yet, so nothing to export; add --follow to "
+                "export the run once it ends",
+                workdir=dsn,
+                run_id=run_id,
+            )
+        return _send_spans(args, collected, run_id, out)
+    return EXIT_OK
 
 
 def _write_export(target: str, body: bytes, out: BinaryIO) -> None:

@@ -267,6 +267,17 @@ def write_response(
     return target
 
 
+def answer_options(args: Any) -> dict[str, Any]:
+    """What ``respond`` was told of the answer besides its text."""
+    return {
+        "status": args.status,
+        "error_type": args.error_type,
+        "model": args.model,
+        "tokens_used": args.tokens_used,
+        "confidence": args.confidence,
+    }
+
+
 def read_response_document(path: str) -> AgentResponse:
     """A whole response document from ``path`` (``-``: standard input), checked as
     ``resume`` checks a response file; refused in one line otherwise."""

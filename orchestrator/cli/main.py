@@ -1147,19 +1147,15 @@ def _cmd_respond(args: argparse.Namespace) -> int:
         from .store_runs import cmd_respond
 
         return cmd_respond(args, dsn, text, document)
-    from .instance import write_response
+    from .instance import answer_options, write_response
 
     workdir = _workdir(args)
     target = write_response(
         _state_path(workdir, args.workflow),
         request_id=args.request_id,
         text=text,
-        status=args.status,
-        error_type=args.error_type,
-        model=args.model,
-        tokens_used=args.tokens_used,
-        confidence=args.confidence,
         document=document,
+        **answer_options(args),
     )
     print(target)
     return EXIT_OK
@@ -1198,7 +1194,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         from .store_runs import cmd_drive
 
         return cmd_drive(args, dsn)
-    from .drive import Progress, drive
+    from .drive import drive_engine
 
     workdir = _workdir(args)
     if args.handler is None and args.agent == "host":
@@ -1218,19 +1214,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
             "requests made before this drive are still pending and no --handler answers "
             "them: give --handler, or answer them with 'orchestrate respond'"
         )
-    phases = [(spec.number, spec.name) for spec in engine.workflow_cls.phases]
-    # One engine for the whole loop: it re-reads the state only if something else changed it.
-    final = drive(
-        outcome,
-        resume=engine.resume,
-        handler=args.handler or "",
-        workdir=workdir,
-        parallel=args.parallel,
-        handler_timeout=args.handler_timeout,
-        clock=engine.clock,
-        progress=Progress(sys.stderr, phases=phases),
-    )
-    return final.exit_code
+    return drive_engine(engine, outcome, args, workdir=workdir).exit_code
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

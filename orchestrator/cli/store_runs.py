@@ -214,7 +214,7 @@ def cmd_cancel(args: argparse.Namespace, dsn: str) -> int:
 def cmd_respond(
     args: argparse.Namespace, dsn: str, text: str, document: AgentResponse | None
 ) -> int:
-    from .instance import choose_request, document_request, response_document
+    from .instance import answer_options, choose_request, document_request, response_document
 
     run_id = required_run(args)
     request_id = args.request_id
@@ -223,15 +223,7 @@ def cmd_respond(
     with open_store(dsn) as store:
         pending = [p.request_id for p in store.pending(run_id)]
         request_id = choose_request(pending, request_id, where=f"{store.name} run {run_id}")
-        response = document or response_document(
-            request_id,
-            text=text,
-            status=args.status,
-            error_type=args.error_type,
-            model=args.model,
-            tokens_used=args.tokens_used,
-            confidence=args.confidence,
-        )
+        response = document or response_document(request_id, text=text, **answer_options(args))
         store.respond(run_id, response)
     print(f"{run_id} {request_id}")
     return EXIT_OK
@@ -341,7 +333,7 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
     """``drive`` on a store: start the run (or go on with ``--run``), answer each pause
     with the handler through the store's mailbox, until the run ends."""
     from ..formats.bridge_codec import parse_response
-    from .drive import Progress, drive
+    from .drive import drive_engine
 
     if args.handler is None and args.agent == "host":
         raise UsageError("drive needs --handler CMD, or --agent to answer in-process")
@@ -375,18 +367,7 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
         def deliver(document: dict[str, Any]) -> None:
             store.respond(run_id, parse_response(document, source=f"run {run_id} answer"))
 
-        phases = [(spec.number, spec.name) for spec in engine.workflow_cls.phases]
-        final = drive(
-            outcome,
-            resume=engine.resume,
-            handler=args.handler or "",
-            workdir=None,
-            parallel=args.parallel,
-            handler_timeout=args.handler_timeout,
-            clock=engine.clock,
-            progress=Progress(sys.stderr, phases=phases),
-            deliver=deliver,
-        )
+        final = drive_engine(engine, outcome, args, workdir=None, deliver=deliver)
     print(run_id)
     return final.exit_code
 

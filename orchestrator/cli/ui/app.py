@@ -85,30 +85,31 @@ def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
         notice = request.query_params.get("notice")
         return await asyncio.to_thread(_run_page, place, ref, guard, notice=notice)
 
-    async def answer(request: Request) -> Response:
+    async def posted(request: Request) -> tuple[Any, RunRef] | Response:
+        """The form of a POST and the run it names, or the refusal to send back."""
         form = await request.form()
         if not guard.form_token_ok(str(form.get("csrf", "")) or None):
             return _forbidden("the form's token is missing or wrong: reload the page")
         ref = _ref(form, places)
-        if ref is None:
-            return _not_found()
+        return _not_found() if ref is None else (form, ref)
+
+    async def answer(request: Request) -> Response:
+        taken = await posted(request)
+        if isinstance(taken, Response):
+            return taken
+        form, ref = taken
         fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
         return await asyncio.to_thread(_answer, places[ref.directory], ref, guard, fields)
 
     async def recover(request: Request) -> Response:
-        form = await request.form()
-        if not guard.form_token_ok(str(form.get("csrf", "")) or None):
-            return _forbidden("the form's token is missing or wrong: reload the page")
-        ref = _ref(form, places)
-        if ref is None:
-            return _not_found()
+        taken = await posted(request)
+        if isinstance(taken, Response):
+            return taken
+        form, ref = taken
         action = request.url.path.strip("/")
         argv = ["retry"] if action == "retry" else ["rewind", "--to", str(form.get("to", ""))]
         naming = places[ref.directory].command(ref.run_id)
-        if action == "retry" and "--run" in naming:
-            naming = naming[: naming.index("--run")]  # retry's --run is the run's own
-            argv += ["--run", ref.run_id]
-        if action == "rewind" and "--run" in naming:
+        if "--run" in naming:  # retry's and rewind's --run is their own option
             naming = naming[: naming.index("--run")]
             argv += ["--run", ref.run_id]
         done = await asyncio.to_thread(_orchestrate, [*argv, *naming])
@@ -334,12 +335,16 @@ def board_snapshot(directory: Path) -> dict[str, Any]:
 def _last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:
     """The last ``count`` whole lines of ``path``, read from its end (a long ledger is
     not read whole for its tail)."""
+    import os
+
+    from ...storage import beneath
+
     try:
-        with path.open("rb") as file:
+        with open(beneath.open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
             size = file.seek(0, 2)
             file.seek(max(0, size - window))
             chunk = file.read()
-    except OSError:
+    except (OSError, OrchestratorError):
         return []
     lines = chunk.splitlines()
     if size > window and lines:

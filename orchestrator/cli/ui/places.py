@@ -18,6 +18,7 @@ from ...storage.runs import live_state_files, run_id_in, runs_dir
 from .guard import read_evidence
 from .runs import RunIndex, RunRef, RunRow
 
+MAX_RESPONSE = 16 * 1024 * 1024  # as the file bridge reads one
 #: An event line: (x_seq, its bytes without the newline, its name).
 EventLine = tuple[int, bytes, str]
 
@@ -73,9 +74,11 @@ class DirectoryPlace:
         return state, str(source), self._live_state(run_id) is not None
 
     def _live_state(self, run_id: str) -> Path | None:
+        from ...storage.files import STATE_MAX_BYTES, read_regular_file
+
         for state_path in live_state_files(self.workdir):
             try:
-                data = json.loads(state_path.read_bytes())
+                data = json.loads(read_regular_file(state_path, max_bytes=STATE_MAX_BYTES))
                 if run_id_in(data, source=str(state_path)) == run_id:
                     return state_path
             except (OSError, ValueError, OrchestratorError):
@@ -84,11 +87,15 @@ class DirectoryPlace:
 
     def answered(self, run_id: str, pending: list[str]) -> frozenset[str]:
         from ...formats.bridge import RESPONSE_FILE, RESPONSES_DIR
+        from ...storage import beneath
+        from ...storage.files import read_regular_file
 
-        found = {r for r in pending if (self.workdir / RESPONSES_DIR / f"{r}.json").is_file()}
+        found = {r for r in pending if beneath.is_file(self.workdir / RESPONSES_DIR / f"{r}.json")}
         try:
-            document = json.loads((self.workdir / RESPONSE_FILE).read_bytes())
-        except (OSError, ValueError):
+            document = json.loads(
+                read_regular_file(self.workdir / RESPONSE_FILE, max_bytes=1 << 24)
+            )
+        except (OSError, ValueError, OrchestratorError):
             document = None
         if isinstance(document, dict) and document.get("request_id") in pending:
             found.add(str(document["request_id"]))

@@ -99,8 +99,10 @@ def eval_reports(workdirs: Sequence[Path]) -> list[tuple[int, str]]:
 def _ended_row(index: int, workdir: Path, state: Path) -> RunRow | None:
     import json
 
+    from ...storage.files import STATE_MAX_BYTES, read_regular_file
+
     try:
-        data = json.loads(state.read_bytes())
+        data = json.loads(read_regular_file(state, max_bytes=STATE_MAX_BYTES))
         record = data["phase_data"]["x_orchestrator"]
         return RunRow(
             ref=RunRef(directory=index, run_id=state.parent.name),
@@ -111,8 +113,8 @@ def _ended_row(index: int, workdir: Path, state: Path) -> RunRow | None:
             waiting_for=0,
             updated=state.stat().st_mtime,
         )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # being written, or not ours: not listed
+    except (OSError, ValueError, KeyError, TypeError, OrchestratorError):
+        return None  # being written, a link, or not ours: not listed
 
 
 def _live_row(index: int, workdir: Path, state_path: Path) -> RunRow | None:
