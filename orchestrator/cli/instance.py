@@ -65,11 +65,33 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
         state = parse_state(data, source=str(state_path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
-    record = load_record(state, source=str(state_path))
-    pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     signature = _signature_problem(data, raw, state_path)
+    pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    return summarize_state(
+        state,
+        source=str(state_path),
+        answer_at=lambda request_id: str(
+            _response_target(state_path.parent, request_id, len(pending))
+        ),
+        signature=signature,
+        trust_step=_trust_step(state_path) if signature is not None else None,
+    )
+
+
+def summarize_state(
+    state: Any,
+    *,
+    source: str,
+    answer_at: Any,
+    signature: str | None = None,
+    trust_step: str | None = None,
+) -> dict[str, Any]:
+    """A JSON-ready summary of a live run's state, for ``status`` on either store;
+    ``answer_at(request_id)``: where, or how, a host answers that request."""
+    record = load_record(state, source=source)
+    pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     if signature is not None:
-        next_step: str | None = _trust_step(state_path)
+        next_step: str | None = trust_step
     elif record.waiting_until and not pending:
         next_step = None
     else:
@@ -97,9 +119,7 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
                 "created_at": r.request().created_at,
                 "timeout_seconds": r.request().timeout_seconds,
                 "answer_within_seconds": r.x_answer_within,
-                "response_file": str(
-                    _response_target(state_path.parent, r.request_id, len(pending))
-                ),
+                "response_file": answer_at(r.request_id),
             }
             for r in pending
         ],
@@ -152,9 +172,15 @@ def describe_ended_run(workdir: Path) -> dict[str, Any]:
     """The last run of ``workdir`` that ended (completed or cancelled), for ``status``
     when no instance is live: how and when it ended, its outputs in short."""
     from ..evidence.history import load_run
-    from ..storage.runs import ENGINE_KEY
 
     state, source = load_run(workdir)
+    return describe_ended(state, source=source)
+
+
+def describe_ended(state: Any, *, source: str) -> dict[str, Any]:
+    """How a run ended, from its last state (its history)."""
+    from ..storage.runs import ENGINE_KEY
+
     record = load_record(state, source=source)
     outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
     return {
@@ -214,12 +240,16 @@ def write_response(
     model: str | None = None,
     tokens_used: int | None = None,
     confidence: float | None = None,
+    document: AgentResponse | None = None,
 ) -> Path:
-    """Write a valid response for a pending request where ``resume`` will read it."""
+    """Write a valid response for a pending request where ``resume`` will read it:
+    ``document`` as it is, or one made of ``text`` and the rest."""
     state = _load(state_path, signed_only=True)
     pending = [r.request_id for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+    if document is not None:
+        request_id = document_request(document, request_id)
     request_id = choose_request(pending, request_id, where=str(state_path))
-    response = response_document(
+    response = document or response_document(
         request_id,
         text=text,
         status=status,
@@ -235,6 +265,34 @@ def write_response(
     except OSError as exc:  # atomic: no response, or the one that was there, is left
         raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
     return target
+
+
+def read_response_document(path: str) -> AgentResponse:
+    """A whole response document from ``path`` (``-``: standard input), checked as
+    ``resume`` checks a response file; refused in one line otherwise."""
+    import sys
+
+    from ..formats.strict_json import loads_strict
+
+    source = "standard input" if path == "-" else path
+    try:
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--document {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return parse_response(loads_strict(raw, source=source), source=source)
+    except ContractError as exc:
+        raise UsageError(f"--document: {exc}; nothing was written") from None
+
+
+def document_request(document: AgentResponse, request_id: str | None) -> str:
+    """The request a whole response document answers (``--request``, if given, must agree)."""
+    if request_id is not None and request_id != document.request_id:
+        raise UsageError(
+            f"--request {request_id}, but the document answers {document.request_id}; "
+            "nothing was written"
+        )
+    return document.request_id
 
 
 def choose_request(pending: list[str], request_id: str | None, *, where: str) -> str:

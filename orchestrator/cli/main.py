@@ -90,6 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         return _error(exc, EXIT_ERROR)
     except OSError as exc:  # a file the command needed: say which, and what to do
         return _error(_os_error_line(exc, args), EXIT_ERROR)
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        # The PostgreSQL store failed mid-command (the server went away, a statement was
+        # cancelled): every change is a transaction, so the run is as its last one left it.
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return _error(
+            f"the PostgreSQL store failed: {reason}; the run is as its last completed "
+            "checkpoint left it: run the command again once the server answers",
+            EXIT_ERROR,
+        )
 
 
 def _error(exc: BaseException | str, code: int) -> int:
@@ -180,6 +191,9 @@ COMMANDS = (
     "eval",
     "pending",
     "worker",
+    "db",
+    "export",
+    "ui",
 )
 
 
@@ -322,6 +336,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         help="a finished run's id (default: the live instance, else the latest run)",
     )
     add_instance(rewind)
+    add_store(rewind, run=False)
 
     fork = command(
         "fork",
@@ -392,6 +407,13 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     source.add_argument("--file", type=Path, default=None, help="read the answer text from a file")
     source.add_argument(
         "--stdin", action="store_true", help="read the answer text from standard input"
+    )
+    source.add_argument(
+        "--document",
+        default=None,
+        metavar="FILE",
+        help="a whole response document, the JSON a host writes to .agent-response.json "
+        "('-': standard input); checked as resume checks it, then filed for its request",
     )
     respond.add_argument(
         "--status",
@@ -507,6 +529,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="a finished run's id (default: the live instance, else the latest run)",
     )
+    add_store(history, run=False)
 
     output = command(
         "output",
@@ -526,6 +549,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="a run's id (default: the live instance, else the latest finished run)",
     )
+    add_store(output, run=False)
     output.add_argument(
         "--json",
         action="store_true",
@@ -565,6 +589,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
 
         add_workdir(events)
         add_events_arguments(events)
+        add_store(events, run=False)
 
     board = command(
         "board",
@@ -612,6 +637,36 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         add_store(worker, run=False)
         add_agent(worker)
         add_worker_arguments(worker)
+    db = command(
+        "db",
+        _cmd_db,
+        "The PostgreSQL store's schema: upgrade it to this version, or show its version and "
+        "its runs by status.",
+    )
+    if not isinstance(db, _Unused):
+        from .store import add_db_commands
+
+        add_db_commands(db, _Formatter)
+    export = command(
+        "export",
+        _cmd_export,
+        "Write a run of a PostgreSQL store into a work directory as the files the file "
+        "store keeps: its state, requests and evidence, byte for byte.",
+    )
+    if not isinstance(export, _Unused):
+        from .store import add_export_arguments
+
+        add_export_arguments(export)
+    ui = command(
+        "ui",
+        _cmd_ui,
+        "A local web page to watch runs and answer their requests: prints a link "
+        "(127.0.0.1, with an access token) and serves until Ctrl-C.",
+    )
+    if not isinstance(ui, _Unused):
+        from .ui.serve import add_ui_arguments
+
+        add_ui_arguments(ui)
     check = command(
         "check",
         _cmd_check,
@@ -921,6 +976,11 @@ def _cmd_rewind(args: argparse.Namespace) -> int:
     from ..engine.record import load_record
     from ..evidence.history import load_run
 
+    dsn = _on_store(args)
+    if dsn is not None:
+        from .store_runs import cmd_rewind
+
+        return cmd_rewind(args, dsn)
     workdir = _workdir(args)
     ended = None
     try:
@@ -1078,12 +1138,15 @@ def _format_status(summary: dict[str, Any]) -> str:
 
 
 def _cmd_respond(args: argparse.Namespace) -> int:
-    text = _answer_text(args)
+    from .instance import read_response_document
+
+    document = read_response_document(args.document) if args.document else None
+    text = "" if document is not None else _answer_text(args)
     dsn = _on_store(args)
     if dsn is not None:
         from .store_runs import cmd_respond
 
-        return cmd_respond(args, dsn, text)
+        return cmd_respond(args, dsn, text, document)
     from .instance import write_response
 
     workdir = _workdir(args)
@@ -1096,6 +1159,7 @@ def _cmd_respond(args: argparse.Namespace) -> int:
         model=args.model,
         tokens_used=args.tokens_used,
         confidence=args.confidence,
+        document=document,
     )
     print(target)
     return EXIT_OK
@@ -1220,10 +1284,22 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     from ..evidence.history import load_run, timeline
 
-    state, source = load_run(_workdir(args), args.run)
+    state, source = _load_run(args, load_run)
     print(printable("\n".join(timeline(state)), lines=True))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
+
+
+def _load_run(args: argparse.Namespace, load_from_files: Any) -> tuple[Any, str]:
+    """The run ``history`` or ``output`` shows: from the store, or the work directory."""
+    dsn = _on_store(args)
+    if dsn is None:
+        state, source = load_from_files(_workdir(args), args.run)
+        return state, str(source)
+    from .store_runs import load_run, open_store, required_run
+
+    with open_store(dsn) as store:
+        return load_run(store, required_run(args))
 
 
 def _cmd_output(args: argparse.Namespace) -> int:
@@ -1232,7 +1308,7 @@ def _cmd_output(args: argparse.Namespace) -> int:
     from ..evidence.history import load_run
     from ..storage.runs import ENGINE_KEY
 
-    state, source = load_run(_workdir(args), args.run)
+    state, source = _load_run(args, load_run)
     outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
     if args.phase is None:
         print(json.dumps(outputs, indent=2, ensure_ascii=False))
@@ -1273,6 +1349,12 @@ def _cmd_pending(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from .ui.serve import cmd_ui
+
+    return cmd_ui(args)
+
+
 def _cmd_worker(args: argparse.Namespace) -> int:
     dsn = _on_store(args)
     if dsn is None:
@@ -1291,6 +1373,16 @@ def _cmd_board(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
+
+
+def _cmd_db(args: argparse.Namespace) -> int:
+    raise UsageError("name a db subcommand (orchestrate db --help lists them)")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .store import cmd_export
+
+    return cmd_export(args)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..adapters.postgres.store import PostgresStore
     from ..engine.engine import Engine
     from ..engine.record import Outcome
+    from ..formats.bridge import AgentResponse
 
 STORE_ENV = "ORCHESTRATOR_STORE"
 EXIT_OK = 0
@@ -210,14 +211,19 @@ def cmd_cancel(args: argparse.Namespace, dsn: str) -> int:
     return EXIT_OK
 
 
-def cmd_respond(args: argparse.Namespace, dsn: str, text: str) -> int:
-    from .instance import choose_request, response_document
+def cmd_respond(
+    args: argparse.Namespace, dsn: str, text: str, document: AgentResponse | None
+) -> int:
+    from .instance import choose_request, document_request, response_document
 
     run_id = required_run(args)
+    request_id = args.request_id
+    if document is not None:
+        request_id = document_request(document, request_id)
     with open_store(dsn) as store:
         pending = [p.request_id for p in store.pending(run_id)]
-        request_id = choose_request(pending, args.request_id, where=f"{store.name} run {run_id}")
-        response = response_document(
+        request_id = choose_request(pending, request_id, where=f"{store.name} run {run_id}")
+        response = document or response_document(
             request_id,
             text=text,
             status=args.status,
@@ -257,13 +263,21 @@ def print_pending(items: list[dict[str, Any]], *, as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace, dsn: str) -> int:
-    with open_store(dsn) as store:
-        if getattr(args, "run", None):
-            row = store.run(args.run)
-            rows = [row]
+    """One run as ``status`` shows a work directory's (with ``--run``), else every run of
+    the store, most recently changed first."""
+    if getattr(args, "run", None):
+        with open_store(dsn) as store:
+            summary = describe_run(store, args.run)
+        if args.json:
+            print(json.dumps(summary, indent=2))
         else:
-            rows = store.runs()
-    summary = [
+            from .main import _format_ended, _format_status
+
+            print(_format_ended(summary) if "ended_at" in summary else _format_status(summary))
+        return EXIT_OK
+    with open_store(dsn) as store:
+        rows = store.runs()
+    listed = [
         {
             "run_id": r.run_id,
             "workflow": r.workflow_name,
@@ -274,16 +288,53 @@ def cmd_status(args: argparse.Namespace, dsn: str) -> int:
         for r in rows
     ]
     if args.json:
-        print(json.dumps(summary if not getattr(args, "run", None) else summary[0], indent=2))
+        print(json.dumps(listed, indent=2))
         return EXIT_OK
-    for item in summary:
+    for item in listed:
         print(
             f"{item['run_id']}  {item['workflow']:<24} {item['status']:<10} "
             f"pending {item['pending']}  {item['updated_at']}"
         )
-    if not summary:
-        print(f"orchestrate: no run in {dsn}", file=sys.stderr)
+    if not listed:
+        print(f"orchestrate: no run in {store.name}", file=sys.stderr)
     return EXIT_OK
+
+
+def describe_run(store: PostgresStore, run_id: str) -> dict[str, Any]:
+    """``status`` of one run: live (its phase, what it waits for), ended (how, its
+    outputs in short) or queued."""
+    from .instance import describe_ended, summarize_state
+
+    row = store.run(run_id)
+    if row.status == "queued":
+        return {
+            "workflow": row.workflow_name,
+            "workflow_ref": row.workflow_ref,
+            "run_id": run_id,
+            "status": "queued",
+            "phase": None,
+            "phase_name": None,
+            "checkpoint_name": None,
+            "completed_phases": [],
+            "pending": [],
+            "request_counts": {},
+            "next": "a worker starts it ('orchestrate worker --store ...')",
+        }
+    state, source = load_run(store, run_id)
+    if row.status in ("completed", "cancelled"):
+        summary = describe_ended(state, source=source)
+        summary["next"] = (
+            f"'orchestrate output --store ... --run {run_id}' prints the outputs; "
+            f"'orchestrate history --store ... --run {run_id}' tells the run"
+        )
+        return summary
+    return summarize_state(
+        state,
+        source=source,
+        answer_at=lambda request_id: (
+            f"orchestrate respond --store ... --run {run_id} --request {request_id}"
+        ),
+    )
 
 
 def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
@@ -338,3 +389,46 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
         )
     print(run_id)
     return final.exit_code
+
+
+def load_run(store: PostgresStore, run_id: str) -> tuple[Any, str]:
+    """A run's state (live) or its history (ended), signature checked, with every
+    archived request whole again; and where it is, for messages."""
+    from ..formats.bridge_codec import parse_state, restore_archived
+    from ..formats.state_signature import with_signature
+    from ..storage.state_key import read_signed
+
+    row = store.conn.execute(
+        "select state, history, status from runs where run_id = %s", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise NoInstanceError(f"{store.name}: no run {run_id} in this store")
+    raw = row[0] if row[0] is not None else row[1]
+    if raw is None:
+        raise NoInstanceError(f"{store.name}: run {run_id} is {row[2]}: it has no state yet")
+    source = f"{store.name} run {run_id}"
+    data, _ = read_signed(bytes(raw), source=source)
+    state = parse_state(with_signature(data, None), source=source)
+    if row[0] is not None and any(r.x_archived for r in state.agent_requests):
+        lines = store.conn.execute(
+            "select line from archive where run_id = %s order by seq", (run_id,)
+        ).fetchall()
+        state = restore_archived(state, b"".join(bytes(r[0]) for r in lines), source=source)
+    return state, source
+
+
+def cmd_rewind(args: argparse.Namespace, dsn: str) -> int:
+    """``rewind`` on a store: a live run, or an ended one made live again (a worker, or
+    ``resume``, then runs the phase)."""
+    from ..engine.loader import load_workflow
+    from ..engine.record import load_record
+
+    run_id = required_run(args)
+    with open_store(dsn) as store:
+        state, source = load_run(store, run_id)
+        ended = None if store.run(run_id).status in ("running", "paused") else state
+        reference = load_record(state, source=source).workflow
+        engine = engine_for(store, run_id, load_workflow(reference), "host")
+        message = engine.rewind(args.to, ended=ended)
+    print(f"orchestrate: {printable(message)}", file=sys.stderr)
+    return EXIT_OK

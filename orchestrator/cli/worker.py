@@ -25,7 +25,7 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OrchestratorError
+from .._errors import OrchestratorError, ResponseRejectedError
 from .._text import printable
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Fleet:
             if run_id is None:
                 if self.until_idle and self._idle(store):
                     return
-                store.wait(self._sleep_for(store))
+                store.wait(self._sleep_for(store), stop=self.stop.is_set)
                 continue
             with self._lock:
                 self._busy += 1
@@ -167,6 +167,7 @@ class Fleet:
         from .store_runs import run_engine, start_queued
 
         handled = None
+        engine = None
         try:
             engine = run_engine(store, run_id, self.agent)
             engine.recorder.worker = self.name
@@ -179,6 +180,11 @@ class Fleet:
             with self._lock:
                 self.advanced += 1
             say(f"worker {self.name}: run {run_id}: {outcome.message}")
+        except ResponseRejectedError as exc:
+            # An answer the run refuses waits for its host to correct it: no worker takes
+            # the run again until another answer comes (the inbox read so far is handled).
+            handled = getattr(engine.bridge, "inbox_seen", None) if engine else None
+            say(f"worker {self.name}: run {run_id} waits for its host: {exc}")
         except OrchestratorError as exc:
             if store.lost:
                 raise  # not the run's doing: the slot reconnects, and claims it again
@@ -203,13 +209,7 @@ class Fleet:
             if self._busy:
                 return False
             skipped = list(self._backoff)
-        from ..adapters.postgres.store import CAN_ADVANCE
-
-        row = store.conn.execute(
-            f"select count(*) from runs where {CAN_ADVANCE} and not (run_id = any(%s))",
-            (skipped,),
-        ).fetchone()
-        return int(row[0]) == 0
+        return store.advanceable(skip=skipped) == 0
 
     def _sleep_for(self, store: PostgresStore) -> float:
         """Until the next timer, or the next look for runs whose worker died."""
