@@ -124,7 +124,6 @@ def workers_rate(dsn: str, workers: int, runs: int, workdir: Path) -> float:
 
     logs = [workdir / f"worker-{workers}-{n}.err" for n in range(workers)]
     command = [sys.executable, "-m", "orchestrator", "worker", "--store", dsn, "--agent", AGENT]
-    command += ["--orphan-check", "0.5"]  # an idle slot sees SIGTERM at its next look
     processes = []
     for log in logs:
         with log.open("wb") as sink:

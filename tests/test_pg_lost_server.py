@@ -9,7 +9,7 @@ and serves on; the run is taken on from its last checkpoint, by it or another wo
 - PostgreSQL itself restarts (``pg_ctlcluster VERSION CLUSTER restart``) in the middle of
   runs being advanced by two workers (slow: it interrupts every session on the server,
   and waits until the server answers again; restarts of concurrent test sessions are
-  taken one at a time under a lock file).
+  taken one at a time, and never while another fleet test runs: ``pg_fleet.server_turn``).
 
 Then every run completed, no answer was lost, a step ran again only in a worker that lost
 its connection before the step's checkpoint, every event log is one ordered history.
@@ -17,15 +17,12 @@ its connection before the step's checkpoint, every event log is one ordered hist
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pg_fleet
@@ -35,7 +32,6 @@ from pg_support import server_dsn
 LOST = "lost its connection"
 #: how long a test waits for what must come (a guard against a hang, never a measure)
 PATIENCE = 300.0
-RESTART_LOCK = Path("/tmp/checkpoint-orchestrator-pg-restart.lock")
 
 
 def wait_for(condition: object, what: str, workers: list[subprocess.Popen[bytes]]) -> None:
@@ -69,6 +65,11 @@ def check(dsn: str, tmp: Path, workers: list[subprocess.Popen[bytes]], logs: lis
 def test_a_worker_whose_backend_is_ended_reconnects_and_finishes(
     pg_fresh_dsn: str, tmp_path: Path
 ) -> None:
+    with pg_fleet.server_turn():
+        ending_backends(pg_fresh_dsn, tmp_path)
+
+
+def ending_backends(pg_fresh_dsn: str, tmp_path: Path) -> None:
     from orchestrator.adapters.postgres.migrations import upgrade
 
     upgrade(pg_fresh_dsn)
@@ -125,17 +126,6 @@ def local_cluster() -> tuple[str, str] | None:
     return None
 
 
-@contextlib.contextmanager
-def restart_turn() -> Iterator[None]:
-    """One restart of the shared server at a time, across test sessions."""
-    with RESTART_LOCK.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def server_started_at() -> object:
     import psycopg
 
@@ -165,7 +155,7 @@ def test_workers_outlive_a_restart_of_postgresql(pg_fresh_dsn: str, tmp_path: Pa
     env = pg_fleet.fleet_env(tmp_path)
     logs = [tmp_path / f"worker-{n}.err" for n in range(2)]
     extra = ("--concurrency", "2", "--orphan-check", "0.2")
-    with restart_turn():
+    with pg_fleet.server_turn(restart=True):
         before = server_started_at()
         workers = [pg_fleet.start_worker(pg_fresh_dsn, env, log, *extra) for log in logs]
         wait_for(

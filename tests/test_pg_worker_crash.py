@@ -2,10 +2,12 @@
 
 Real ``orchestrate worker`` processes advance ``pg_flows.Relay`` runs (a step with a side
 effect and an in-process ask in each of three phases, answered by a fast subprocess
-agent); three at a time, each killed outright a random while after it starts serving,
-until 200 have been killed, with runs queued as the backlog runs low so that kills land
-on work. A last worker with ``--until-idle`` then finishes what is left. From the store,
-the step log and the agent's log (``tests/pg_fleet.py`` has the checks):
+agent); three at a time, each killed outright a random while after it starts serving
+(a quarter of them) or after it is first seen at work (a step or an ask of its in the
+logs: so that kills land on work however busy the machine), until 200 have been killed,
+with runs queued as the backlog runs low. A last worker with ``--until-idle`` then
+finishes what is left. From the store, the step log and the agent's log
+(``tests/pg_fleet.py`` has the checks):
 
 - every run completed, its events one ordered history (``x_seq`` 1..N, ``run.end`` last);
 - no answer lost: each output is an answer the agent gave to that very prompt, and an
@@ -20,8 +22,10 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pg_fleet
 import pytest
 
@@ -29,14 +33,54 @@ pytestmark = pytest.mark.slow
 
 KILLS = 200
 AT_ONCE = 3
-#: the longest a worker serves before it is killed (seconds after it says it serves)
+#: the share of workers killed a random while after they say they serve (the rest: a
+#: random while after they are seen at work, a step or an ask of theirs in the logs)
+ANY_TIME = 0.25
+#: the longest a worker goes on before it is killed (seconds after it serves or works)
 LONGEST_LIFE = 0.35
+AFTER_WORK = 0.2
 BACKLOG = 8  # fewer unfinished runs than this: queue another batch
 BATCH = 16
 
 
-def serving(stderr: Path) -> bool:
-    return b"serving" in stderr.read_bytes() if stderr.exists() else False
+@pytest.fixture(autouse=True)
+def _no_server_restart_meanwhile() -> Iterator[None]:
+    with pg_fleet.server_turn():
+        yield
+
+
+class Doings:
+    """The processes seen at work so far: in the step log, or asking the agent."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.paths = [tmp / "steps.log", tmp / "agent.log"]
+        self.offsets = [0, 0]
+        self.pids: set[int] = set()
+
+    def update(self) -> set[int]:
+        for n, path in enumerate(self.paths):
+            if not path.exists():
+                continue
+            with path.open("rb") as log:
+                log.seek(self.offsets[n])
+                data = log.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self.offsets[n] += len(complete)
+            for line in complete.decode().splitlines():
+                who = line.split()[-1]
+                self.pids.add(pg_fleet.LABELS.get(who) or int(who))
+        return self.pids
+
+
+@attrs.define
+class Victim:
+    process: subprocess.Popen[bytes]
+    log: Path
+    any_time: bool
+    kill_at: float | None = None
+
+    def serving(self) -> bool:
+        return b"serving" in self.log.read_bytes() if self.log.exists() else False
 
 
 def test_workers_killed_at_random_points_lose_nothing(pg_fresh_dsn: str, tmp_path: Path) -> None:
@@ -48,40 +92,40 @@ def test_workers_killed_at_random_points_lose_nothing(pg_fresh_dsn: str, tmp_pat
     logs = tmp_path / "workers"
     logs.mkdir()
     rng = random.Random()
+    doings = Doings(tmp_path)
     pg_fleet.queue(dsn, BATCH * 2, workdir=tmp_path)
     killed: list[int] = []
     started = 0
-    live: dict[
-        int, tuple[subprocess.Popen[bytes], Path, float | None]
-    ] = {}  # pid -> (process, log, kill at)
+    live: dict[int, Victim] = {}
 
     while len(killed) < KILLS:
-        while len(live) < AT_ONCE and started < KILLS + AT_ONCE:
+        while len(live) < AT_ONCE:
             if pg_fleet.unfinished(dsn) < BACKLOG:
                 pg_fleet.queue(dsn, BATCH, workdir=tmp_path)
             log = logs / f"{started}.err"
             extra = ("--orphan-check", "0.2", "--concurrency", str(1 + started % 2))
             process = pg_fleet.start_worker(dsn, env, log, *extra)
-            live[process.pid] = (process, log, None)
+            live[process.pid] = Victim(process, log, any_time=rng.random() < ANY_TIME)
             started += 1
         time.sleep(0.01)
+        at_work = doings.update()
         now = time.monotonic()
-        for pid, (process, log, kill_at) in list(live.items()):
-            assert process.poll() is None, f"worker {pid} exited by itself: {log.read_text()}"
-            if kill_at is None:
-                if serving(log):
-                    live[pid] = (process, log, now + rng.uniform(0, LONGEST_LIFE))
-                continue
-            if now >= kill_at:
-                process.send_signal(signal.SIGKILL)
-                process.wait()
+        for pid, victim in list(live.items()):
+            said = victim.log.read_text()
+            assert victim.process.poll() is None, f"worker {pid} exited by itself: {said}"
+            if victim.kill_at is None:
+                if victim.any_time and victim.serving():
+                    victim.kill_at = now + rng.uniform(0, LONGEST_LIFE)
+                elif not victim.any_time and pid in at_work:
+                    victim.kill_at = now + rng.uniform(0, AFTER_WORK)
+            elif now >= victim.kill_at:
+                victim.process.send_signal(signal.SIGKILL)
+                victim.process.wait()
                 killed.append(pid)
                 del live[pid]
-                if len(killed) >= KILLS:
-                    break
-    for pid, (process, _, _) in live.items():
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+    for pid, victim in live.items():
+        victim.process.send_signal(signal.SIGKILL)
+        victim.process.wait()
         killed.append(pid)
 
     before = pg_fleet.read_runs(dsn)

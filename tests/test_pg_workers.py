@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pg_fleet
@@ -23,6 +24,12 @@ pytestmark = pytest.mark.slow
 RUNS = 200
 WORKERS = 4
 PATIENCE = 600.0  # a guard against a hang, never a measure
+
+
+@pytest.fixture(autouse=True)
+def _no_server_restart_meanwhile() -> Iterator[None]:
+    with pg_fleet.server_turn():
+        yield
 
 
 def test_four_workers_advance_each_run_one_at_a_time(pg_fresh_dsn: str, tmp_path: Path) -> None:
