@@ -70,14 +70,15 @@ def with_schema(server: str, schema: str) -> str:
 class Schemas:
     """Stores of this run, each a schema of its own, all dropped at the end."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, prefix: str = "bench_pg_") -> None:
         self.server = server
+        self.prefix = prefix
         self.made: list[str] = []
 
     def new(self) -> str:
         from orchestrator.adapters.postgres.migrations import upgrade
 
-        schema = f"bench_pg_{secrets.token_hex(5)}"
+        schema = f"{self.prefix}{secrets.token_hex(5)}"
         self.made.append(schema)
         dsn = with_schema(self.server, schema)
         upgrade(dsn)
@@ -363,12 +364,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
     parser.add_argument("--cycles", type=int, default=10, help="single-run cycles per store")
     parser.add_argument("--dir", type=Path, default=None, help="where work directories go")
+    parser.add_argument(
+        "--schema-prefix",
+        default="bench_pg_",
+        help="how the schemas of its stores are named (lower-case letters, digits, _)",
+    )
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.workers.split(",") if n.strip()]
     if args.runs < 1 or args.cycles < 1 or not counts or min(counts) < 1:
         parser.error("--runs, --cycles and every --workers count must be at least 1")
     root = Path(tempfile.mkdtemp(prefix="pg-runs-bench-", dir=args.dir))
-    schemas = Schemas(args.server)
+    schemas = Schemas(args.server, args.schema_prefix)
     try:
         return run(args, counts, root, schemas)
     except BenchFailure as exc:

@@ -5,6 +5,7 @@ the machine, see ``bench/README.md``)."""
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +16,12 @@ from pg_support import server_dsn, unavailable_reason
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "pg_runs.py"
 
 
-def bench_schemas() -> set[str]:
+def bench_schemas(prefix: str) -> set[str]:
     import psycopg
 
     with psycopg.connect(server_dsn()) as conn:
         rows = conn.execute(
-            "select nspname from pg_namespace where nspname like 'bench_pg_%'"
+            "select nspname from pg_namespace where starts_with(nspname, %s)", (prefix,)
         ).fetchall()
     return {row[0] for row in rows}
 
@@ -29,8 +30,9 @@ def test_pg_runs_bench_prints_each_figure_beside_its_floor(tmp_path: Path) -> No
     reason = unavailable_reason()
     if reason:
         pytest.skip(reason)
-    before = bench_schemas()
+    prefix = f"bench_pg_test_{secrets.token_hex(4)}_"  # this test's own: others may run
     command = [sys.executable, str(BENCH), "--server", server_dsn(), "--runs", "4"]
+    command += ["--schema-prefix", prefix]
     command += ["--workers", "1,2", "--cycles", "1", "--dir", str(tmp_path)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 
@@ -50,4 +52,4 @@ def test_pg_runs_bench_prints_each_figure_beside_its_floor(tmp_path: Path) -> No
         for line in lines
     ), "\n".join(lines)
     assert list(tmp_path.iterdir()) == [], "the bench left its work directories behind"
-    assert bench_schemas() <= before, "the bench left its schemas behind"
+    assert bench_schemas(prefix) == set(), "the bench left its schemas behind"

@@ -463,3 +463,48 @@ def test_an_answer_the_run_refuses_leaves_it_to_its_host_not_to_a_worker_loop(
             "select inbox, handled from runs where run_id = %s", (run_id,)
         ).fetchone()
     assert inbox == handled
+
+
+def test_a_store_that_refuses_a_checkpoint_fails_the_command_not_the_run(
+    pg_fresh_dsn: str, tmp_path: Path
+) -> None:
+    """A database error while saving (a full disk, a trigger, a revoked grant): the
+    command says so in one line and exits 1; the run is as its last checkpoint left it,
+    not failed, and goes on once the store takes writes again."""
+    import psycopg
+    from orchestrator.adapters.postgres.migrations import upgrade
+
+    upgrade(pg_fresh_dsn)
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), "--store", pg_fresh_dsn)
+    run_id = paused.stdout.strip()
+    (item,) = pending(pg_fresh_dsn, run_id)
+    request = item["request"]
+    answered = orchestrate(
+        "respond", "--store", pg_fresh_dsn, "--run", run_id, "--text", fake_answer(request)
+    )
+    assert answered.returncode == 0, answered.stderr
+    with psycopg.connect(pg_fresh_dsn, autocommit=True) as conn:
+        # Only the checkpoint inside phase 2 (after its step) is refused: the store takes
+        # the writes after it, as a disk that freed up would.
+        conn.execute(
+            "create function no_room() returns trigger language plpgsql as $$ begin "
+            "if position(convert_to('after_step_write_manifest', 'UTF8') in new.state) > 0 "
+            "then raise exception 'could not extend file: No space left on device'; end if; "
+            "return new; end $$"
+        )
+        conn.execute(
+            "create trigger no_room before update of state on runs "
+            "for each row execute function no_room()"
+        )
+    refused = orchestrate("resume", "--store", pg_fresh_dsn, "--run", run_id)
+    assert refused.returncode == 1
+    assert "No space left on device" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert status_of(pg_fresh_dsn, run_id)["status"] != "failed"
+    with psycopg.connect(pg_fresh_dsn, autocommit=True) as conn:
+        conn.execute("drop trigger no_room on runs")
+    resumed = orchestrate("resume", "--store", pg_fresh_dsn, "--run", run_id)
+    assert resumed.returncode == 42, resumed.stderr
+    assert request["request_id"] not in {
+        i["request"]["request_id"] for i in pending(pg_fresh_dsn, run_id)
+    }

@@ -14,8 +14,10 @@ can advance without parsing anything: ``inbox > handled``.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Sequence
+import typing
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +27,7 @@ from ..._errors import (
     NoInstanceError,
     ResponseRejectedError,
     StateDamagedError,
+    StorageError,
 )
 from ..._ports import (
     ArchiveInput,
@@ -49,6 +52,7 @@ from ...storage.runs import ENGINE_KEY
 from ...storage.state_key import EncodedItems, read_signed, signed_document
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+F = typing.TypeVar("F", bound=Callable[..., Any])
 #: A run's advisory lock: a 64-bit hash of its schema and id (stores in different schemas
 #: of one database never block each other; a 32-bit key would make two of a hundred
 #: thousand runs share a lock).
@@ -58,6 +62,30 @@ UNLOCK_RUN = "select pg_advisory_unlock(hashtextextended(%s, 0))"
 
 def run_lock_name(schema: str, run_id: str) -> str:
     return f"orchestrator/{schema}/{run_id}"
+
+
+def _store_errors(action: str) -> Callable[[F], F]:
+    """A database error in a bridge method becomes a :class:`StorageError` naming the
+    run: like a full disk under the file bridge, it is the store's trouble, not the
+    phase's, so the engine lets it through instead of failing the run (every change is a
+    transaction: the run is as its last completed one left it)."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def run(self: PostgresBridge, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if type(exc).__module__.split(".")[0] != "psycopg":
+                    raise
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                raise StorageError(
+                    path=self.location, action=action, errno=None, strerror=reason
+                ) from exc
+
+        return typing.cast(F, run)
+
+    return wrap
 
 
 class PostgresBridge:
@@ -102,12 +130,14 @@ class PostgresBridge:
             if not (self.conn.closed or self.conn.broken):  # else the lock died with it
                 self.conn.execute(UNLOCK_RUN, (self._lock_name,))
 
+    @_store_errors("read")
     def exists(self) -> bool:
         row = self.conn.execute(
             "select state is not null from runs where run_id = %s", (self.run_id,)
         ).fetchone()
         return bool(row and row[0])
 
+    @_store_errors("read")
     def load_state(self) -> CheckpointState:
         row = self.conn.execute(
             "select state, state_version from runs where run_id = %s", (self.run_id,)
@@ -127,6 +157,7 @@ class PostgresBridge:
         self._version = version
         return state
 
+    @_store_errors("write")
     def save_state(self, request: SaveStateInput) -> None:
         state = request.state
         data = signed_document(state, self._encoded)
@@ -168,6 +199,7 @@ class PostgresBridge:
         self._version = int(row[0])
         self._published = published
 
+    @_store_errors("read")
     def state_token(self) -> object | None:
         row = self.conn.execute(
             "select state_version from runs where run_id = %s and state is not null",
@@ -180,6 +212,7 @@ class PostgresBridge:
 
     # -- the mailbox --------------------------------------------------------------------
 
+    @_store_errors("write")
     def publish(self, request: PublishInput) -> None:
         pending = tuple(request.pending)
         if tuple(r.request_id for r in pending) == self._published:
@@ -208,6 +241,7 @@ class PostgresBridge:
                 )
         return ids
 
+    @_store_errors("read")
     def read_responses(self) -> list[ReceivedResponse]:
         with self.conn.transaction():
             inbox = self.conn.execute(
@@ -242,6 +276,7 @@ class PostgresBridge:
             received.append(ReceivedResponse(response=response, source=source, sha256=digest))
         return received
 
+    @_store_errors("write")
     def consume(self, request: ConsumeInput) -> None:
         if not request.consumed:
             return
@@ -253,6 +288,7 @@ class PostgresBridge:
 
     # -- history and evidence -----------------------------------------------------------
 
+    @_store_errors("write")
     def archive(self, request: ArchiveInput) -> None:
         with self.conn.transaction(), self.conn.cursor() as cursor:
             cursor.executemany(
@@ -260,12 +296,14 @@ class PostgresBridge:
                 [(request.run_id, encode_record_line(r)) for r in request.records],
             )
 
+    @_store_errors("read")
     def evidence_mark(self, run_id: str) -> int:
         row = self.conn.execute(
             "select max(seq) from events where run_id = %s", (run_id,)
         ).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    @_store_errors("write")
     def write_evidence(self, request: EvidenceInput) -> None:
         with self.conn.transaction():
             self._evidence_rows(request)
@@ -287,6 +325,7 @@ class PostgresBridge:
                     [(evidence.run_id, _sequence_of(line), line) for line in lines],
                 )
 
+    @_store_errors("write")
     def finish(self, request: FinishInput) -> str:
         with self.conn.transaction():
             rows = self.conn.execute(
