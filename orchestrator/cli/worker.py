@@ -138,9 +138,14 @@ class Fleet:
                     self._serve_on(store)
                 return
             except Exception as exc:
-                if not store.lost:
-                    raise
                 reason = " ".join(str(exc).split()) or type(exc).__name__
+                if not store.lost:
+                    # Not the store going away: this slot cannot go on. The others stop
+                    # at their next checkpoint, and the worker exits 1 saying why.
+                    say(f"worker {self.name}: a slot stopped on an error: {reason}")
+                    self.fatal = True
+                    self.stop.set()
+                    return
                 say(
                     f"worker {self.name}: lost its connection to {self.store_name} ({reason}); "
                     "the run at hand is left to whoever claims it next; reconnecting"
