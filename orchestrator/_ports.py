@@ -352,7 +352,7 @@ class BoardStore(LedgerStore, Protocol):
         ...
 
     def read_worklog(self, path: str) -> list[Any]:
-        """The worklog's records in order (lines that cannot be read left out)."""
+        """The worklog's records in order; a line that is not strict JSON raises."""
         ...
 
     def worklog_has_entry(self, request: WorklogInput) -> bool:

@@ -147,20 +147,31 @@ class PhaseContext:
         ``agent(task)``) once per task with the assignment packet, pauses until every
         answer is in, and judges each through the gateway: PASS makes a task done,
         anything else blocks it; blocked tasks are retried up to ``max_attempts``.
+
+        The board is ``board_dir`` (default: ``.board`` in the work directory), or, when
+        the engine was given a ``board_store`` factory (a PostgreSQL store), the board
+        that factory returns for this run.
         """
         from ..board.dispatch import run_dispatch
 
-        return run_dispatch(
-            self,
-            tasks,
-            agent=agent,
-            objective=objective,
-            constraints=constraints,
-            max_attempts=max_attempts,
-            retry_after_ms=retry_after_ms,
-            workspace=workspace,
-            board_dir=board_dir,
-        )
+        factory = self._engine.board_store
+        store = factory(self.run_id) if factory is not None and board_dir is None else None
+        try:
+            return run_dispatch(
+                self,
+                tasks,
+                agent=agent,
+                objective=objective,
+                constraints=constraints,
+                max_attempts=max_attempts,
+                retry_after_ms=retry_after_ms,
+                workspace=workspace,
+                board_dir=board_dir,
+                store=store,
+            )
+        finally:
+            if store is not None:
+                store.close()
 
     def step(
         self,
