@@ -98,12 +98,9 @@ def session(board: list[str], tmp_path: Path) -> dict[str, Any]:
     verdict = json.loads(submit.stdout)
     assert verdict["verdict"] == "PASS"
     seen["verdict"] = timeless({k: v for k, v in verdict.items() if k != "links"})
+    stale = ["--task", "T-2", "--status", "blocked", "--reason", "waiting", "--base-version", "1"]
     seen["stale version"] = refused(
-        orchestrate(
-            "board", "set-status", *board, "--task", "T-2", "--status", "blocked",
-            "--reason", "waiting", "--base-version", "1",
-        ),  # fmt: skip
-        "CONCURRENCY_CONFLICT",
+        orchestrate("board", "set-status", *board, *stale), "CONCURRENCY_CONFLICT"
     )
     assert orchestrate("board", "assign", *board, "--task", "T-2", "--owner", "b").returncode == 0
     watchdog = orchestrate("board", "watchdog", *board, "--now", "2099-01-01T00:00:00Z")
