@@ -1,0 +1,120 @@
+"""``ctx.dispatch`` with its board in PostgreSQL: the engine's ``board_store`` factory
+(what the CLI sets for a run on a store) gives the board of the run's id, and a dispatch
+works there as on files: waves, the gateway, a refused result retried, resumes after
+every pause that ask no answered task again, and no board directory left anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from orchestrator.adapters.postgres.board import PostgresBoardStore
+from test_dispatch import BoardFlow, result_for, task
+
+from orchestrator.board.board import Board
+from orchestrator.engine.engine import Engine
+from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
+
+TASKS = [
+    task("T-1", ["src/api.py"], priority="high"),
+    task("T-2", ["src"]),
+    task("T-3", ["docs/api.md"], dependencies=("T-1",)),
+]
+
+
+class StoreHarness(WorkflowHarness):
+    """The harness's engine, with its dispatch boards in the store at ``dsn``."""
+
+    def __init__(self, *args: Any, dsn: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dsn = dsn
+
+    def engine(self) -> Engine:
+        engine = super().engine()
+        engine.board_store = lambda run_id: PostgresBoardStore(self.dsn, run_id)
+        return engine
+
+
+def ids_from(run_id: str) -> Any:
+    """New ids: ``run_id`` first (the run's), then random ones (its requests')."""
+    first = [run_id]
+    return lambda: first.pop() if first else str(uuid.uuid4())
+
+
+def reply(dsn: str, context: dict[str, Any], prompt: str, plan: dict[Any, str]) -> str:
+    """A subagent's answer to one ask: the packet read from the store's board."""
+    task_id, attempt = context["x_task_id"], context["x_attempt"]
+    with PostgresBoardStore(dsn, context["x_board"].split()[1]) as store:
+        raw, where = Board(store=store).packet_text(task_id, attempt)
+    assert where == context["x_packet"] and raw.decode() in prompt
+    assert f"--store {store.name} --board " in prompt
+    return json.dumps(result_for(json.loads(raw), plan.get((task_id, attempt), "pass")))
+
+
+def test_dispatch_keeps_its_board_in_the_store_in_process(pg_dsn: str, tmp_path: Path) -> None:
+    run_id = str(uuid.uuid4())  # the session's schema is shared: a board of its own
+    mock = MockAgentInvoker()
+    asked: list[tuple[str, int]] = []
+
+    def answer(prompt: str) -> str:
+        context = mock.invocations[-1]["kwargs"]["context"]
+        asked.append((context["x_task_id"], context["x_attempt"]))
+        return reply(pg_dsn, context, prompt, {("T-2", 1): "stray"})
+
+    for agent in BoardFlow.agents:
+        mock.add_response(agent, answer)
+    harness = StoreHarness(
+        BoardFlow, tmp_path, invoker=mock, clock=FakeClock(), new_id=ids_from(run_id), dsn=pg_dsn
+    )
+    outcome = harness.run({"tasks": TASKS})
+    assert outcome.status == "completed", outcome
+    assert sorted(asked) == [("T-1", 1), ("T-2", 1), ("T-2", 2), ("T-3", 1)]
+    assert not (tmp_path / ".board").exists()
+    with PostgresBoardStore(pg_dsn, run_id) as store:
+        board = Board(store=store)
+        assert board.run_id == run_id
+        rows = board.state().rows
+        assert {t: (r.status.value, r.attempts) for t, r in rows.items()} == {
+            "T-1": ("done", 1),
+            "T-2": ("done", 2),
+            "T-3": ("done", 1),
+        }
+        assert rows["T-2"].verdict == "verdicts/T-2.2.json"
+        assert board.worklog("T-2")[-1]["code"] == "SCOPE_VIOLATION"
+
+
+def test_dispatch_on_the_store_resumes_after_every_pause(pg_dsn: str, tmp_path: Path) -> None:
+    run_id = str(uuid.uuid4())
+    harness = StoreHarness(
+        BoardFlow, tmp_path, clock=FakeClock(), new_id=ids_from(run_id), dsn=pg_dsn
+    )
+    outcome = harness.run({"tasks": TASKS, "max_attempts": 2})
+    waves, plan = [], {("T-1", 1): "TIMEOUT"}
+    while outcome.status == "paused":
+        waves.append(sorted(r.context["x_task_id"] for r in outcome.pending))
+        for request in outcome.pending:
+            context = request.context
+            key = (context["x_task_id"], context["x_attempt"])
+            if plan.get(key) == "TIMEOUT":
+                harness.respond(
+                    request.request_id,
+                    "",
+                    status="timeout",
+                    error_type="TIMEOUT",
+                    error_message="no answer",
+                )
+            else:
+                harness.respond(request.request_id, reply(pg_dsn, context, request.prompt, plan))
+        outcome = harness.resume()
+    assert outcome.status == "completed", outcome
+    assert waves == [["T-1"], ["T-1"], ["T-2", "T-3"]]  # T-2 waits for src/api.py
+    with PostgresBoardStore(pg_dsn, run_id) as store:
+        ids = [r[0] for r in store.conn.execute(
+            "select delta_id from board_ledger where board_id = %s order by seq", (run_id,)
+        ).fetchall()]  # fmt: skip
+    assert Counter(ids).most_common(1)[0][1] == 1  # every delta once
+    assert "T-1/1/blocked" in ids and "T-1/2/done" in ids
