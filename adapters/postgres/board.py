@@ -134,16 +134,20 @@ class PostgresBoardStore:
             return request.after
         import psycopg
 
+        rows = [
+            (self.board_id, line.seq, line.delta_id, line.task_id, line.data[:-1])
+            for line in request.lines
+        ]
+        insert = (
+            "insert into board_ledger (board_id, seq, delta_id, task_id, document) "
+            "values (%s, %s, %s, %s, %s)"
+        )
         try:
-            with self.conn.cursor() as cursor:
-                cursor.executemany(
-                    "insert into board_ledger (board_id, seq, delta_id, task_id, document) "
-                    "values (%s, %s, %s, %s, %s)",
-                    [
-                        (self.board_id, line.seq, line.delta_id, line.task_id, line.data[:-1])
-                        for line in request.lines
-                    ],
-                )
+            if len(rows) == 1:
+                self.conn.execute(insert, rows[0])
+            else:
+                with self.conn.cursor() as cursor:
+                    cursor.executemany(insert, rows)
         except psycopg.errors.UniqueViolation as exc:
             raise BoardError(
                 f"{self.ledger_location}: {exc.diag.message_detail or exc}; another writer "

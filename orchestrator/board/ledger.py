@@ -481,7 +481,9 @@ class Ledger:
         if not self._locked:
             raise RuntimeError("Ledger.append needs the writers' lock: use 'with ledger.locked()'")
         _check_contract(deltas, at)
-        state = self.read()
+        # Under the lock no other writer appends: the state read when it was taken, with
+        # this block's own appends, is the stored ledger.
+        state = self._state
         applied = state.apply_batch(deltas, at=at)
         if not applied:
             return []
