@@ -183,3 +183,5 @@ def test_a_store_without_a_board_or_without_a_server_is_a_one_line_error(
     assert "cannot connect" in nowhere.stderr
     not_a_store = orchestrate("board", "status", "--store", str(tmp_path), "--board", "b")
     assert not_a_store.returncode == 2 and "postgresql://" in not_a_store.stderr
+    wrong_kind = orchestrate("check", "task", "--store", pg_dsn, "--board", "b", stdin="{}")
+    assert wrong_kind.returncode == 2 and "'check ledger'" in wrong_kind.stderr

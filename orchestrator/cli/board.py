@@ -189,7 +189,7 @@ def _add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
     parser.add_argument(
         "--board",
         default=None,
-        metavar="DIR|ID",
+        metavar="BOARD",
         help=board_help
         or "the board: a directory (default: WORKDIR/.board), or with --store the board's "
         "id (a dispatch board's id is its run's id)",
@@ -711,6 +711,11 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     from ..formats.strict_json import loads_strict
 
     kind = args.kind
+    if getattr(args, "board", None) and kind != "ledger":
+        raise UsageError(
+            f"--board names the board whose ledger 'check ledger' folds; 'check "
+            f"{kind}' reads its document on stdin"
+        )
     if kind == "ledger" and getattr(args, "board", None):
         try:
             return _check_ledger(b"".join(line + b"\n" for line in _ledger_lines(_board(args))))
