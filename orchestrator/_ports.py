@@ -316,6 +316,9 @@ class BoardStore(LedgerStore, Protocol):
     location: str
     #: the arguments that name this board to ``orchestrate board`` (``--board DIR``)
     cli_arguments: str
+    #: what the asks of this board's tasks carry besides ``x_board`` and ``x_packet`` so
+    #: a subagent elsewhere reaches the board (a directory's: nothing)
+    ask_context: dict[str, str]
 
     def close(self) -> None: ...
 

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.adapters.postgres.board import PostgresBoardStore
+from orchestrator.adapters.postgres.connection import shown
 from test_dispatch import BoardFlow, result_for, task
 
+from orchestrator import phase
 from orchestrator.board.board import Board
 from orchestrator.engine.engine import Engine
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
@@ -24,6 +26,20 @@ TASKS = [
     task("T-2", ["src"]),
     task("T-3", ["docs/api.md"], dependencies=("T-1",)),
 ]
+
+
+class BoardReader(BoardFlow):
+    """Dispatches, then reads its board back through ``ctx.board()``."""
+
+    name = "board-reader"
+
+    @phase(2)
+    def tally(self, ctx: Any) -> dict[str, Any]:
+        with ctx.board() as board:
+            return {
+                "where": board.location,
+                "statuses": {t: r.status.value for t, r in board.state().rows.items()},
+            }
 
 
 class StoreHarness(WorkflowHarness):
@@ -48,7 +64,8 @@ def ids_from(run_id: str) -> Any:
 def reply(dsn: str, context: dict[str, Any], prompt: str, plan: dict[Any, str]) -> str:
     """A subagent's answer to one ask: the packet read from the store's board."""
     task_id, attempt = context["x_task_id"], context["x_attempt"]
-    with PostgresBoardStore(dsn, context["x_board"].split()[1]) as store:
+    assert context["x_store"] == shown(dsn) and context["x_board"].startswith("board ")
+    with PostgresBoardStore(dsn, context["x_board_id"]) as store:
         raw, where = Board(store=store).packet_text(task_id, attempt)
     assert where == context["x_packet"] and raw.decode() in prompt
     assert f"--store {store.name} --board " in prompt
@@ -68,12 +85,15 @@ def test_dispatch_keeps_its_board_in_the_store_in_process(pg_dsn: str, tmp_path:
     for agent in BoardFlow.agents:
         mock.add_response(agent, answer)
     harness = StoreHarness(
-        BoardFlow, tmp_path, invoker=mock, clock=FakeClock(), new_id=ids_from(run_id), dsn=pg_dsn
+        BoardReader, tmp_path, invoker=mock, clock=FakeClock(), new_id=ids_from(run_id), dsn=pg_dsn
     )
     outcome = harness.run({"tasks": TASKS})
     assert outcome.status == "completed", outcome
     assert sorted(asked) == [("T-1", 1), ("T-2", 1), ("T-2", 2), ("T-3", 1)]
     assert not (tmp_path / ".board").exists()
+    tally = outcome.outputs["tally"]
+    assert tally["where"] == f"board {run_id} in {shown(pg_dsn)}"
+    assert tally["statuses"] == {"T-1": "done", "T-2": "done", "T-3": "done"}
     with PostgresBoardStore(pg_dsn, run_id) as store:
         board = Board(store=store)
         assert board.run_id == run_id

@@ -76,6 +76,13 @@ def session(board: list[str], tmp_path: Path) -> dict[str, Any]:
     seen["created"] = timeless([json.loads(line) for line in created.stdout.splitlines()])
     assign = orchestrate("board", "assign", *board, "--task", "T-1", "--owner", "agent-a")
     assert assign.returncode == 0 and assign.stdout.strip().endswith("T-1.1.json"), assign
+    packet = orchestrate("board", "packet", *board, "--task", "T-1")
+    assert packet.returncode == 0, packet.stderr
+    seen["packet"] = json.loads(packet.stdout)
+    seen["no packet"] = refused(
+        orchestrate("board", "packet", *board, "--task", "T-2", "--attempt", "1"),
+        "MISSING_REQUIRED_INPUT",
+    )
     beat = orchestrate("board", "heartbeat", *board, "--task", "T-1", "--attempt", "1")
     assert beat.returncode == 0 and beat.stdout.strip().endswith("Z")
     seen["stale beat"] = refused(

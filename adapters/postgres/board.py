@@ -82,6 +82,9 @@ class PostgresBoardStore:
         self.location = f"board {board_id} in {self.name}"
         self.ledger_location = f"{self.location}, ledger"
         self.cli_arguments = f"--store {self.name} --board {board_id}"
+        # The store without its password (a subagent gives it with PGPASSWORD or
+        # ~/.pgpass, or sets ORCHESTRATOR_STORE) and the board's id.
+        self.ask_context = {"x_store": self.name, "x_board_id": board_id}
         self._key = f"{self.schema}/{board_id}"
         self._in_lock = False
 

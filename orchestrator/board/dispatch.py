@@ -23,7 +23,8 @@ Per wave:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -137,6 +138,22 @@ def run_dispatch(
             answers,
         )
     return _report(board, waves=wave - 1)
+
+
+@contextmanager
+def open_board(ctx: Any, board_dir: Path | None = None) -> Iterator[Board]:
+    """The board ``ctx.dispatch`` uses in this run: ``board_dir``, or the board the
+    engine's ``board_store`` factory gives for the run, else ``.board`` in the work
+    directory. A store opened here is closed when the block ends."""
+    factory = ctx._engine.board_store
+    if factory is None or board_dir is not None:
+        yield Board(board_dir or ctx.workdir / BOARD_DIR, clock=ctx.clock)
+        return
+    store = factory(ctx.run_id)
+    try:
+        yield Board(store=store, clock=ctx.clock)
+    finally:
+        store.close()
 
 
 def _tasks_digest(tasks: Sequence[Task]) -> str:
@@ -265,6 +282,7 @@ def _ask_for(board: Board, item: dict[str, Any]) -> Ask:
             "x_attempt": item["attempt"],
             "x_packet": packet_location,
             "x_board": board.location,
+            **board.store.ask_context,
             **({"x_workspace": str(board.workspace)} if board.workspace else {}),
         },
         retries=0,

@@ -51,6 +51,7 @@ class FileBoardStore:
         self.location = str(directory)
         self.ledger_location = str(self.path)
         self.cli_arguments = f"--board {directory}"
+        self.ask_context: dict[str, str] = {}
         # The last whole line read or appended, and the offset after it: what a snapshot
         # taken there checks the ledger against.
         self._last_line = b""

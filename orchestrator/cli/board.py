@@ -91,6 +91,12 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     assign.add_argument("--task", required=True, help="the task to start (T-<n>)")
     assign.add_argument("--owner", required=True, help="who works on it (a subagent's name)")
 
+    packet = sub("packet", _cmd_packet, "Print the assignment packet of a task's attempt.")
+    packet.add_argument("--task", required=True, help="the task whose packet to print")
+    packet.add_argument(
+        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
+    )
+
     beat = sub("heartbeat", _cmd_heartbeat, "Record that a task's subagent is alive.")
     beat.add_argument("--task", required=True, help="the task whose subagent is alive")
     beat.add_argument(
@@ -423,6 +429,21 @@ def _cmd_assign(args: argparse.Namespace) -> int:
     board.assign([args.task], owner=args.owner)
     row = board.state().row(args.task)
     print(board.packet_location(args.task, row.attempts))
+    return EXIT_OK
+
+
+def _cmd_packet(args: argparse.Namespace) -> int:
+    board = _board(args)
+    attempt = args.attempt or board.state().row(args.task).attempts
+    try:
+        raw, _ = board.packet_text(args.task, attempt)
+    except FileNotFoundError:
+        raise BoardError(
+            f"task {args.task} has no packet for attempt {attempt}: it was not assigned then",
+            code="MISSING_REQUIRED_INPUT",
+            task_id=args.task,
+        ) from None
+    print(raw.decode("utf-8"))
     return EXIT_OK
 
 

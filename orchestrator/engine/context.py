@@ -9,7 +9,8 @@ phase, the position and what changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,6 +50,7 @@ from .record import (
 from .workflow import Ask, PhaseSpec
 
 if TYPE_CHECKING:
+    from ..board.board import Board
     from ..board.dispatch import DispatchReport
     from ..formats.board import Task
     from .engine import Engine
@@ -172,6 +174,16 @@ class PhaseContext:
         finally:
             if store is not None:
                 store.close()
+
+    @contextmanager
+    def board(self, *, board_dir: Path | None = None) -> Iterator[Board]:
+        """The task board :meth:`dispatch` uses in this run (a directory, or a board in
+        the store the engine was given), open for the block: to read its rows, write its
+        handoff, show its worklogs."""
+        from ..board.dispatch import open_board
+
+        with open_board(self, board_dir) as board:
+            yield board
 
     def step(
         self,
