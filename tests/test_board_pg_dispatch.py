@@ -138,3 +138,61 @@ def test_dispatch_on_the_store_resumes_after_every_pause(pg_dsn: str, tmp_path: 
         ).fetchall()]  # fmt: skip
     assert Counter(ids).most_common(1)[0][1] == 1  # every delta once
     assert "T-1/1/blocked" in ids and "T-1/2/done" in ids
+
+
+def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """The run itself in the store too: ``watch_store_board`` times out a stale task and
+    answers its pending request TIMEOUT in the store, and ``orchestrate board submit
+    --store`` delivers a subagent's result to the request waiting for it; each resume
+    then goes on from those answers."""
+    from orchestrator.adapters.postgres.store import PostgresStore
+    from test_board_store_cli import orchestrate
+
+    from orchestrator.cli.board import watch_store_board
+
+    run_id = str(uuid.uuid4())
+    with PostgresStore(pg_dsn) as runs:
+
+        def engine() -> Engine:
+            made = Engine(
+                BoardFlow, bridge=runs.bridge(run_id), clock=FakeClock(), new_id=ids_from(run_id)
+            )
+            made.board_store = lambda rid: PostgresBoardStore(pg_dsn, rid)
+            return made
+
+        outcome = engine().start(
+            workflow_ref="test_dispatch:BoardFlow",
+            workdir=tmp_path,
+            inputs={"tasks": TASKS},
+            run_id=run_id,
+        )
+        assert outcome.status == "paused"
+        assert [r.context["x_task_id"] for r in outcome.pending] == ["T-1"]
+        # The fake clock of the run is years behind: T-1's subagent looks silent.
+        (timed_out,) = watch_store_board(pg_dsn, run_id)
+        assert (timed_out.task_id, timed_out.x_code.value) == ("T-1", "TASK_TIMEOUT")
+        assert runs.advanceable() >= 1  # the TIMEOUT answer makes the run able to go on
+        outcome = engine().resume()
+        assert outcome.status == "paused"
+        (request,) = outcome.pending
+        assert (request.context["x_task_id"], request.context["x_attempt"]) == ("T-1", 2)
+
+        with PostgresBoardStore(pg_dsn, run_id) as store:
+            raw, _ = Board(store=store).packet_text("T-1", 2)
+        answer = json.dumps(result_for(json.loads(raw)))
+        where = ["--store", pg_dsn, "--board", run_id, "--task", "T-1"]
+        submitted = orchestrate("board", "submit", *where, stdin=answer)
+        assert submitted.returncode == 0, submitted.stderr
+        assert (
+            f"run {run_id} request {request.request_id}"
+            in json.loads(submitted.stdout)["delivered"]
+        )
+        assert [p.request_id for p in runs.pending(run_id)] == [request.request_id]
+        outcome = engine().resume()
+        assert outcome.status == "paused"  # the next wave: T-2 and T-3
+        assert sorted(r.context["x_task_id"] for r in outcome.pending) == ["T-2", "T-3"]
+        with PostgresBoardStore(pg_dsn, run_id) as store:
+            row = Board(store=store).state().rows["T-1"]
+        assert (row.status.value, row.attempts) == ("done", 2)
