@@ -328,8 +328,9 @@ class BoardStore(LedgerStore, Protocol):
         """``board.json``'s bytes, ``None`` when there is no board."""
         ...
 
-    def create_board(self, info: bytes) -> None:
-        """Make the board, ``info`` its ``board.json``; durable once it returns."""
+    def create_board(self, info: bytes) -> bool:
+        """Make the board, ``info`` its ``board.json``; durable once it returns. False when
+        another writer made the board first (its ``board.json`` is kept)."""
         ...
 
     def write_document(self, request: BoardDocumentInput) -> None:

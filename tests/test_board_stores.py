@@ -322,3 +322,18 @@ def test_the_same_operations_leave_the_same_ledger_bytes_in_both_stores(
         results.append((stored(open_store), kinds, board.worklog("T-3"), board.info))
     assert results[0] == results[1]
     assert (tmp_path / ".board" / "ledger.ndjson").read_bytes() == results[1][0]
+
+
+def test_a_board_is_made_once_and_another_run_is_refused_it(
+    board_stores: OpenStore, clock: FakeClock
+) -> None:
+    first = new_board(board_stores, clock)
+    assert new_board(board_stores, clock).info == first.info
+    error = refused(
+        Board.create,
+        run_id="0b8e2c1a-7d4f-4e0a-9c3b-5a6d7e8f9a0b",
+        objective="another run",
+        store=board_stores(),
+    )
+    assert error.code == "LEDGER_INCONSISTENT" and "not 0b8e2c1a" in str(error)
+    assert Board(store=board_stores()).info == first.info

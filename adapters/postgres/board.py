@@ -199,11 +199,13 @@ class PostgresBoardStore:
         ).fetchone()
         return None if row is None else bytes(row[0])
 
-    def create_board(self, info: bytes) -> None:
-        self.conn.execute(
-            "insert into boards (board_id, info) values (%s, %s) on conflict do nothing",
+    def create_board(self, info: bytes) -> bool:
+        made = self.conn.execute(
+            "insert into boards (board_id, info) values (%s, %s) on conflict do nothing "
+            "returning 1",
             (self.board_id, info),
-        )
+        ).fetchone()
+        return made is not None
 
     def document_location(self, request: BoardDocumentInput) -> str:
         return f"{self.location}: {request.kind}/{request.task_id}.{request.attempt}.json"

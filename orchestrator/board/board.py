@@ -145,7 +145,16 @@ class Board:
             x_workspace=str(workspace) if workspace is not None else None,
         )
         _check_info(info)
-        board.store.create_board(_dump(info))
+        if not board.store.create_board(_dump(info)):
+            return cls.create(
+                directory,
+                run_id=run_id,
+                objective=objective,
+                constraints=constraints,
+                workspace=workspace,
+                clock=clock,
+                store=store,
+            )  # another process made it first: open it as made, or refuse another run's
         board._info = info
         return board
 

@@ -154,7 +154,7 @@ class FileBoardStore:
     def info_location(self) -> str:
         return str(self.directory / INFO_FILE)
 
-    def create_board(self, info: bytes) -> None:
+    def create_board(self, info: bytes) -> bool:
         for sub in ("", *SUBDIRECTORIES):
             beneath.make_directories(self.directory / sub)
         # Their entries last before board.json says the board exists (its write syncs the
@@ -162,6 +162,7 @@ class FileBoardStore:
         fsync_directory(self.directory.parent)
         fsync_directory(self.directory)
         atomic_write(self.directory / INFO_FILE, info)
+        return True
 
     def document_path(self, request: BoardDocumentInput) -> Path:
         return self.directory / request.kind / f"{request.task_id}.{request.attempt}.json"
