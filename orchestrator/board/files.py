@@ -106,6 +106,8 @@ class FileBoardStore:
             size = os.stat(self.path).st_size
         except FileNotFoundError:
             return None
+        if size == 0:
+            return None
         try:
             raw = read_regular_file(self.snapshot_path, max_bytes=STATE_MAX_BYTES)
             document = json.loads(raw)
