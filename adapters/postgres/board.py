@@ -17,6 +17,7 @@ lock, released by the server when its holder's connection ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -104,15 +105,27 @@ class PostgresBoardStore:
     def locked(self) -> Iterator[None]:
         if self._in_lock:
             raise RuntimeError(f"{self.location}: the writers' lock is held already")
-        with self.conn.transaction():
-            self.conn.execute(
-                "select pg_advisory_xact_lock(%s, hashtext(%s))", (BOARD_LOCK_CLASS, self._key)
+        from psycopg import sql
+
+        # BEGIN and the lock in one round trip (a simple query: no parameters).
+        self.conn.execute(
+            sql.SQL("begin; select pg_advisory_xact_lock({}, hashtext({}))").format(
+                sql.Literal(BOARD_LOCK_CLASS), sql.Literal(self._key)
             )
-            self._in_lock = True
-            try:
-                yield
-            finally:
-                self._in_lock = False
+        )
+        self._in_lock = True
+        try:
+            yield
+        except BaseException:
+            self._in_lock = False
+            import psycopg
+
+            # A connection that is gone was rolled back by the server, its lock released.
+            with contextlib.suppress(psycopg.Error):
+                self.conn.execute("rollback")
+            raise
+        self._in_lock = False
+        self.conn.execute("commit")
 
     def read_ledger(self, request: ReadLedgerInput) -> LedgerLines:
         # The row at ``after`` must still be there (a position of this ledger); -1 says not.
