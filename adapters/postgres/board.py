@@ -40,9 +40,10 @@ from .migrations import check_current
 if TYPE_CHECKING:
     import psycopg
 
-#: Advisory lock classes (the first key; the second is a hash of schema and board id).
-BOARD_LOCK_CLASS = 0x6F726362  # "orcb": the writers' lock of one board
-MAINTENANCE_LOCK_CLASS = 0x6F726377  # "orcw": one maintenance pass (watchdog) at a time
+#: The advisory locks of a board are 64-bit hashes of a name that holds the schema and
+#: the board's id (as a run's lock is): the writers' lock, and the maintenance lock.
+WRITERS_LOCK = "orchestrator-board/{schema}/{board_id}"
+MAINTENANCE_LOCK = "orchestrator-board-maintenance/{schema}/{board_id}"
 DOCUMENT_KINDS = ("packets", "results", "verdicts")
 _POLL_SECONDS = 0.05
 
@@ -86,7 +87,8 @@ class PostgresBoardStore:
         # The store without its password (a subagent gives it with PGPASSWORD or
         # ~/.pgpass, or sets ORCHESTRATOR_STORE) and the board's id.
         self.ask_context = {"x_store": self.name, "x_board_id": board_id}
-        self._key = f"{self.schema}/{board_id}"
+        self._writers_lock = WRITERS_LOCK.format(schema=self.schema, board_id=board_id)
+        self._maintenance_lock = MAINTENANCE_LOCK.format(schema=self.schema, board_id=board_id)
         self._in_lock = False
 
     def close(self) -> None:
@@ -109,8 +111,8 @@ class PostgresBoardStore:
 
         # BEGIN and the lock in one round trip (a simple query: no parameters).
         self.conn.execute(
-            sql.SQL("begin; select pg_advisory_xact_lock({}, hashtext({}))").format(
-                sql.Literal(BOARD_LOCK_CLASS), sql.Literal(self._key)
+            sql.SQL("begin; select pg_advisory_xact_lock(hashtextextended({}, 0))").format(
+                sql.Literal(self._writers_lock)
             )
         )
         self._in_lock = True
@@ -283,10 +285,10 @@ class PostgresBoardStore:
 
     @contextmanager
     def maintenance(self, *, wait: float | None) -> Iterator[bool]:
-        key = (MAINTENANCE_LOCK_CLASS, self._key)
+        key = (self._maintenance_lock,)
         deadline = time.monotonic() + (wait or 0.0)
         while True:
-            row = self.conn.execute("select pg_try_advisory_lock(%s, hashtext(%s))", key)
+            row = self.conn.execute("select pg_try_advisory_lock(hashtextextended(%s, 0))", key)
             taken = row.fetchone()
             if taken is not None and taken[0]:
                 break
@@ -305,7 +307,7 @@ class PostgresBoardStore:
             yield True
         finally:
             if not self.conn.closed:
-                self.conn.execute("select pg_advisory_unlock(%s, hashtext(%s))", key)
+                self.conn.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", key)
 
     def sweep(self) -> None:
         """Nothing to sweep: a writer that dies leaves no half-written row."""
