@@ -50,3 +50,18 @@ def expected_outputs() -> dict[str, Any]:
         answers = [echo_answer(p) for p in prompts]
         outputs[name] = {"answers": answers, "length": sum(len(a) for a in answers)}
     return outputs
+
+
+class Napper(Workflow):
+    """Sleeps a second on a durable timer between its two phases."""
+
+    name = "napper"
+
+    @phase(1)
+    def nap(self, ctx: Any) -> str:
+        ctx.sleep(1)
+        return "rested"
+
+    @phase(2)
+    def wake(self, ctx: Any) -> str:
+        return "awake"

@@ -35,7 +35,15 @@ OPTIONAL_EXTRAS = {
 }
 #: Subpackages that are an optional extra's feature as a whole: each of their modules may
 #: import it, never at the top (the package is found before the driver is needed).
-OPTIONAL_EXTRA_PACKAGES = {"orchestrator.adapters.postgres": {"psycopg", "psycopg_pool"}}
+OPTIONAL_EXTRA_PACKAGES = {
+    "orchestrator.adapters.postgres": {"psycopg", "psycopg_pool"},
+    "orchestrator.cli.ui": {"starlette", "uvicorn"},
+}
+
+
+#: Modules of those subpackages that import their extra at the top: each is imported only
+#: by its package, once the feature runs (a test below holds that the CLI does not load it).
+EXTRA_AT_TOP = {"orchestrator.cli.ui.app"}
 
 
 def extras_of(module: str) -> set[str]:
@@ -176,7 +184,7 @@ def test_the_table_is_a_direction(table: dict[str, set[str]]) -> None:
 
 def test_optional_extras_are_imported_only_when_their_feature_runs() -> None:
     modules = package_modules()
-    lazy = {m: extras_of(m) for m in modules if extras_of(m)}
+    lazy = {m: extras_of(m) for m in modules if extras_of(m) and m not in EXTRA_AT_TOP}
     for module, extras in lazy.items():
         if module == "orchestrator._pytest_plugin":
             continue
@@ -269,3 +277,22 @@ def test_the_picture_names_every_wing(table: dict[str, set[str]]) -> None:
     picture = text.split("```text", 1)[1].split("```", 1)[0]
     for wing in table:
         assert re.search(rf"\b{wing}\b", picture), f"the picture lacks {wing}"
+
+
+def test_the_cli_loads_no_optional_extra_until_a_command_needs_it() -> None:
+    """Every command's parser built, as ``orchestrate COMMAND --help`` does: none of the
+    extras (the web app, the PostgreSQL driver, OpenTelemetry) is imported."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from orchestrator.cli import main\n"
+        "for name in main.COMMANDS:\n"
+        "    main._parser(name)\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "print(sorted(loaded & {'starlette', 'uvicorn', 'psycopg', 'opentelemetry'}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert done.stdout.strip() == "[]"

@@ -37,29 +37,60 @@ class Adapter:
     """A bridge under test and how a host leaves an answer for it."""
 
     def __init__(
-        self, bridge: Any, answer: Callable[[str, bytes], None], run_id: str | None = None
+        self,
+        bridge: Any,
+        answer: Callable[[str, bytes], None],
+        run_id: str | None = None,
+        reopen: Callable[[], Any] | None = None,
     ) -> None:
         self.bridge = bridge
         self.answer = answer
         self.run_id = run_id  # the id a run must have: a database store keys the bridge by it
+        # A new bridge on the same store, as the next process would open (the memory
+        # bridge is its own store: the same one).
+        self.reopen = reopen or (lambda: bridge)
 
 
 @pytest.fixture(params=["file", "memory", "postgres"])
-def adapter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Adapter]:
-    if request.param == "postgres":
-        yield from postgres_adapter(request.getfixturevalue("pg_dsn"))
-    elif request.param == "file":
-        bridge = FileBridge(tmp_path, "conformance")
+def new_adapter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Adapter]]:
+    """Makes an adapter of one kind, each on an empty store of its own."""
+    made: list[Iterator[Adapter]] = []
 
-        def answer_file(request_id: str, raw: bytes) -> None:
-            target = tmp_path / ".agent-responses" / f"{request_id}.json"
-            target.parent.mkdir(exist_ok=True)
-            target.write_bytes(raw)
+    def make() -> Adapter:
+        if request.param == "postgres":
+            maker = postgres_adapter(request.getfixturevalue("pg_dsn"))
+        elif request.param == "file":
+            maker = file_adapter(tmp_path / f"store-{len(made)}")
+        else:
+            maker = memory_adapter()
+        made.append(maker)
+        return next(maker)
 
-        yield Adapter(bridge, answer_file)
-    else:
-        memory = MemoryBridge("conformance")
-        yield Adapter(memory, lambda request_id, raw: memory.answer(raw, source=request_id))
+    yield make
+    for maker in made:
+        next(maker, None)  # its clean-up
+
+
+@pytest.fixture
+def adapter(new_adapter: Callable[[], Adapter]) -> Adapter:
+    return new_adapter()
+
+
+def file_adapter(workdir: Path) -> Iterator[Adapter]:
+    workdir.mkdir()
+
+    def answer_file(request_id: str, raw: bytes) -> None:
+        target = workdir / ".agent-responses" / f"{request_id}.json"
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(raw)
+
+    bridge = FileBridge(workdir, "conformance")
+    yield Adapter(bridge, answer_file, reopen=lambda: FileBridge(workdir, "conformance"))
+
+
+def memory_adapter() -> Iterator[Adapter]:
+    memory = MemoryBridge("conformance")
+    yield Adapter(memory, lambda request_id, raw: memory.answer(raw, source=request_id))
 
 
 def postgres_adapter(dsn: str) -> Iterator[Adapter]:
@@ -85,7 +116,7 @@ def postgres_adapter(dsn: str) -> Iterator[Adapter]:
             store.conn.execute("update runs set inbox = inbox + 1 where run_id = %s", (run_id,))
 
     try:
-        yield Adapter(store.bridge(run_id), answer_row, run_id)
+        yield Adapter(store.bridge(run_id), answer_row, run_id, lambda: store.bridge(run_id))
     finally:
         store.close()
 
@@ -199,3 +230,111 @@ def test_a_workflow_runs_to_the_end_through_the_bridge(adapter: Adapter) -> None
     assert outcome.status == "completed", outcome.message
     assert outcome.outputs == {"explain": {"answers": ["answer 1", "answer 2"]}}
     assert not adapter.bridge.exists()
+
+
+def answer_for(request_id: str, prompt: str) -> bytes:
+    return response_bytes(request_id, response=f"answer to {prompt[-12:]}")
+
+
+EXPECTED = {
+    "explain": {"answers": [f"answer to {LONG[-12:]}", f"answer to {(LONG + 'Again.')[-12:]}"]}
+}
+
+
+class Crash(BaseException):
+    """The process dies here (a ``BaseException``: nothing in the engine catches it)."""
+
+
+class WriteCounter:
+    """Counts the bridge writes of a whole run, across the processes that make it, and
+    kills the process that is about to make write number ``crash_at``."""
+
+    WRITES = ("save_state", "publish", "consume", "archive", "write_evidence", "finish")
+
+    def __init__(self, crash_at: int = 0) -> None:
+        self.crash_at = crash_at
+        self.writes = 0
+
+    def wrap(self, bridge: Any) -> Any:
+        counter = self
+
+        class Dying:
+            def __getattr__(self, name: str) -> Any:
+                method = getattr(bridge, name)
+                if name not in WriteCounter.WRITES:
+                    return method
+
+                def write(*args: Any, **kwargs: Any) -> Any:
+                    counter.writes += 1
+                    if counter.writes == counter.crash_at:
+                        raise Crash(f"before write {counter.crash_at} ({name})")
+                    return method(*args, **kwargs)
+
+                return write
+
+        return Dying()
+
+
+def run_with_crash(adapter: Adapter, counter: WriteCounter) -> Any:
+    """Start the run and take it to its end as hosts and new processes would: each
+    process a fresh engine on a fresh bridge of the same store; one of them dies before
+    the write ``counter`` names, and the next goes on from what the store holds."""
+    ids = SequentialIds()
+
+    def engine() -> Engine:
+        return Engine(Tides, bridge=counter.wrap(adapter.reopen()), clock=FakeClock(), new_id=ids)
+
+    def start() -> Any:
+        try:
+            return engine().start(
+                workflow_ref="tests:Tides", workdir=Path("/unused"), run_id=adapter.run_id
+            )
+        except Crash:
+            return None
+
+    outcome = start()
+    if outcome is None and not adapter.reopen().exists():
+        outcome = start()  # it died before the run was: the host starts it again
+    for _ in range(20):
+        if outcome is not None and outcome.status != "paused":
+            return outcome
+        for request in outcome.pending if outcome is not None else ():
+            adapter.answer(request.request_id, answer_for(request.request_id, request.prompt))
+        try:
+            outcome = engine().resume()
+        except Crash:
+            outcome = None
+    raise AssertionError("the run did not end")
+
+
+def test_a_crash_before_any_write_is_repaired_and_no_answer_is_lost(
+    new_adapter: Callable[[], Adapter],
+) -> None:
+    counted = WriteCounter()
+    clean = run_with_crash(new_adapter(), counted)
+    assert clean.status == "completed" and clean.outputs == EXPECTED
+    assert counted.writes >= 8
+    for crash_at in range(1, counted.writes + 1):
+        outcome = run_with_crash(new_adapter(), WriteCounter(crash_at))
+        assert outcome.status == "completed", (crash_at, outcome.message)
+        assert outcome.outputs == EXPECTED, crash_at
+
+
+def test_a_stale_answer_is_refused_and_left_for_the_host(adapter: Adapter) -> None:
+    ids = SequentialIds()
+    first = Engine(Tides, bridge=adapter.bridge, clock=FakeClock(), new_id=ids).start(
+        workflow_ref="tests:Tides", workdir=Path("/unused"), run_id=adapter.run_id
+    )
+    (asked,) = first.pending
+    adapter.answer(asked.request_id, answer_for(asked.request_id, asked.prompt))
+    second = Engine(Tides, bridge=adapter.reopen(), clock=FakeClock(), new_id=ids).resume()
+    assert second.status == "paused" and second.pending[0].request_id != asked.request_id
+    stale = response_bytes(asked.request_id, response="a second answer to the first question")
+    adapter.answer(asked.request_id, stale)
+    bridge = adapter.reopen()
+    before = bridge.load_state()
+    with pytest.raises(ResponseRejectedError, match="stale"):
+        Engine(Tides, bridge=bridge, clock=FakeClock(), new_id=ids).resume()
+    after = adapter.reopen()
+    assert after.load_state() == before
+    assert [r.sha256 for r in after.read_responses()] == [hashlib.sha256(stale).hexdigest()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,6 +180,11 @@ def test_cancel_keeps_the_history_and_withdraws_the_requests(pg_dsn: str, tmp_pa
         (["run", WORKFLOW, "--queue"], "--queue leaves the run for a worker: it needs --store"),
         (["worker"], "a worker advances the runs of a PostgreSQL store"),
         (["resume", "--store", "postgresql:///test"], "with --store, name the run: --run ID"),
+        (["status", "--store", "postgresql:///test?foo=bar"], "not a PostgreSQL URL libpq accepts"),
+        (
+            ["status", "--store", "postgresql:///test?options=-csearch_path%3DBad-Name"],
+            "schema 'Bad-Name' in search_path",
+        ),
     ],
 )
 def test_usage_mistakes_are_one_line(argv: list[str], words: str, tmp_path: Path) -> None:
@@ -290,3 +296,170 @@ def pending_where(where: list[str]) -> list[dict[str, Any]]:
     assert result.returncode == 0, result.stderr
     found: list[dict[str, Any]] = json.loads(result.stdout)
     return found
+
+
+def test_events_of_a_store_run_are_its_log(pg_dsn: str, tmp_path: Path) -> None:
+    done = orchestrate(
+        "drive", WORKFLOW, *start_args(tmp_path, "t"), "--handler", FAKE_AGENT, "--store", pg_dsn
+    )
+    run_id = done.stdout.strip()
+    lines = orchestrate("events", "--store", pg_dsn, "--run", run_id, "--json")
+    assert lines.returncode == 0, lines.stderr
+    events = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert [e["x_seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["event"] == "run.start" and events[-1]["event"] == "run.end"
+    followed = orchestrate(
+        "events", "--store", pg_dsn, "--run", run_id, "--follow", "--type", "run.*"
+    )
+    assert followed.returncode == 0, followed.stderr
+    names = [line.split()[2] for line in followed.stdout.splitlines()]
+    assert names[0] == "run.start" and names[-1] == "run.end"
+    assert set(names[1:-1]) == {"run.pause"}
+    spans = orchestrate("events", "--store", pg_dsn, "--run", run_id, "--otlp", "-")
+    assert json.loads(spans.stdout)["resourceSpans"]
+    missing = orchestrate("events", "--store", pg_dsn, "--run", "no-such-run")
+    assert missing.returncode == 2
+    assert "no run no-such-run" in missing.stderr
+
+
+def test_a_failed_run_on_a_store_is_retried_with_answers_that_still_match(pg_dsn: str) -> None:
+    from store_flows import expected_outputs
+
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    good = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    failed = orchestrate("run", flow, "--store", pg_dsn, "--agent", "subprocess:false")
+    assert failed.returncode == 1, failed.stderr
+    run_id = failed.stdout.strip()
+    assert status_of(pg_dsn, run_id)["status"] == "failed"
+    retried = orchestrate("retry", "--store", pg_dsn, "--run", run_id, "--agent", good)
+    assert retried.returncode == 0, retried.stderr
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == expected_outputs()
+
+
+def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
+    """The run sleeps on a durable timer; an idle worker that would look for orphans only
+    every minute still wakes when the timer is due and finishes the run."""
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Napper"
+    slept = orchestrate("run", flow, "--store", pg_dsn)
+    assert slept.returncode == 42, slept.stderr
+    run_id = slept.stdout.strip()
+    assert "sleeping until" in slept.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--orphan-check", "60"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while status_of(pg_dsn, run_id)["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert status_of(pg_dsn, run_id)["status"] == "completed", stderr
+    output = orchestrate("output", "--store", pg_dsn, "--run", run_id)
+    assert json.loads(output.stdout) == {"nap": "rested", "wake": "awake"}
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+
+
+def normalised(value: Any, ids: dict[str, str], root: str = "") -> Any:
+    """``value`` with its ids numbered in order of appearance, its times, durations and
+    the digests of documents holding times blanked, its work directory named
+    ``<workdir>``, and its signature dropped (it covers the times)."""
+    if isinstance(value, dict):
+        return {
+            k: "<varies>"
+            if "duration" in k or k.endswith("sha256")  # times, and digests of bytes with times
+            else normalised(v, ids, root)
+            for k, v in value.items()
+            if k != "x_signature"
+        }
+    if isinstance(value, list):
+        return [normalised(v, ids, root) for v in value]
+    if isinstance(value, str):
+        value = value.replace(root, "<workdir>") if root else value
+        value = UUID.sub(lambda m: ids.setdefault(m.group(0), f"<id {len(ids)}>"), value)
+        return MOMENT.sub("<time>", value)
+    return value
+
+
+def run_files(run_dir: Path, ids: dict[str, str], root: Path) -> dict[str, Any]:
+    """Every file of a run's directory, JSON and NDJSON parsed, all normalised."""
+    found: dict[str, Any] = {}
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            content: Any = json.loads(text)
+        elif path.suffix == ".ndjson":
+            content = [json.loads(line) for line in text.splitlines()]
+        else:
+            content = text
+        found[str(path.relative_to(run_dir))] = normalised(content, ids, str(root))
+    return found
+
+
+def test_an_exported_store_run_is_the_file_store_s_run_apart_from_ids_and_times(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """The template-create example driven on files, and driven on PostgreSQL then exported:
+    the same run directory, file for file, once ids and times are set aside."""
+    on_files, on_store, exported = tmp_path / "files", tmp_path / "store", tmp_path / "export"
+    on_files.mkdir(), on_store.mkdir()
+    done = orchestrate("drive", WORKFLOW, *start_args(on_files, "t"), "--handler", FAKE_AGENT)
+    assert done.returncode == 0, done.stderr
+    done = orchestrate(
+        "drive", WORKFLOW, *start_args(on_store, "t"), "--handler", FAKE_AGENT, "--store", pg_dsn
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    out = orchestrate("export", "--store", pg_dsn, "--run", run_id, "--to", exported)
+    assert out.returncode == 0, out.stderr
+    (files_run,) = (on_files / ".orchestrator" / "runs").iterdir()
+    exported_run = exported / ".orchestrator" / "runs" / run_id
+    left, right = run_files(files_run, {}, on_files), run_files(exported_run, {}, on_store)
+    assert sorted(left) == sorted(right)
+    for name in left:
+        assert left[name] == right[name], name
+
+
+def test_an_answer_the_run_refuses_leaves_it_to_its_host_not_to_a_worker_loop(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A response row written past ``respond`` (by hand, by another tool) that the run
+    refuses: the worker says so once and lets the run wait; it does not take it again."""
+    import psycopg
+
+    paused = orchestrate("run", WORKFLOW, *start_args(tmp_path, "t"), "--store", pg_dsn)
+    run_id = paused.stdout.strip()
+    (item,) = pending(pg_dsn, run_id)
+    foreign = json.dumps(
+        {
+            "request_id": item["request"]["request_id"],
+            "version": "9.0",
+            "status": "success",
+            "response": "x",
+            "created_at": "2026-01-02T03:04:05Z",
+        }
+    ).encode()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "insert into responses (run_id, request_id, document, sha256) values (%s, %s, %s, 'x')",
+            (run_id, item["request"]["request_id"], foreign),
+        )
+        conn.execute("update runs set inbox = inbox + 1 where run_id = %s", (run_id,))
+    worker = orchestrate("worker", "--store", pg_dsn, "--until-idle", timeout=120)
+    assert worker.returncode == 0, worker.stderr
+    assert worker.stderr.count(f"run {run_id} waits for its host") == 1
+    assert status_of(pg_dsn, run_id)["status"] == "paused"
+    with psycopg.connect(pg_dsn) as conn:
+        inbox, handled = conn.execute(
+            "select inbox, handled from runs where run_id = %s", (run_id,)
+        ).fetchone()
+    assert inbox == handled

@@ -49,9 +49,15 @@ from ...storage.runs import ENGINE_KEY
 from ...storage.state_key import EncodedItems, read_signed, signed_document
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-#: The first key of a run's advisory lock; the second is derived from the schema and the
-#: run id, so stores in different schemas of one database never block each other.
-RUN_LOCK_CLASS = 0x6F72636C  # "orcl"
+#: A run's advisory lock: a 64-bit hash of its schema and id (stores in different schemas
+#: of one database never block each other; a 32-bit key would make two of a hundred
+#: thousand runs share a lock).
+TRY_LOCK_RUN = "select pg_try_advisory_lock(hashtextextended(%s, 0))"
+UNLOCK_RUN = "select pg_advisory_unlock(hashtextextended(%s, 0))"
+
+
+def run_lock_name(schema: str, run_id: str) -> str:
+    return f"orchestrator/{schema}/{run_id}"
 
 
 class PostgresBridge:
@@ -65,6 +71,7 @@ class PostgresBridge:
         self.store_name = store_name
         self.location = f"{store_name} run {run_id}"
         self._held = False  # this bridge holds the lock (the server's lock is re-entrant)
+        self._lock_name = run_lock_name(schema, run_id)
         self._version: int | None = None  # state_version last saved or loaded
         self._inbox_seen = 0  # the run's inbox count when responses were last read
         self._published: tuple[str, ...] | None = None  # request ids in the table
@@ -80,12 +87,7 @@ class PostgresBridge:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        held = (
-            not self._held
-            and self.conn.execute(
-                "select pg_try_advisory_lock(%s, hashtext(%s))", (RUN_LOCK_CLASS, self._lock_name())
-            ).fetchone()[0]
-        )
+        held = not self._held and self.conn.execute(TRY_LOCK_RUN, (self._lock_name,)).fetchone()[0]
         if not held:
             raise InstanceBusyError(
                 f"{self.location}: another process is advancing this run; try again when it "
@@ -97,14 +99,8 @@ class PostgresBridge:
             yield
         finally:
             self._held = False
-            if not self.conn.closed:
-                self.conn.execute(
-                    "select pg_advisory_unlock(%s, hashtext(%s))",
-                    (RUN_LOCK_CLASS, self._lock_name()),
-                )
-
-    def _lock_name(self) -> str:
-        return f"{self.schema}/{self.run_id}"
+            if not (self.conn.closed or self.conn.broken):  # else the lock died with it
+                self.conn.execute(UNLOCK_RUN, (self._lock_name,))
 
     def exists(self) -> bool:
         row = self.conn.execute(

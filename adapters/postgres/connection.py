@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..._errors import OrchestratorError
+from ..._errors import OrchestratorError, UsageError
 
 if TYPE_CHECKING:
     import psycopg
@@ -56,24 +56,36 @@ def require_psycopg() -> Any:
 
 def schema_of(dsn: str) -> str:
     """The schema the store at ``dsn`` keeps its tables in."""
-    psycopg = require_psycopg()
-    options = psycopg.conninfo.conninfo_to_dict(dsn).get("options") or ""
+    options = _conninfo(dsn).get("options") or ""
     found = _SEARCH_PATH.search(str(options))
     schema = found.group(1).strip("\"'") if found else DEFAULT_SCHEMA
     if not _SCHEMA_NAME.fullmatch(schema):
-        raise StoreError(
+        raise UsageError(
             f"{shown(dsn)}: schema {schema!r} in search_path: use lower-case letters, "
-            "digits and underscores",
-            store=shown(dsn),
+            "digits and underscores"
         )
     return schema
+
+
+def _conninfo(dsn: str) -> dict[str, Any]:
+    """The URL's parts, or a one-line error saying what is wrong with it."""
+    driver = require_psycopg()
+    try:
+        parts: dict[str, Any] = driver.conninfo.conninfo_to_dict(dsn)
+    except driver.Error as exc:
+        reason = shown(" ".join(str(exc).split()))  # libpq quotes the URL, password too
+        raise UsageError(
+            f"{shown(dsn)}: not a PostgreSQL URL libpq accepts ({reason}); "
+            "write postgresql://USER@HOST:PORT/DATABASE"
+        ) from None
+    return parts
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A connection to the store whose ``search_path`` is the store's schema alone."""
     driver = require_psycopg()
     schema = schema_of(dsn)
-    options = str(driver.conninfo.conninfo_to_dict(dsn).get("options") or "")
+    options = str(_conninfo(dsn).get("options") or "")
     if not _SEARCH_PATH.search(options):
         options = f"{options} -c search_path={schema}".strip()
     try:

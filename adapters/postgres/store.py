@@ -13,7 +13,8 @@ so idle workers wake at once instead of polling.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,15 +24,19 @@ from ..._errors import NoInstanceError, UsageError
 from ...formats.bridge import AgentResponse
 from ...formats.bridge_codec import dump_document
 from ...storage.durable import sha256_hex
-from .bridge import RUN_LOCK_CLASS, PostgresBridge
+from .bridge import TRY_LOCK_RUN, UNLOCK_RUN, PostgresBridge, run_lock_name
 from .connection import connect, schema_of, shown
 from .migrations import check_current
 
 READY_CHANNEL = "orchestrator_ready"
-#: The runs a worker can advance (see the module's docstring), as an SQL condition.
+STOP_CHECK = 0.5  # seconds between looks at a waiting worker's stop flag
+#: The runs a worker can take on: queued, left running (its worker died), paused with an
+#: answer not yet read or a timer due, or ended by their last checkpoint but not closed
+#: (a crash came between the two; resuming finishes the end, as on files).
 CAN_ADVANCE = (
     "(status in ('queued', 'running') "
-    "or (status = 'paused' and (inbox > handled or wake_at <= now())))"
+    " or (status = 'paused' and (inbox > handled or wake_at <= now())) "
+    " or (status in ('completed', 'cancelled') and state is not null))"
 )
 LIVE = ("queued", "running", "paused", "failed")
 
@@ -72,6 +77,12 @@ class PostgresStore:
 
     def close(self) -> None:
         self.conn.close()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the connection is gone (the server restarted, the backend was ended):
+        the store is of no more use then, and its advisory locks died with it."""
+        return bool(self.conn.closed or self.conn.broken)
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -132,6 +143,14 @@ class PostgresStore:
                 (run_id, workflow_name, workflow_ref, json.dumps(start_args)),
             )
             self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
+
+    def events(self, run_id: str, *, after: int = 0) -> list[tuple[int, bytes]]:
+        """The run's event lines after ``x_seq`` ``after``, in order: ``(seq, line)``."""
+        rows = self.conn.execute(
+            "select seq, line from events where run_id = %s and seq > %s order by seq",
+            (run_id, after),
+        ).fetchall()
+        return [(int(seq), bytes(line)) for seq, line in rows]
 
     # -- the hosts' side ----------------------------------------------------------------
 
@@ -196,8 +215,7 @@ class PostgresStore:
             ).fetchall()
             for (run_id,) in candidates:
                 taken = self.conn.execute(
-                    "select pg_try_advisory_lock(%s, hashtext(%s))",
-                    (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
+                    TRY_LOCK_RUN, (run_lock_name(self.schema, run_id),)
                 ).fetchone()
                 if taken and taken[0]:
                     return str(run_id)
@@ -218,10 +236,7 @@ class PostgresStore:
                 "update runs set handled = greatest(handled, %s) where run_id = %s",
                 (handled, run_id),
             )
-        self.conn.execute(
-            "select pg_advisory_unlock(%s, hashtext(%s))",
-            (RUN_LOCK_CLASS, f"{self.schema}/{run_id}"),
-        )
+        self.conn.execute(UNLOCK_RUN, (run_lock_name(self.schema, run_id),))
 
     def next_wake(self) -> datetime | None:
         """When the next timer of a paused run is due."""
@@ -230,15 +245,19 @@ class PostgresStore:
         ).fetchone()
         return row[0] if row else None
 
-    def wait(self, timeout: float) -> bool:
-        """Sleep until a run may have become able to advance, or ``timeout`` seconds; True
-        when woken by a notification."""
+    def wait(self, timeout: float, *, stop: Callable[[], bool] | None = None) -> bool:
+        """Sleep until a run may have become able to advance, or ``timeout`` seconds, or
+        ``stop()`` says so (asked every half second); True when woken by a notification."""
         if not self._listening:
             # Notifications that come while the connection does other work are kept by
             # the driver for the next ``notifies()``: none is missed between two waits.
             self.conn.execute(f"listen {READY_CHANNEL}")
             self._listening = True
-        woken = False
-        for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
-            woken = True
-        return woken
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (stop is not None and stop()):
+                return False
+            slice_ = remaining if stop is None else min(remaining, STOP_CHECK)
+            for _ in self.conn.notifies(timeout=slice_, stop_after=1):
+                return True

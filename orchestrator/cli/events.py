@@ -161,6 +161,11 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
     out = output if output is not None else sys.stdout.buffer
     exporting = args.otlp is not None or args.otlp_endpoint is not None
     _check_options(args, exporting)
+    from .store_runs import store_of
+
+    dsn = store_of(args)
+    if dsn is not None:
+        return _on_store(args, dsn, out, exporting)
     workdir = _workdir(args.workdir)
     try:
         if exporting:
@@ -732,8 +737,6 @@ def _clean(text: str) -> str:
 def _export(args: argparse.Namespace, workdir: Path, out: BinaryIO) -> int:
     """Write or send the run's spans (``--otlp``, ``--otlp-endpoint``); with ``--follow``,
     once the run has ended."""
-    from ..evidence.otel import headers_from_environment, otlp_json_bytes, post_otlp, run_trace
-
     events: list[LoggedEvent] = []
     if args.follow:
         run = follow(workdir, args.run, show=events.append, poll=args.poll)
@@ -747,7 +750,15 @@ def _export(args: argparse.Namespace, workdir: Path, out: BinaryIO) -> int:
             workdir=str(workdir),
             run_id=run.run_id,
         )
-    trace = run_trace([event.record for event in events], run_id=run.run_id)
+    return _send_spans(args, events, run.run_id, out)
+
+
+def _send_spans(
+    args: argparse.Namespace, events: list[LoggedEvent], run_id: str, out: BinaryIO
+) -> int:
+    from ..evidence.otel import headers_from_environment, otlp_json_bytes, post_otlp, run_trace
+
+    trace = run_trace([event.record for event in events], run_id=run_id)
     body = otlp_json_bytes(trace)
     count = f"{len(trace.spans)} spans of run {trace.run_id}"
     if args.otlp is not None:
@@ -766,6 +777,57 @@ def _export(args: argparse.Namespace, workdir: Path, out: BinaryIO) -> int:
         refused = f" ({rejected} rejected by the receiver)" if rejected else ""
         _tell(f"sent {count} to {args.otlp_endpoint}{refused}")
     return EXIT_OK
+
+
+# -- a run in a PostgreSQL store ------------------------------------------------------------
+
+
+def _on_store(args: argparse.Namespace, dsn: str, out: BinaryIO, exporting: bool) -> int:
+    """``events --store ... --run ID``: the run's log from the store's rows, the same
+    lines as its ``events.ndjson``; ``--follow`` polls for new ones until ``run.end``."""
+    import time
+
+    from .store_runs import open_store, required_run
+
+    run_id = required_run(args)
+    show: Callable[[LoggedEvent], None]
+    collected: list[LoggedEvent] = []
+    show = collected.append if exporting else _Printer(out, json_lines=args.json, types=args.types)
+    try:
+        with open_store(dsn) as store:
+            store.run(run_id)  # says so when there is no such run
+            last = 0
+            while True:
+                for seq, line in store.events(run_id, after=last):
+                    event = LoggedEvent(
+                        line.rstrip(b"\n"), seq, _event_of(line, f"run {run_id} event {seq}")
+                    )
+                    show(event)
+                    last = seq
+                    if event.name == "run.end" and args.follow:
+                        break
+                else:
+                    if args.follow:
+                        _flush(show)
+                        time.sleep(args.poll)
+                        continue
+                break
+        _flush(show)
+        if exporting:
+            if not collected:
+                raise RunNotFoundError(
+                    f"run {run_id}: no events yet, so nothing to export; add --follow to "
+                    "export the run once it ends",
+                    workdir=dsn,
+                    run_id=run_id,
+                )
+            return _send_spans(args, collected, run_id, out)
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
 
 
 def _write_export(target: str, body: bytes, out: BinaryIO) -> None:

@@ -90,6 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         return _error(exc, EXIT_ERROR)
     except OSError as exc:  # a file the command needed: say which, and what to do
         return _error(_os_error_line(exc, args), EXIT_ERROR)
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        # The PostgreSQL store failed mid-command (the server went away, a statement was
+        # cancelled): every change is a transaction, so the run is as its last one left it.
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return _error(
+            f"the PostgreSQL store failed: {reason}; the run is as its last completed "
+            "checkpoint left it: run the command again once the server answers",
+            EXIT_ERROR,
+        )
 
 
 def _error(exc: BaseException | str, code: int) -> int:
@@ -180,6 +191,9 @@ COMMANDS = (
     "eval",
     "pending",
     "worker",
+    "db",
+    "export",
+    "ui",
 )
 
 
@@ -575,6 +589,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
 
         add_workdir(events)
         add_events_arguments(events)
+        add_store(events, run=False)
 
     board = command(
         "board",
@@ -622,6 +637,36 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         add_store(worker, run=False)
         add_agent(worker)
         add_worker_arguments(worker)
+    db = command(
+        "db",
+        _cmd_db,
+        "The PostgreSQL store's schema: upgrade it to this version, or show its version and "
+        "its runs by status.",
+    )
+    if not isinstance(db, _Unused):
+        from .store import add_db_commands
+
+        add_db_commands(db, _Formatter)
+    export = command(
+        "export",
+        _cmd_export,
+        "Write a run of a PostgreSQL store into a work directory as the files the file "
+        "store keeps: its state, requests and evidence, byte for byte.",
+    )
+    if not isinstance(export, _Unused):
+        from .store import add_export_arguments
+
+        add_export_arguments(export)
+    ui = command(
+        "ui",
+        _cmd_ui,
+        "A local web page to watch runs and answer their requests: prints a link "
+        "(127.0.0.1, with an access token) and serves until Ctrl-C.",
+    )
+    if not isinstance(ui, _Unused):
+        from .ui.serve import add_ui_arguments
+
+        add_ui_arguments(ui)
     check = command(
         "check",
         _cmd_check,
@@ -1304,6 +1349,12 @@ def _cmd_pending(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from .ui.serve import cmd_ui
+
+    return cmd_ui(args)
+
+
 def _cmd_worker(args: argparse.Namespace) -> int:
     dsn = _on_store(args)
     if dsn is None:
@@ -1322,6 +1373,16 @@ def _cmd_board(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     raise UsageError("name an eval subcommand (orchestrate eval --help lists them)")
+
+
+def _cmd_db(args: argparse.Namespace) -> int:
+    raise UsageError("name a db subcommand (orchestrate db --help lists them)")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .store import cmd_export
+
+    return cmd_export(args)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OrchestratorError
+from .._errors import OrchestratorError, ResponseRejectedError
 from .._text import printable
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR = 0, 1
 #: How long a run that failed to advance here is left alone by this worker (seconds).
 BACKOFF = 30.0
+#: The first and the longest wait before connecting again to a store that went away.
+RECONNECT_FIRST, RECONNECT_LONGEST = 0.1, 5.0
 
 
 def add_worker_arguments(sub: Any) -> None:
@@ -117,34 +119,55 @@ class Fleet:
         self._backoff: dict[str, float] = {}  # run id -> monotonic time to try it again
 
     def serve(self) -> None:
+        """One slot: serve on a connection; when it is lost, reconnect with backoff (the
+        run at hand was let go: its lock died with the connection) and serve on."""
         from ..adapters.postgres.store import PostgresStore
 
-        try:
-            store = PostgresStore(self.dsn, migrate=False)
-        except OrchestratorError as exc:
-            say(f"worker {self.name}: {exc}")
-            self.fatal = True
-            return
-        with store:
-            while not self.stop.is_set():
-                run_id = store.claim(skip=self._skipped())
-                if run_id is None:
-                    if self.until_idle and self._idle(store):
-                        return
-                    store.wait(self._sleep_for(store))
-                    continue
+        delay = RECONNECT_FIRST
+        while not self.stop.is_set():
+            try:
+                store = PostgresStore(self.dsn, migrate=False)
+            except OrchestratorError as exc:
+                say(f"worker {self.name}: {exc}; trying again in {delay:g} s")
+                self.stop.wait(delay)
+                delay = min(delay * 2, RECONNECT_LONGEST)
+                continue
+            delay = RECONNECT_FIRST
+            try:
+                with store:
+                    self._serve_on(store)
+                return
+            except Exception as exc:
+                if not store.lost:
+                    raise
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                say(
+                    f"worker {self.name}: lost its connection to {self.store_name} ({reason}); "
+                    "the run at hand is left to whoever claims it next; reconnecting"
+                )
+
+    def _serve_on(self, store: PostgresStore) -> None:
+        """Claim and advance runs on ``store`` until told to stop (or idle)."""
+        while not self.stop.is_set():
+            run_id = store.claim(skip=self._skipped())
+            if run_id is None:
+                if self.until_idle and self._idle(store):
+                    return
+                store.wait(self._sleep_for(store), stop=self.stop.is_set)
+                continue
+            with self._lock:
+                self._busy += 1
+            try:
+                self._advance(store, run_id)
+            finally:
                 with self._lock:
-                    self._busy += 1
-                try:
-                    self._advance(store, run_id)
-                finally:
-                    with self._lock:
-                        self._busy -= 1
+                    self._busy -= 1
 
     def _advance(self, store: PostgresStore, run_id: str) -> None:
         from .store_runs import run_engine, start_queued
 
         handled = None
+        engine = None
         try:
             engine = run_engine(store, run_id, self.agent)
             engine.recorder.worker = self.name
@@ -157,7 +180,14 @@ class Fleet:
             with self._lock:
                 self.advanced += 1
             say(f"worker {self.name}: run {run_id}: {outcome.message}")
+        except ResponseRejectedError as exc:
+            # An answer the run refuses waits for its host to correct it: no worker takes
+            # the run again until another answer comes (the inbox read so far is handled).
+            handled = getattr(engine.bridge, "inbox_seen", None) if engine else None
+            say(f"worker {self.name}: run {run_id} waits for its host: {exc}")
         except OrchestratorError as exc:
+            if store.lost:
+                raise  # not the run's doing: the slot reconnects, and claims it again
             # The run stays as it was; this worker leaves it alone for a while, and says why.
             with self._lock:
                 self.failures += 1

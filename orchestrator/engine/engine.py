@@ -54,6 +54,7 @@ from ..evidence.documents import (
     EVENT_RUN_START,
 )
 from ..evidence.recorder import PhaseTally, Recorder, describe_duration, seconds_since
+from ..formats.answer_schema import answer_schema
 from ..formats.bridge import (
     AgentRequest,
     AgentRequestRecord,
@@ -1080,6 +1081,10 @@ class Engine:
             if state.template_name is not None:
                 context.setdefault("template_name", state.template_name)
             context["x_run_id"] = self._require_record().run_id
+            if ask.output_type is not None:
+                schema = answer_schema(ask.output_type)
+                if schema is not None:  # what shape the answer must have, for hosts to check
+                    context.setdefault("x_answer_schema", schema)
             request = AgentRequest(
                 request_id=self.new_id(),
                 phase=spec.number,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 from .._errors import WorkflowNotFoundError
@@ -14,6 +15,10 @@ from ..storage.durable import sha256_hex
 from .workflow import Workflow
 
 ENTRY_POINT_GROUP = "orchestrator.workflows"
+#: Held while a workflow file is imported: a worker's slots load workflows from several
+#: threads, and one must not find the module in ``sys.modules`` half executed. Re-entrant:
+#: a workflow file may load another.
+_IMPORTING = threading.RLock()
 
 
 def resolve_reference(reference: str, *, base_dir: Path) -> str:
@@ -52,6 +57,11 @@ def load_workflow(reference: str) -> type[Workflow]:
 
 
 def _import_file(path: Path, reference: str) -> dict[str, object]:
+    with _IMPORTING:
+        return _import_file_now(path, reference)
+
+
+def _import_file_now(path: Path, reference: str) -> dict[str, object]:
     if not path.is_file():
         raise WorkflowNotFoundError(f"workflow {reference!r}: no such file {path}")
     digest = sha256_hex(str(path).encode())[:10]

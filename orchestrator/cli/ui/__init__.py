@@ -1,0 +1,17 @@
+"""``orchestrate ui``: a person at the wheel, in a browser, over the same files.
+
+A local web app (the optional extra ``ui``: Starlette served by uvicorn; every asset
+ships in the package, nothing is fetched from elsewhere) that lists the runs of the work
+directories it is given, shows a run (its timeline, its asks and answers, its outputs,
+its events as they happen, its evidence files), takes an answer for each pending request
+through exactly the validation ``orchestrate respond`` applies, and shows a task board.
+
+- ``runs``: what the pages show, read from the work directories as the commands read
+  them (nothing is loaded that a page does not show);
+- ``guard``: the access token, the form token, and paths that never leave a served
+  directory;
+- ``pages``: the HTML, every text escaped, prompts rendered from a safe Markdown subset;
+- ``app``: the routes; ``serve``: the command.
+
+Part of the cli wing: it may import what the cli may.
+"""

@@ -1,0 +1,387 @@
+"""The routes of ``orchestrate ui`` (Starlette).
+
+GET  /                      runs, filtered by status, paged
+GET  /run?dir=&run=         a run: what it waits for (a form per request), timeline,
+                            outputs, events, evidence; ``view=events`` streams its events
+                            (server-sent events), ``view=file&path=`` shows an evidence file
+POST /answer                an answer, through ``orchestrate respond``'s validation; then,
+                            if asked and nothing else is pending, ``orchestrate resume``
+POST /retry, /rewind        the recovery actions of a failed run
+GET  /boards, /board?dir=   task boards; ``view=json`` is what the page refreshes from
+GET  /static/...            the page's script and style, shipped in the package
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+
+from ..._errors import OrchestratorError
+from ...storage.runs import is_run_id
+from . import pages
+from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
+from .places import DirectoryPlace, Place
+from .runs import RunRef, RunRow, eval_reports
+
+STATIC = Path(__file__).with_name("static")
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+PER_PAGE = 50
+EVENT_POLL = 0.3
+
+
+def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
+    """The app serving ``places`` (work directories, a store), guarded by ``guard``."""
+    places = list(places)
+    workdirs = [p.workdir for p in places if isinstance(p, DirectoryPlace)]
+
+    def all_rows() -> list[RunRow]:
+        rows = [row for i, place in enumerate(places) for row in place.rows(i)]
+        return sorted(rows, key=lambda r: r.updated, reverse=True)
+
+    async def runs(request: Request) -> Response:
+        status = request.query_params.get("status") or None
+        number = _int(request.query_params.get("page"), 0)
+        rows = await asyncio.to_thread(all_rows)
+        return HTMLResponse(
+            pages.runs_page(rows, status=status, page_number=number, per_page=PER_PAGE)
+        )
+
+    async def run(request: Request) -> Response:
+        ref = _ref(request.query_params, places)
+        if ref is None:
+            return _not_found()
+        place = places[ref.directory]
+        view = request.query_params.get("view")
+        if view == "events":
+            return StreamingResponse(
+                _events(place, ref, _int(request.query_params.get("after"), 0)),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store"},
+            )
+        if view == "file":
+            return await asyncio.to_thread(
+                _evidence, place, ref, request.query_params.get("path", "")
+            )
+        notice = request.query_params.get("notice")
+        return await asyncio.to_thread(_run_page, place, ref, guard, notice=notice)
+
+    async def answer(request: Request) -> Response:
+        form = await request.form()
+        if not guard.form_token_ok(str(form.get("csrf", "")) or None):
+            return _forbidden("the form's token is missing or wrong: reload the page")
+        ref = _ref(form, places)
+        if ref is None:
+            return _not_found()
+        fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
+        return await asyncio.to_thread(_answer, places[ref.directory], ref, guard, fields)
+
+    async def recover(request: Request) -> Response:
+        form = await request.form()
+        if not guard.form_token_ok(str(form.get("csrf", "")) or None):
+            return _forbidden("the form's token is missing or wrong: reload the page")
+        ref = _ref(form, places)
+        if ref is None:
+            return _not_found()
+        action = request.url.path.strip("/")
+        argv = ["retry"] if action == "retry" else ["rewind", "--to", str(form.get("to", ""))]
+        naming = places[ref.directory].command(ref.run_id)
+        if action == "retry" and "--run" in naming:
+            naming = naming[: naming.index("--run")]  # retry's --run is the run's own
+            argv += ["--run", ref.run_id]
+        if action == "rewind" and "--run" in naming:
+            naming = naming[: naming.index("--run")]
+            argv += ["--run", ref.run_id]
+        done = await asyncio.to_thread(_orchestrate, [*argv, *naming])
+        said = (done.stderr.strip().splitlines() or ["done"])[-1].removeprefix("orchestrate: ")
+        return _back(ref, said)
+
+    async def boards(request: Request) -> Response:
+        found = [(i, p.label) for i, p in enumerate(places) if p.board_directory() is not None]
+        return HTMLResponse(pages.boards_page(found))
+
+    async def board(request: Request) -> Response:
+        index = _int(request.query_params.get("dir"), -1)
+        directory = places[index].board_directory() if 0 <= index < len(places) else None
+        if directory is None:
+            return _not_found()
+        snapshot = await asyncio.to_thread(board_snapshot, directory)
+        if request.query_params.get("view") == "json":
+            return JSONResponse({"html": pages.board_columns(snapshot)})
+        return HTMLResponse(pages.board_page(index, snapshot))
+
+    async def evals(request: Request) -> Response:
+        reports = await asyncio.to_thread(eval_reports, workdirs)
+        return HTMLResponse(pages.evals_page(reports, workdirs))
+
+    async def eval_file(request: Request) -> Response:
+        index = _int(request.path_params["dir"], -1)
+        if not 0 <= index < len(workdirs):
+            return _not_found()
+        relative = request.path_params["path"]
+        data = await asyncio.to_thread(read_evidence, workdirs[index], relative)
+        if data is None:
+            return _not_found()
+        if relative.endswith(".html"):
+            # The report stands alone: its own styles, no script, nothing from elsewhere.
+            response = Response(data, media_type="text/html; charset=utf-8")
+            response.headers["X-Report-Policy"] = REPORT_CSP
+            return response
+        kind = "application/json" if relative.endswith(".json") else "text/plain"
+        return Response(data, media_type=f"{kind}; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in {p.name for p in STATIC.iterdir()}:
+            return _not_found()
+        path = STATIC / name
+        return Response(path.read_bytes(), media_type=STATIC_TYPES.get(path.suffix, "text/plain"))
+
+    routes = [
+        Route("/", runs),
+        Route("/run", run),
+        Route("/answer", answer, methods=["POST"]),
+        Route("/retry", recover, methods=["POST"]),
+        Route("/rewind", recover, methods=["POST"]),
+        Route("/boards", boards),
+        Route("/board", board),
+        Route("/evals", evals),
+        Route("/evals/{dir}/{path:path}", eval_file),
+        Route("/static/{name}", static),
+    ]
+
+    async def guarded(request: Request, call_next: Any) -> Response:
+        token = request.query_params.get("token")
+        if not guard.admits(request.cookies.get(COOKIE), token):
+            return _forbidden("this page needs the link orchestrate ui printed (its token)")
+        if request.method == "POST" and not (
+            guard.same_origin_post(
+                request.headers.get("origin"),
+                request.headers.get("sec-fetch-site"),
+                request.headers.get("host", ""),
+            )
+        ):
+            return _forbidden("a change must come from a page of this server")
+        if token is not None and request.method == "GET":
+            # The token moves into a cookie, and out of the address bar and the history.
+            query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            target = request.url.path + (
+                "?" + "&".join(f"{k}={v}" for k, v in query) if query else ""
+            )
+            response: Response = RedirectResponse(target, status_code=303)
+            response.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
+        else:
+            response = await call_next(request)
+        policy = response.headers.get("x-report-policy")
+        if policy is not None:
+            del response.headers["x-report-policy"]
+        response.headers["Content-Security-Policy"] = policy or CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        # Not "no-referrer": a browser then sends "Origin: null" with the page's own forms.
+        response.headers["Referrer-Policy"] = "same-origin"
+        response.headers["Cache-Control"] = response.headers.get("Cache-Control", "no-store")
+        return response
+
+    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guarded)])
+
+
+# -- handlers run in a thread (they read and write files) ---------------------------------
+
+
+def _run_page(
+    place: Place,
+    ref: RunRef,
+    guard: Guard,
+    *,
+    notice: str | None = None,
+    refused: dict[str, str] | None = None,
+    drafts: dict[str, str] | None = None,
+) -> Response:
+    from ...evidence.history import timeline
+    from ..events import describe_event
+    from ..instance import describe_ended, summarize_state
+
+    try:
+        state, source, _live = place.load(ref.run_id)
+    except (OrchestratorError, OSError) as exc:
+        return HTMLResponse(pages.page("Run", f"<p class='failure'>{escape(str(exc))}</p>"), 404)
+    record = state.phase_data.get("x_orchestrator") or {}
+    if record.get("status") in ("completed", "cancelled"):
+        summary = describe_ended(state, source=source)
+    else:
+        summary = summarize_state(state, source=source, answer_at=lambda rid: rid)
+    pending = [r.request_id for r in state.agent_requests if r.status.value == "pending"]
+    events = [
+        (seq, describe_event(json.loads(line), seq=seq))
+        for seq, line, _ in place.event_reader(ref.run_id)()[-200:]
+    ]
+    html = pages.run_page(
+        ref,
+        events=events,
+        answered=place.answered(ref.run_id, pending),
+        state=state,
+        summary=summary,
+        timeline=timeline(state),
+        files=place.files(ref.run_id),
+        csrf=guard.csrf,
+        notice=notice,
+        refused=refused,
+        drafts=drafts,
+    )
+    return HTMLResponse(html)
+
+
+def _answer(place: Place, ref: RunRef, guard: Guard, fields: dict[str, str]) -> Response:
+    from ...formats.strict_json import dumps_canonical, loads_strict
+
+    request_id, text = fields["request"], fields["answer"]
+    try:
+        if fields["mode"] == "json":
+            value = loads_strict(text.encode("utf-8"), source="the answer")
+            text = dumps_canonical(value).decode("utf-8")
+        waiting = place.answer(ref.run_id, request_id, text)
+    except (OrchestratorError, OSError, UnicodeError) as exc:
+        return _run_page(
+            place,
+            ref,
+            guard,
+            refused={request_id: f"refused, nothing was written: {exc}"},
+            drafts={request_id: fields["answer"]},
+        )  # 200: the page itself is fine (a 4xx would be a console error in the browser)
+    if fields["resume"] and not waiting:
+        subprocess.Popen(  # the run goes on as a host's resume would; the page shows it
+            [sys.executable, "-m", "orchestrator", "resume", *place.command(ref.run_id)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return _back(ref, "answered; the run resumes")
+    left = f"; {waiting} request(s) still wait" if waiting else ""
+    return _back(ref, f"answered{left}")
+
+
+def _evidence(place: Place, ref: RunRef, relative: str) -> Response:
+    data = place.read_file(ref.run_id, relative)
+    if data is None:
+        return _not_found()
+    kind = "application/json" if relative.endswith(".json") else "text/plain"
+    return Response(data, media_type=f"{kind}; charset=utf-8")
+
+
+async def _events(place: Place, ref: RunRef, after: int) -> AsyncIterator[bytes]:
+    """The run's events after ``after``, then each new one, until ``run.end``."""
+    read_new = place.event_reader(ref.run_id)
+    while True:
+        for seq, line, name in await asyncio.to_thread(read_new):
+            if seq > after:
+                yield b"data: " + line + b"\n\n"
+            if name == "run.end":
+                yield b"event: end\ndata: {}\n\n"
+                return
+        await asyncio.sleep(EVENT_POLL)
+
+
+def board_snapshot(directory: Path) -> dict[str, Any]:
+    """A board as its page shows it: tasks by status, the ledger's last lines."""
+    from ...board.board import Board
+
+    board = Board(directory)
+    state = board.state()
+    columns: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(state.rows.values(), key=lambda r: r.created):
+        columns.setdefault(row.status.value, []).append(
+            {
+                "task_id": row.task_id,
+                "title": str(getattr(row.task, "title", "") or ""),
+                "owner": row.owner,
+                "locks": list(row.locks),
+                "heartbeat": board.last_heartbeat(row)
+                if row.status.value == "in_progress"
+                else None,
+            }
+        )
+    tail: list[dict[str, Any]] = []
+    lines = _last_lines(directory / "ledger.ndjson", 30)
+    for line in reversed(lines):
+        try:
+            delta = json.loads(line)
+        except ValueError:
+            continue  # a line being appended
+        if isinstance(delta, dict):
+            tail.append(delta)
+    return {"where": str(directory), "columns": columns, "ledger_tail": tail}
+
+
+def _last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:
+    """The last ``count`` whole lines of ``path``, read from its end (a long ledger is
+    not read whole for its tail)."""
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - window))
+            chunk = file.read()
+    except OSError:
+        return []
+    lines = chunk.splitlines()
+    if size > window and lines:
+        lines = lines[1:]  # the first may be cut
+    return lines[-count:]
+
+
+# -- small helpers ------------------------------------------------------------------------
+
+
+def _orchestrate(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _ref(params: Any, places: Sequence[Place]) -> RunRef | None:
+    index = _int(params.get("dir"), -1)
+    run_id = str(params.get("run") or "")
+    if not 0 <= index < len(places) or not is_run_id(run_id):
+        return None
+    return RunRef(directory=index, run_id=run_id)
+
+
+def _int(text: Any, default: int) -> int:
+    try:
+        return int(str(text))
+    except (TypeError, ValueError):
+        return default
+
+
+def _back(ref: RunRef, notice: str) -> Response:
+    return RedirectResponse(pages.run_link(ref, notice=notice), status_code=303)
+
+
+def _not_found() -> Response:
+    return PlainTextResponse("not found", status_code=404)
+
+
+def _forbidden(why: str) -> Response:
+    return PlainTextResponse(f"forbidden: {why}", status_code=403)
