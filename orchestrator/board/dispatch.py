@@ -37,7 +37,8 @@ from ..engine.workflow import Ask
 from ..formats.board import ErrorCode, Task, TaskStatus
 from ..formats.bridge_codec import TIMEOUT_RANGE
 from ..formats.times import parse_time
-from .board import BOARD_DIR, Board
+from .board import BOARD_DIR
+from .board import Board as Board  # ctx.board()'s type, for the engine's one import of us
 from .ledger import TERMINAL, TaskRow
 
 T = TypeVar("T")

@@ -50,8 +50,7 @@ from .record import (
 from .workflow import Ask, PhaseSpec
 
 if TYPE_CHECKING:
-    from ..board.board import Board
-    from ..board.dispatch import DispatchReport
+    from ..board.dispatch import Board, DispatchReport
     from ..formats.board import Task
     from .engine import Engine
 
