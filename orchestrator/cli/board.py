@@ -542,6 +542,15 @@ def time_out_stale_tasks(
     return timed_out
 
 
+def use_store_boards(engine: Any, dsn: str) -> None:
+    """Keep the task boards of ``engine``'s run (``ctx.dispatch``, ``ctx.board()``) in the
+    store at ``dsn``, each named by its run's id: what a command that runs a workflow on
+    a store (run, resume, drive, worker) calls on the engine it made."""
+    from ..adapters.postgres import board_store
+
+    engine.board_store = lambda run_id: board_store(dsn, run_id)
+
+
 def watch_store_board(dsn: str, board_id: str) -> list[Any]:
     """One watchdog pass over board ``board_id`` of the store at ``dsn`` (a worker's, say),
     unless another pass runs now; requests of the board's run waiting for a timed-out
