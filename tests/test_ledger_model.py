@@ -1,9 +1,10 @@
 """The ledger against a model: a hypothesis state machine with duplicated and reordered deltas.
 
 The system under test is :class:`LedgerState` (the pure fold) and, beside it, a real
-:class:`Ledger` on a temporary directory that receives the very same deltas; at every
-check a fresh ``Ledger`` reads the files back (with ``snapshot_every=3``, so snapshots are
-written and used all the time) and must hold the same rows as the in-memory fold.
+:class:`Ledger` on a temporary directory (and, in :class:`PostgresLedgerMachine`, on a
+board in PostgreSQL) that receives the very same deltas; at every check a fresh
+``Ledger`` reads the store back (with ``snapshot_every=3``, so snapshots are written and
+used all the time) and must hold the same rows as the in-memory fold.
 
 The model is written here, apart from the library: a dict ``task_id -> row`` (status,
 owner, attempts, version, dependencies, locks) and the deltas applied by ``delta_id``. Its
@@ -18,6 +19,7 @@ import copy
 import json
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +33,12 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 from orchestrator._errors import BoardError
+from orchestrator._ports import ReadLedgerInput
+from orchestrator.board.files import FileBoardStore
 from orchestrator.board.ledger import Ledger, LedgerState
 from orchestrator.formats.board import LedgerDelta, Task, TaskStatus, TaskType
 from orchestrator.formats.board_rules import parse_ledger_delta
@@ -234,12 +239,19 @@ class LedgerMachine(RuleBasedStateMachine):
         super().__init__()
         self.model = Model()
         self.state = LedgerState()
-        self.directory = Path(tempfile.mkdtemp(prefix="ledger-model-"))
-        self.ledger = Ledger(self.directory, snapshot_every=3)
-        self.reader = Ledger(self.directory, snapshot_every=3)  # one long-lived reader
+        self.setup_store()
+        self.ledger = Ledger(self.open_store(), snapshot_every=3)
+        self.reader = Ledger(self.open_store(), snapshot_every=3)  # one long-lived reader
         self.history: list[LedgerDelta] = []  # every applied delta, numbered
         self.versions: dict[str, int] = {}
         self.next_id = 0
+
+    def setup_store(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="ledger-model-"))
+
+    def open_store(self) -> Any:
+        """The ledger's store, as another reader or writer opens it."""
+        return FileBoardStore(self.directory)
 
     def teardown(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -321,8 +333,11 @@ class LedgerMachine(RuleBasedStateMachine):
         self.history += applied
 
     def ledger_size(self) -> int:
-        path = self.directory / "ledger.ndjson"
-        return path.stat().st_size if path.exists() else 0
+        return len(self.stored())
+
+    def stored(self) -> bytes:
+        """The ledger's lines as the store holds them."""
+        return bytes(self.open_store().read_ledger(ReadLedgerInput(after=0)).data)
 
     # -- rules ------------------------------------------------------------------------
 
@@ -479,19 +494,19 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_files_hold_the_same_ledger(self) -> None:
-        fresh = Ledger(self.directory, snapshot_every=3).read()  # snapshot + tail
+        fresh = Ledger(self.open_store(), snapshot_every=3).read()  # snapshot + tail
         assert fresh.rows == self.state.rows and fresh.seq == self.state.seq
         follower = self.reader.read()  # folds only what was appended since its last read
         assert follower.rows == self.state.rows and follower.seq == self.state.seq
 
     @invariant()
     def replaying_the_file_changes_nothing(self) -> None:
-        path = self.directory / "ledger.ndjson"
-        if not path.exists():
+        stored = self.stored()
+        if not stored:
             return
         lines = [
             parse_ledger_delta(json.loads(line), source=f"line {number}", strict=True)
-            for number, line in enumerate(path.read_bytes().splitlines(), 1)
+            for number, line in enumerate(stored.splitlines(), 1)
         ]
         full = LedgerState()  # a full fold, no snapshot
         assert full.apply_batch(lines, at=AT) == lines  # each line applies, numbered as it is
@@ -521,6 +536,49 @@ LedgerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestLedgerMachine = LedgerMachine.TestCase
+
+
+class PostgresLedgerMachine(LedgerMachine):
+    """The same machine with its ledger in PostgreSQL: a board of its own per example, in
+    the test session's schema; the writer, the long-lived reader and the fresh readers
+    each on a connection of their own, as other processes would be."""
+
+    dsn = ""  # set by the test that runs the machine
+
+    def setup_store(self) -> None:
+        from orchestrator.adapters.postgres.board import PostgresBoardStore
+        from orchestrator.adapters.postgres.connection import connect
+
+        self.board_id = f"model-{uuid.uuid4()}"
+        self.stores: list[PostgresBoardStore] = []
+        self.shared = connect(self.dsn, autocommit=True)  # the fresh readers'
+
+    def open_store(self) -> Any:
+        from orchestrator.adapters.postgres.board import PostgresBoardStore
+
+        if len(self.stores) < 2:  # the writer and the long-lived reader
+            store = PostgresBoardStore(self.dsn, self.board_id, migrate=False)
+            self.stores.append(store)
+            return store
+        return PostgresBoardStore(self.dsn, self.board_id, conn=self.shared, migrate=False)
+
+    def teardown(self) -> None:
+        for store in self.stores:
+            store.close()
+        self.shared.close()
+
+
+def test_the_ledger_model_holds_in_postgresql(pg_dsn: str) -> None:
+    PostgresLedgerMachine.dsn = pg_dsn
+    run_state_machine_as_test(
+        PostgresLedgerMachine,
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 # -- one batch that names a delta twice ---------------------------------------------------

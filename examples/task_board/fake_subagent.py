@@ -1,8 +1,9 @@
 """An offline subagent for the task-board example: ``orchestrate drive --handler`` runs it
 once per assignment, with the request (``.agent-request.json``'s format) on standard input.
 
-It does what a real subagent would: reads its assignment packet, heartbeats and logs its
-steps through ``orchestrate board`` (any language can), edits the files of its lock
+It does what a real subagent would: reads its assignment packet (from the board's
+directory, or with ``orchestrate board packet`` from a board in PostgreSQL), heartbeats
+and logs its steps through ``orchestrate board`` (any language can), edits the files of its lock
 scope in the workspace, and prints a subagent result. Two assignments go wrong
 on their first attempt, on purpose:
 
@@ -101,9 +102,20 @@ STRAY = {"README.md": "# kv-service\n\nEdited by a subagent that strayed out of 
 def main() -> int:
     request = json.load(sys.stdin)
     context = request["context"]
-    packet = json.loads(Path(context["x_packet"]).read_text(encoding="utf-8"))
+    task_id, attempt = context["x_task_id"], context["x_attempt"]
+    if "x_store" in context:  # a board in PostgreSQL: reached through orchestrate
+        where = ["--store", context["x_store"], "--board", context["x_board_id"]]
+        command = ["board", "packet", *where, "--task", task_id, "--attempt", str(attempt)]
+        shown = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command],
+            check=True,
+            capture_output=True,
+        )
+        packet = json.loads(shown.stdout)
+    else:  # a board directory
+        where = ["--board", context["x_board"]]
+        packet = json.loads(Path(context["x_packet"]).read_text(encoding="utf-8"))
     task = packet["task"]
-    task_id, attempt = task["task_id"], context["x_attempt"]
     workspace = Path(context["x_workspace"])
     log = os.environ.get("FAKE_SUBAGENT_LOG")
     if log:
@@ -120,8 +132,7 @@ def main() -> int:
                 "orchestrator",
                 "board",
                 command,
-                "--board",
-                context["x_board"],
+                *where,
                 "--task",
                 task_id,
                 "--attempt",

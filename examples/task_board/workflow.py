@@ -140,18 +140,21 @@ class TaskBoardDemo(Workflow):
 
     @phase(3)
     def summarize(self, ctx: Any) -> dict[str, Any]:
-        """Write the board's handoff (JSON and Markdown) and count the outcome."""
-        from orchestrator import Board
+        """Write the board's handoff (JSON and Markdown) and count the outcome: in the
+        board's directory, or in the work directory when the board is in a database."""
         from orchestrator.board.board import handoff_markdown
+        from orchestrator.board.files import FileBoardStore
         from orchestrator.formats.board import dump_board_document
 
         report = ctx.output("work")
-        board = Board(Path(report["board"]))
 
         def write_handoff() -> str:
-            bundle = board.handoff()
-            (board.directory / "handoff.json").write_bytes(dump_board_document(bundle))
-            (board.directory / "handoff.md").write_text(handoff_markdown(bundle))
+            with ctx.board() as board:
+                bundle = board.handoff()
+                on_files = isinstance(board.store, FileBoardStore)
+                where = board.directory if on_files else ctx.workdir
+            (where / "handoff.json").write_bytes(dump_board_document(bundle))
+            (where / "handoff.md").write_text(handoff_markdown(bundle))
             return "handoff.json"
 
         ctx.step("write the handoff", write_handoff)

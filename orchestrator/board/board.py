@@ -1,8 +1,9 @@
-"""The task board: tasks, assignments, heartbeats, worklogs and results in one directory.
+"""The task board: tasks, assignments, heartbeats, worklogs and results, in one directory
+or in a database (a :class:`orchestrator._ports.BoardStore`; the logic is the same).
 
 See ``docs/board.md`` for the files and the rules. Every change of a task is a ledger
 delta appended under the board's writer lock (:class:`orchestrator.board.ledger.Ledger`);
-files a delta relies on (a packet, a verdict) are written before it. The board's own
+documents a delta relies on (a packet, a verdict) are written before it. The board's own
 deltas have deterministic ids (``T-3/2/done``), so an operation repeated after a crash
 appends nothing twice; worklog entries it writes carry the id of the delta they explain
 (``x_delta_id``) for the same reason.
@@ -21,7 +22,7 @@ from typing import Any
 import attrs
 
 from .._errors import BoardError, ContractError
-from .._ports import Clock
+from .._ports import BoardDocumentInput, BoardStore, Clock, HeartbeatInput, WorklogInput
 from ..formats.board import (
     BOARD_SCHEMA_VERSION,
     AcceptanceTarget,
@@ -43,13 +44,11 @@ from ..formats.board import (
 from ..formats.convert import structure, unstructure
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage import beneath
-from ..storage.durable import atomic_write, fsync_directory
-from ..storage.files import read_regular_file
+from .files import INFO_FILE
 from .gateway import Judgement, evaluate
 from .ledger import TERMINAL, Ledger, LedgerState, TaskRow
 
 BOARD_DIR = ".board"
-INFO_FILE = "board.json"
 PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
 HANDOFF_MAX_BYTES = 256 * 1024
 ORCHESTRATOR_ACTOR = "orchestrator"
@@ -72,37 +71,68 @@ class BoardInfo:
 
 
 class Board:
-    """One board directory. Cheap to construct; reads lazily."""
+    """One board, in a directory or in the ``store`` given. Cheap to construct; reads
+    lazily."""
 
-    def __init__(self, directory: Path, *, clock: Clock | None = None) -> None:
-        self.directory = directory
+    def __init__(
+        self,
+        directory: Path | None = None,
+        *,
+        clock: Clock | None = None,
+        store: BoardStore | None = None,
+    ) -> None:
+        if store is None:
+            if directory is None:
+                raise TypeError("Board needs a directory or a store")
+            from .files import FileBoardStore
+
+            beneath.guard(directory.parent)  # the board and all in it: never through a link
+            store = FileBoardStore(directory)
+        self.store: BoardStore = store
         self.clock: Clock = clock or SystemClock()
-        self.ledger = Ledger(directory)
-        beneath.guard(directory.parent)  # the board and all in it: never through a link
+        self.ledger = Ledger(store)
         self._info: BoardInfo | None = None
+
+    @property
+    def directory(self) -> Path:
+        """The board's directory (a board kept in files only)."""
+        where = getattr(self.store, "directory", None)
+        if not isinstance(where, Path):
+            raise BoardError(
+                f"{self.store.location} is kept in a database, not a directory; name it "
+                f"with {self.store.cli_arguments}",
+                code=ErrorCode.MISSING_REQUIRED_INPUT.value,
+            )
+        return where
+
+    @property
+    def location(self) -> str:
+        """Where the board is, for messages and asks: its directory, or its name in a
+        database."""
+        return self.store.location
 
     # -- creating and opening -----------------------------------------------------------
 
     @classmethod
     def create(
         cls,
-        directory: Path,
+        directory: Path | None = None,
         *,
         run_id: str,
         objective: str,
         constraints: Sequence[str] = (),
         workspace: Path | None = None,
         clock: Clock | None = None,
+        store: BoardStore | None = None,
     ) -> Board:
         """Make the board (or open it, if this run made it already)."""
-        board = cls(directory, clock=clock)
-        path = directory / INFO_FILE
-        if path.exists():
+        board = cls(directory, clock=clock, store=store)
+        if board.store.board_exists():
             info = board.info
             if info.run_id.lower() != run_id.lower():
                 raise BoardError(
-                    f"{directory} is the board of run {info.run_id}, not {run_id}; use another "
-                    "directory or remove that board",
+                    f"{board.location} is the board of run {info.run_id}, not {run_id}; use "
+                    "another board or remove that one",
                     code=ErrorCode.LEDGER_INCONSISTENT.value,
                 )
             return board
@@ -115,34 +145,34 @@ class Board:
             x_workspace=str(workspace) if workspace is not None else None,
         )
         _check_info(info)
-        for sub in ("", "worklogs", "packets", "results", "verdicts", "heartbeats"):
-            beneath.make_directories(directory / sub)
-        # Their entries last before board.json says the board exists (its write syncs the
-        # board's directory again, for its own entry).
-        fsync_directory(directory.parent)
-        fsync_directory(directory)
-        atomic_write(path, _dump(info))
+        if not board.store.create_board(_dump(info)):
+            return cls.create(
+                directory,
+                run_id=run_id,
+                objective=objective,
+                constraints=constraints,
+                workspace=workspace,
+                clock=clock,
+                store=store,
+            )  # another process made it first: open it as made, or refuse another run's
         board._info = info
         return board
 
     @property
     def info(self) -> BoardInfo:
         if self._info is None:
-            path = self.directory / INFO_FILE
-            try:
-                raw = read_regular_file(path, max_bytes=INFO_MAX_BYTES)
-            except FileNotFoundError:
+            raw = self.store.read_info()
+            if raw is None:
                 raise BoardError(
-                    f"{self.directory}: no task board here (no {INFO_FILE}); a workflow's "
+                    f"{self.location}: no task board here (no {INFO_FILE}); a workflow's "
                     "dispatch or 'orchestrate board init' makes one",
                     code=ErrorCode.MISSING_REQUIRED_INPUT.value,
-                ) from None
+                )
             from ..formats.strict_json import loads_strict
 
+            source = f"{self.location}/{INFO_FILE}"
             try:
-                self._info = structure(
-                    loads_strict(raw, source=str(path)), BoardInfo, source=str(path)
-                )
+                self._info = structure(loads_strict(raw, source=source), BoardInfo, source=source)
             except ContractError as exc:
                 raise BoardError(str(exc), code=ErrorCode.SCHEMA_INVALID.value) from None
         return self._info
@@ -294,17 +324,31 @@ class Board:
             for packet in packets:
                 started = fresh.get(packet.task.task_id)
                 if started is not None:
-                    path = self.packet_path(started.task_id, started.x_attempt or 1)
-                    atomic_write(path, _dump(packet))
+                    self.store.write_document(
+                        _packet_input(started.task_id, started.x_attempt or 1, _dump(packet))
+                    )
             self.ledger.append(deltas, at=self.now())
         return packets
 
     def _read_packet(self, task_id: str, attempt: int) -> AssignmentPacket:
         from ..formats.board_rules import parse_packet
-        from ..storage.files import read_json_file
+        from ..formats.strict_json import loads_strict
 
-        path = self.packet_path(task_id, attempt)
-        return parse_packet(read_json_file(path), source=str(path))
+        raw, source = self.packet_text(task_id, attempt)
+        return parse_packet(loads_strict(raw, source=source), source=source)
+
+    def packet_text(self, task_id: str, attempt: int) -> tuple[bytes, str]:
+        """The packet of an attempt as written, and where it is."""
+        where = _packet_input(task_id, attempt)
+        source = self.store.document_location(where)
+        raw = self.store.read_document(where)
+        if raw is None:
+            raise FileNotFoundError(2, "No such file or directory", source)
+        return raw, source
+
+    def packet_location(self, task_id: str, attempt: int) -> str:
+        """Where the packet of an attempt is: a path, or a name in the database."""
+        return self.store.document_location(_packet_input(task_id, attempt))
 
     def packet_path(self, task_id: str, attempt: int) -> Path:
         return self.directory / "packets" / f"{task_id}.{attempt}.json"
@@ -356,16 +400,15 @@ class Board:
                 task_id=task_id,
             )
         now = self.now()
-        atomic_write(self.directory / "heartbeats" / task_id, now.encode() + b"\n", durable=False)
+        self.store.write_heartbeat(HeartbeatInput(task_id=task_id, at=now))
         return now
 
     def last_heartbeat(self, row: TaskRow) -> str | None:
         """The later of the task's last heartbeat and the start of its current attempt."""
-        path = self.directory / "heartbeats" / row.task_id
+        beat = self.store.read_heartbeat(row.task_id) or ""
         try:
-            beat = read_regular_file(path, max_bytes=HEARTBEAT_MAX_BYTES).decode().strip()
             parse_time(beat)
-        except (FileNotFoundError, ValueError, ContractError):
+        except (ValueError, ContractError):
             beat = ""  # a heartbeat that cannot be read is no heartbeat
         candidates = [t for t in (beat, row.updated_at) if t]
         return max(candidates, key=parse_time) if candidates else None
@@ -399,33 +442,32 @@ class Board:
             next_step=redact(entry.next_step),
             evidence=None if entry.evidence is None else redact(entry.evidence),
         )
-        from ..storage.ndjson import append_lines
-
-        append_lines(self.worklog_path(row.task), [_line(clean)])
+        self.store.append_worklog(WorklogInput(path=self.worklog_name(row.task), line=_line(clean)))
         return clean
 
-    def worklog_path(self, task: Task) -> Path:
+    def worklog_name(self, task: Task) -> str:
+        """The task's ``worklog_path``, normalised: where its worklog is in the board."""
         from ..formats.scope import ScopeError, normalize_resource
 
         try:
-            relative = normalize_resource(task.worklog_path)
+            return normalize_resource(task.worklog_path)
         except ScopeError as exc:
             raise BoardError(
                 f"task {task.task_id}: worklog_path {exc}",
                 code=ErrorCode.SCHEMA_INVALID.value,
                 task_id=task.task_id,
             ) from None
-        path = self.directory / relative
+
+    def worklog_path(self, task: Task) -> Path:
+        path = self.directory / self.worklog_name(task)
         beneath.make_directories(path.parent)
         return path
 
     def worklog(self, task_id: str) -> list[dict[str, Any]]:
-        from ..storage.ndjson import iter_records
-
-        path = self.worklog_path(self.state().row(task_id).task)
-        if not beneath.is_file(path):
-            return []
-        return [record for _, record in iter_records(path)]
+        records: list[dict[str, Any]] = self.store.read_worklog(
+            self.worklog_name(self.state().row(task_id).task)
+        )
+        return records
 
     # -- results -------------------------------------------------------------------------
 
@@ -463,23 +505,25 @@ class Board:
     ) -> tuple[Judgement, LedgerDelta]:
         """Keep the result, judge it, keep the verdict; the delta that records it."""
         task_id = row.task_id
-        result_path = self.directory / "results" / f"{task_id}.{attempt}.json"
-        verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
-        atomic_write(result_path, raw)
+        result = BoardDocumentInput(kind="results", task_id=task_id, attempt=attempt, data=raw)
+        self.store.write_document(result)
         now = self.now()
         judgement = evaluate(
             raw,
             task=row.task,
             run_id=self.run_id,
-            source=str(result_path),
+            source=self.store.document_location(result),
             submitted_at=now,
             evaluated_at=now,
-            result_link=_relative(result_path, self.directory),
+            result_link=f"results/{task_id}.{attempt}.json",
             pins=pins,
             workspace=self.workspace,
         )
-        atomic_write(verdict_path, _dump(judgement.verdict))
-        link = _relative(verdict_path, self.directory)
+        verdict = BoardDocumentInput(
+            kind="verdicts", task_id=task_id, attempt=attempt, data=_dump(judgement.verdict)
+        )
+        self.store.write_document(verdict)
+        link = f"verdicts/{task_id}.{attempt}.json"
         if judgement.problem is not None:
             message = _short(judgement.problem.message)
             return judgement, self._blocked(row, attempt, judgement.problem.code, message)
@@ -504,14 +548,13 @@ class Board:
         task_id = row.task_id
         done = state.index.get(f"{task_id}/{attempt}/done") is not None
         blocked_id = f"{task_id}/{attempt}/blocked"
-        verdict_path = self.directory / "verdicts" / f"{task_id}.{attempt}.json"
+        where = BoardDocumentInput(kind="verdicts", task_id=task_id, attempt=attempt)
         if not (done or state.index.get(blocked_id) is not None):
             return None
-        try:
-            raw = read_regular_file(verdict_path, max_bytes=INFO_MAX_BYTES)
-        except FileNotFoundError:
+        raw = self.store.read_document(where)
+        if raw is None:
             return None
-        source = str(verdict_path)
+        source = self.store.document_location(where)
         verdict = parse_verdict(loads_strict(raw, source=source), source=source)
         problem = None
         if not done:
@@ -682,8 +725,10 @@ class Board:
     def _final_worklog(
         self, delta: LedgerDelta, task: Task, *, next_step: str, fresh: bool = True
     ) -> None:
-        path = self.worklog_path(task)
-        if not fresh and _has_entry_for(path, delta.delta_id):
+        path = self.worklog_name(task)
+        if not fresh and self.store.worklog_has_entry(
+            WorklogInput(path=path, line=b"", delta_id=delta.delta_id)
+        ):
             return  # the delta was appended before (a step run again after a crash)
         entry = WorklogEntry(
             timestamp=self.now(),
@@ -699,9 +744,9 @@ class Board:
         )
         data = unstructure(entry)
         data["x_delta_id"] = delta.delta_id
-        from ..storage.ndjson import append_lines
-
-        append_lines(path, [_json_line(data)])
+        self.store.append_worklog(
+            WorklogInput(path=path, line=_json_line(data), delta_id=delta.delta_id)
+        )
 
     def settle_worklogs(self, task_ids: Iterable[str] | None = None) -> None:
         """Give every blocked, failed or canceled task (of ``task_ids``, default all) the
@@ -725,10 +770,7 @@ class Board:
 
     def sweep(self) -> None:
         """Remove temporary files that writers killed mid-write left in the board."""
-        from ..storage.durable import sweep_temporaries
-
-        for sub in ("", "packets", "results", "verdicts", "heartbeats"):
-            sweep_temporaries(self.directory / sub)
+        self.store.sweep()
 
     # -- views ----------------------------------------------------------------------------
 
@@ -802,16 +844,23 @@ class Board:
         return cap_handoff(bundle)
 
 
-def adopt_handoff(directory: Path, bundle: HandoffBundle, *, clock: Clock | None = None) -> Board:
-    """A new board in ``directory`` that continues the run ``bundle`` describes: every
-    task recreated and brought to its recorded status (finished tasks stay finished,
-    a task that was in progress is blocked, to be reassigned)."""
+def adopt_handoff(
+    directory: Path | None,
+    bundle: HandoffBundle,
+    *,
+    clock: Clock | None = None,
+    store: BoardStore | None = None,
+) -> Board:
+    """A new board in ``directory`` (or ``store``) that continues the run ``bundle``
+    describes: every task recreated and brought to its recorded status (finished tasks
+    stay finished, a task that was in progress is blocked, to be reassigned)."""
     board = Board.create(
         directory,
         run_id=bundle.run_id,
         objective=bundle.objective,
         constraints=bundle.constraints,
         clock=clock,
+        store=store,
     )
     depends = {d.task_id: list(d.depends_on) for d in bundle.dependencies}
     criteria = {t.task_id: list(t.acceptance_criteria) for t in bundle.acceptance_targets}
@@ -1008,27 +1057,6 @@ def topological_order(tasks: Sequence[Task]) -> list[Task]:
     return ordered
 
 
-def _has_entry_for(path: Path, delta_id: str) -> bool:
-    """Whether the worklog at ``path`` holds the board's entry for ``delta_id``; the last
-    line is looked at first (where such an entry almost always is)."""
-    if not beneath.is_file(path):
-        return False
-    import os
-
-    from ..storage.ndjson import iter_records
-
-    with open(beneath.open_file(path, os.O_RDONLY), "rb") as worklog:
-        size = worklog.seek(0, 2)
-        worklog.seek(max(0, size - 65536))
-        tail = worklog.read().rstrip(b"\n").rpartition(b"\n")[2]
-    try:
-        if json.loads(tail).get("x_delta_id") == delta_id:
-            return True
-    except (ValueError, AttributeError):
-        pass
-    return any(r.get("x_delta_id") == delta_id for _, r in iter_records(path))
-
-
 def _created(row: TaskRow) -> int:
     return row.created
 
@@ -1080,8 +1108,8 @@ def _short(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _relative(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix()
+def _packet_input(task_id: str, attempt: int, data: bytes = b"") -> BoardDocumentInput:
+    return BoardDocumentInput(kind="packets", task_id=task_id, attempt=attempt, data=data)
 
 
 def _dump(obj: Any) -> bytes:

@@ -15,7 +15,6 @@ lock, and ``ledger.snapshot.json`` so that loading a long ledger folds only its 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,18 +24,23 @@ from typing import Any
 import attrs
 
 from .._errors import BoardError, ContractError
+from .._ports import (
+    AppendLedgerInput,
+    LedgerLine,
+    LedgerLines,
+    LedgerSnapshot,
+    LedgerStore,
+    ReadLedgerInput,
+)
 from ..formats.board import ErrorCode, LedgerDelta, Task, TaskStatus
 from ..formats.convert import structure, unstructure
 from ..formats.strict_json import loads_strict
-from ..storage import beneath
-from ..storage.durable import atomic_write, crash_point, sha256_hex
-from ..storage.files import STATE_MAX_BYTES, read_regular_file
-from ..storage.ndjson import append_joined_lines
+from ..storage.durable import sha256_hex
+from .files import LEDGER_FILE as LEDGER_FILE
+from .files import LOCK_FILE as LOCK_FILE
+from .files import SNAPSHOT_FILE as SNAPSHOT_FILE
+from .files import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT
 
-LEDGER_FILE = "ledger.ndjson"
-SNAPSHOT_FILE = "ledger.snapshot.json"
-LOCK_FILE = "board.lock"
-SNAPSHOT_FORMAT = "orchestrator.ledger-snapshot.v1"
 SNAPSHOT_EVERY = 1000
 
 TERMINAL = frozenset({TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.CANCELED})
@@ -408,53 +412,65 @@ def encode_delta(delta: LedgerDelta) -> bytes:
 
 
 class Ledger:
-    """``ledger.ndjson`` in ``directory``: readers fold it, writers append under a lock.
+    """A board's ledger in its store: readers fold it, writers append under a lock.
 
-    A reader needs no lock: lines are appended whole and fsynced, and a torn last line
-    (a writer killed mid-append) is ignored until the next writer cuts it. The instance
-    keeps the fold and the byte offset it reached, so reading again folds only new lines.
+    Built on a directory (``ledger.ndjson`` there: :class:`orchestrator.board.files.FileBoardStore`)
+    or on any :class:`orchestrator._ports.LedgerStore`. A reader needs no lock: lines are
+    appended whole and durably, and a torn last line (a writer killed mid-append) is
+    ignored until the next writer cuts it. The instance keeps the fold and the position it
+    reached, so reading again folds only new lines.
     """
 
-    def __init__(self, directory: Path, *, snapshot_every: int = SNAPSHOT_EVERY) -> None:
-        self.directory = directory
-        self.path = directory / LEDGER_FILE
-        self.snapshot_path = directory / SNAPSHOT_FILE
-        self.lock_path = directory / LOCK_FILE
+    def __init__(self, where: Path | LedgerStore, *, snapshot_every: int = SNAPSHOT_EVERY) -> None:
+        if isinstance(where, Path):
+            from .files import FileBoardStore
+
+            where = FileBoardStore(where)
+        self.store: LedgerStore = where
         self.snapshot_every = snapshot_every
         self._state = LedgerState()
-        self._offset = 0
-        self._last_line = b""
+        self._position = 0
         self._locked = False
+        self._appended = False  # inside ``locked``: whether this block appended
+
+    @property
+    def path(self) -> Path:
+        """``ledger.ndjson`` of a board kept in a directory."""
+        return Path(self.store.ledger_location)
+
+    @property
+    def location(self) -> str:
+        return self.store.ledger_location
 
     def read(self) -> LedgerState:
-        """The ledger as it is on disk now (the returned state is this ledger's own: a
+        """The ledger as it is stored now (the returned state is this ledger's own: a
         caller must not change it)."""
-        try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
-            size = 0
-        if size < self._offset or (self._offset == 0 and size > 0):
-            self._load_from_scratch(size)
-        elif size > self._offset:
-            self._fold_from(self._offset)
+        if self._position == 0:
+            self._load_from_scratch()
+            return self._state
+        lines = self.store.read_ledger(ReadLedgerInput(after=self._position))
+        if lines.restart:
+            self._load_from_scratch()
+        elif lines.data:
+            self._fold(lines)
         return self._state
 
     @contextmanager
     def locked(self) -> Iterator[LedgerState]:
         """Hold the writers' lock and give the ledger as it is under it: read, decide, then
         :meth:`append`, with no other writer in between."""
-        import fcntl
-
-        fd = beneath.open_file(self.lock_path, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._locked = True
+        with self.store.locked():
+            self._locked, self._appended = True, False
             try:
                 yield self.read()
+            except BaseException:
+                if self._appended:
+                    # A store that writes in a transaction drops what this block appended:
+                    # fold the ledger again rather than keep deltas that were not stored.
+                    self._state, self._position = LedgerState(), 0
+                raise
             finally:
                 self._locked = False
-        finally:
-            os.close(fd)  # closing drops the flock
 
     def append(self, deltas: Sequence[LedgerDelta], *, at: str) -> list[LedgerDelta]:
         """Judge and append ``deltas`` (all or none); returns the new ones, numbered.
@@ -465,15 +481,25 @@ class Ledger:
         if not self._locked:
             raise RuntimeError("Ledger.append needs the writers' lock: use 'with ledger.locked()'")
         _check_contract(deltas, at)
-        state = self.read()
+        # Under the lock no other writer appends: the state read when it was taken, with
+        # this block's own appends, is the stored ledger.
+        state = self._state
         applied = state.apply_batch(deltas, at=at)
         if not applied:
             return []
-        data = b"".join(encode_delta(delta) for delta in applied)
-        append_joined_lines(self.path, data)
-        crash_point("after-append ledger")
-        self._offset += len(data)
-        self._last_line = encode_delta(applied[-1])
+        lines = [
+            LedgerLine(
+                seq=delta.x_seq or 0,
+                delta_id=delta.delta_id,
+                task_id=delta.task_id,
+                data=encode_delta(delta),
+            )
+            for delta in applied
+        ]
+        self._appended = True
+        self._position = self.store.append_ledger(
+            AppendLedgerInput(lines=lines, after=self._position)
+        )
         every = self.snapshot_every
         if state.seq // every > (state.seq - len(applied)) // every:
             # The append that crosses a multiple writes it, whichever process that is.
@@ -481,60 +507,50 @@ class Ledger:
         return applied
 
     def write_snapshot(self) -> None:
-        """Store the fold up to the current offset (atomically), for fast loading."""
+        """Store the fold up to the current position, for fast loading."""
         state = self._state
-        document = {
-            "format": SNAPSHOT_FORMAT,
-            "seq": state.seq,
-            "offset": self._offset,
-            "last_line_sha256": sha256_hex(self._last_line),
-            "last_line_length": len(self._last_line),
-            "rows": [unstructure(row) for row in state.rows.values()],
-            "delta_index": state.index.pack(),
-        }
-        atomic_write(self.snapshot_path, json.dumps(document, separators=(",", ":")).encode())
+        self.store.save_snapshot(
+            LedgerSnapshot(
+                position=self._position,
+                seq=state.seq,
+                body={
+                    "rows": [unstructure(row) for row in state.rows.values()],
+                    "delta_index": state.index.pack(),
+                },
+            )
+        )
 
     # -- loading ----------------------------------------------------------------------
 
-    def _load_from_scratch(self, size: int) -> None:
-        self._state, self._offset, self._last_line = LedgerState(), 0, b""
-        if size and self._load_snapshot(size):
-            self._fold_from(self._offset)
-        elif size:
-            self._fold_from(0)
+    def _load_from_scratch(self) -> None:
+        self._state, self._position = LedgerState(), 0
+        self._load_snapshot()
+        lines = self.store.read_ledger(ReadLedgerInput(after=self._position))
+        if lines.restart and self._position:  # the snapshot is of another ledger
+            self._state, self._position = LedgerState(), 0
+            lines = self.store.read_ledger(ReadLedgerInput(after=0))
+        if lines.data:
+            self._fold(lines)
 
-    def _load_snapshot(self, size: int) -> bool:
-        """Adopt ``ledger.snapshot.json`` if it matches the ledger file; False otherwise."""
+    def _load_snapshot(self) -> None:
+        """Adopt the store's snapshot if it has one it trusts and the board can read."""
+        snapshot = self.store.load_snapshot()
+        if snapshot is None:
+            return
         try:
-            raw = read_regular_file(self.snapshot_path, max_bytes=STATE_MAX_BYTES)
-            document = json.loads(raw)
-            offset, length = int(document["offset"]), int(document["last_line_length"])
-            if document.get("format") != SNAPSHOT_FORMAT or not 0 < offset <= size:
-                return False
-            with open(beneath.open_file(self.path, os.O_RDONLY), "rb") as ledger:
-                ledger.seek(offset - length)
-                last_line = ledger.read(length)
-            if sha256_hex(last_line) != document["last_line_sha256"]:
-                return False  # the ledger is not the one the snapshot was taken of
             rows = {}
-            for data in document["rows"]:
-                row = structure(data, TaskRow, source=str(self.snapshot_path))
+            for data in snapshot.body["rows"]:
+                row = structure(data, TaskRow, source=self.location + " snapshot")
                 rows[row.task_id] = row
-        except (OSError, ValueError, KeyError, TypeError, ContractError):
-            return False  # no snapshot, or one we cannot trust: fold the whole ledger
-        seq = int(document["seq"])
-        self._state = LedgerState(rows, seq=seq, index=DeltaIndex(document["delta_index"]))
-        self._offset, self._last_line = offset, last_line
-        return True
+            index = DeltaIndex(str(snapshot.body["delta_index"]))
+        except (ValueError, KeyError, TypeError, ContractError):
+            return  # a snapshot we cannot read: fold the whole ledger
+        self._state = LedgerState(rows, seq=snapshot.seq, index=index)
+        self._position = snapshot.position
 
-    def _fold_from(self, offset: int) -> None:
-        with open(beneath.open_file(self.path, os.O_RDONLY), "rb") as ledger:
-            ledger.seek(offset)
-            data = ledger.read()
-        fold = fold_ledger(self._state, data, source=str(self.path))
-        if fold.last_line:
-            self._last_line = fold.last_line
-        self._offset = offset + fold.consumed
+    def _fold(self, lines: LedgerLines) -> None:
+        fold_ledger(self._state, lines.data, source=self.location)
+        self._position = lines.end
 
 
 @attrs.define

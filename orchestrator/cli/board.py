@@ -2,9 +2,12 @@
 subagents in any language.
 
 ``board`` commands act on a board directory (``--board``, default ``.board`` in the work
-directory). When a workflow instance in the work directory waits for a task's answer,
-``board submit`` and ``board watchdog`` answer its pending request (the engine judges the
-result on resume); on a board no workflow drives, they record the outcome directly.
+directory), or with ``--store DSN`` (or ``$ORCHESTRATOR_STORE``) on the board of that
+PostgreSQL store that ``--board ID`` names (a dispatch board's id is its run's id). When a
+workflow waits for a task's answer (an instance in the work directory, or the run of a
+store's board), ``board submit`` and ``board watchdog`` answer its pending request (the
+engine judges the result on resume); on a board no workflow drives, they record the
+outcome directly.
 
 ``check KIND`` reads one document on standard input and prints one line of compact JSON,
 ``{"allow": .., "code": .., "reason": .., "details": ..}``, exiting 0 only when allowed.
@@ -22,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 from .._errors import BoardError, ContractError, UsageError
 
 if TYPE_CHECKING:
+    from .._ports import BoardStore
     from ..board.board import Board
+
+STORE_ENV = "ORCHESTRATOR_STORE"
+# Stores a command opened, closed when it ends (a database connection each).
+_OPENED: list[BoardStore] = []
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 # The validators' short names, and the document kind each one reads.
@@ -53,7 +61,7 @@ def add_board_commands(board: Any, formatter: Any) -> None:
         parser = subs.add_parser(name, help=text, description=text, formatter_class=formatter)
         parser.set_defaults(run_command=_with_codes(handler))
         parser.add_argument("--workdir", type=Path, default=None, help="default: current directory")
-        parser.add_argument("--board", type=Path, default=None, help="default: WORKDIR/.board")
+        _add_board_arguments(parser)
         return parser
 
     init = sub("init", _cmd_init, "Make a board (for tasks no workflow dispatches).")
@@ -82,6 +90,12 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     assign = sub("assign", _cmd_assign, "Start a task: write its packet, take its locks.")
     assign.add_argument("--task", required=True, help="the task to start (T-<n>)")
     assign.add_argument("--owner", required=True, help="who works on it (a subagent's name)")
+
+    packet = sub("packet", _cmd_packet, "Print the assignment packet of a task's attempt.")
+    packet.add_argument("--task", required=True, help="the task whose packet to print")
+    packet.add_argument(
+        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
+    )
 
     beat = sub("heartbeat", _cmd_heartbeat, "Record that a task's subagent is alive.")
     beat.add_argument("--task", required=True, help="the task whose subagent is alive")
@@ -171,12 +185,42 @@ def _with_codes(
             from ..formats.board_rules import error_code_for
 
             raise BoardError(str(exc), code=error_code_for(exc).value) from None
+        finally:
+            _close_stores()
 
     return run
 
 
+def _add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
+    parser.add_argument(
+        "--board",
+        default=None,
+        metavar="BOARD",
+        help=board_help
+        or "the board: a directory (default: WORKDIR/.board), or with --store the board's "
+        "id (a dispatch board's id is its run's id)",
+    )
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="DSN",
+        help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE, whose board --board "
+        f"names (default: ${STORE_ENV}; without either: a board directory)",
+    )
+
+
+def _close_stores() -> None:
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def add_check_command(check: Any) -> None:
     check.add_argument("kind", choices=list(CHECK_KINDS), help="which document is on stdin")
+    _add_board_arguments(
+        check,
+        board_help="ledger: fold this board's ledger instead of stdin (a directory, or with "
+        "--store the board's id)",
+    )
     check.add_argument(
         "--strict", action="store_true", help="refuse unknown fields without the x_ prefix"
     )
@@ -195,12 +239,35 @@ def _add_input(parser: Any) -> None:
 # -- board commands --------------------------------------------------------------------
 
 
+def _store_dsn(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL store named by ``--store`` or ``$ORCHESTRATOR_STORE``; ``None``: files."""
+    from .store_runs import store_of
+
+    return store_of(args)
+
+
 def _board(args: argparse.Namespace) -> Board:
     from ..board.board import BOARD_DIR, Board
 
-    workdir = (args.workdir or Path.cwd()).resolve()
-    directory = args.board.resolve() if args.board else workdir / BOARD_DIR
+    dsn = _store_dsn(args)
+    if dsn is not None:
+        return Board(store=_open_store(dsn, args.board))
+    workdir = (getattr(args, "workdir", None) or Path.cwd()).resolve()
+    directory = Path(args.board).resolve() if args.board else workdir / BOARD_DIR
     return Board(directory)
+
+
+def _open_store(dsn: str, board_id: str | None) -> BoardStore:
+    if not board_id:
+        raise UsageError(
+            "with --store, name the board: --board ID (a dispatch board's id is its run's "
+            "id; 'orchestrate status --store DSN' lists runs)"
+        )
+    from ..adapters.postgres import board_store
+
+    store = board_store(dsn, board_id)
+    _OPENED.append(store)
+    return store
 
 
 def _read_input(args: argparse.Namespace) -> bytes:
@@ -255,13 +322,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
     board = _board(args)
     Board.create(
-        board.directory,
         run_id=args.run_id,
         objective=args.objective,
         constraints=args.constraint,
         workspace=args.workspace.resolve() if args.workspace else None,
+        store=board.store,
     )
-    print(board.directory)
+    print(board.location)
     return EXIT_OK
 
 
@@ -307,7 +374,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    print(f"board {board.directory}  run {board.run_id}  ledger head {state.seq}")
+    print(f"board {board.location}  run {board.run_id}  ledger head {state.seq}")
     for r in rows:
         code = f" {r.code.value}" if r.code else ""
         print(
@@ -318,13 +385,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
-    board = _board(args)
-    path = board.ledger.path
-    if not path.exists():
-        return EXIT_OK
-    from ..storage.ndjson import iter_lines
-
-    for _, line in iter_lines(path):
+    for line in _ledger_lines(_board(args)):
         delta = json.loads(line)
         if args.task is not None and delta.get("task_id") != args.task:
             continue
@@ -339,6 +400,23 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _ledger_lines(board: Board) -> list[bytes]:
+    """The ledger's whole, non-blank lines without their newline, as stored."""
+    from ..board.files import FileBoardStore
+
+    if isinstance(board.store, FileBoardStore):
+        path = board.ledger.path
+        if not path.exists():
+            return []
+        from ..storage.ndjson import iter_lines
+
+        return [line for _, line in iter_lines(path)]
+    from .._ports import ReadLedgerInput
+
+    data = board.store.read_ledger(ReadLedgerInput(after=0)).data
+    return [line for line in data.split(b"\n") if line.strip()]
+
+
 def _cmd_locks(args: argparse.Namespace) -> int:
     from ..formats.convert import unstructure
 
@@ -350,7 +428,22 @@ def _cmd_assign(args: argparse.Namespace) -> int:
     board = _board(args)
     board.assign([args.task], owner=args.owner)
     row = board.state().row(args.task)
-    print(board.packet_path(args.task, row.attempts))
+    print(board.packet_location(args.task, row.attempts))
+    return EXIT_OK
+
+
+def _cmd_packet(args: argparse.Namespace) -> int:
+    board = _board(args)
+    attempt = args.attempt or board.state().row(args.task).attempts
+    try:
+        raw, _ = board.packet_text(args.task, attempt)
+    except FileNotFoundError:
+        raise BoardError(
+            f"task {args.task} has no packet for attempt {attempt}: it was not assigned then",
+            code="MISSING_REQUIRED_INPUT",
+            task_id=args.task,
+        ) from None
+    print(raw.decode("utf-8"))
     return EXIT_OK
 
 
@@ -395,12 +488,12 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     row = board.state().row(args.task)
     attempt = args.attempt or row.attempts
     workdir = (args.workdir or Path.cwd()).resolve()
-    request = _waiting_requests(board, workdir).get((args.task, attempt))
+    waiting = _workflow_requests(board, workdir, _store_dsn(args))
+    request = waiting.requests.get((args.task, attempt))
     if request is not None:
         # A workflow waits for this answer: deliver it; the engine judges it on resume.
         from ..board.gateway import evaluate
 
-        state_path, request_id = request
         preview = evaluate(
             raw,
             task=row.task,
@@ -411,8 +504,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             result_link=f"results/{args.task}.{attempt}.json",
             workspace=board.workspace,
         )
-        target = _answer(state_path, request_id, text=raw.decode("utf-8", "replace"))
-        _print({"delivered": str(target), "preview": unstructure(preview.verdict)})
+        target = waiting.answer(request, text=raw.decode("utf-8", "replace"))
+        _print({"delivered": target, "preview": unstructure(preview.verdict)})
         return EXIT_OK if preview.passed else EXIT_REFUSED
     judgement = board.submit(args.task, raw, attempt=attempt)
     _print(unstructure(judgement.verdict))
@@ -420,31 +513,58 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_watchdog(args: argparse.Namespace) -> int:
-    from ..board.maintenance import maintenance
     from ..formats.convert import unstructure
 
     workdir = (args.workdir or Path.cwd()).resolve()
     now = _moment(args.now) if args.now else None
     board = _board(args)
-    with maintenance(board.directory, timeout=max(0.0, args.wait)):
-        timed_out = time_out_stale_tasks(board, workdir, now=now)
+    with board.store.maintenance(wait=max(0.0, args.wait)):
+        timed_out = time_out_stale_tasks(board, workdir, now=now, dsn=_store_dsn(args))
     for delta in timed_out:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
     print(f"orchestrate: {len(timed_out)} tasks timed out", file=sys.stderr)
     return EXIT_OK
 
 
-def time_out_stale_tasks(board: Board, workdir: Path, *, now: Any = None) -> list[Any]:
+def time_out_stale_tasks(
+    board: Board, workdir: Path, *, now: Any = None, dsn: str | None = None
+) -> list[Any]:
     """Run the watchdog; a workflow request waiting for a timed-out task is answered
-    TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes."""
-    waiting = _waiting_requests(board, workdir)
-    timed_out = board.watchdog(now=now, spare=_answered_tasks(workdir, waiting))
+    TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes. The
+    workflow is an instance in ``workdir``, or with ``dsn`` the run of the store's board."""
+    waiting = _workflow_requests(board, workdir, dsn)
+    timed_out = board.watchdog(now=now, spare=waiting.answered_tasks())
     for delta in timed_out:
         attempt = board.state().row(delta.task_id).attempts
-        request = waiting.get((delta.task_id, attempt))
+        request = waiting.requests.get((delta.task_id, attempt))
         if request is not None:
-            _answer(request[0], request[1], text=delta.reason, status="timeout")
+            waiting.answer(request, text=delta.reason, status="timeout")
     return timed_out
+
+
+def use_store_boards(engine: Any, dsn: str) -> None:
+    """Keep the task boards of ``engine``'s run (``ctx.dispatch``, ``ctx.board()``) in the
+    store at ``dsn``, each named by its run's id: what a command that runs a workflow on
+    a store (run, resume, drive, worker) calls on the engine it made."""
+    from ..adapters.postgres import board_store
+
+    engine.board_store = lambda run_id: board_store(dsn, run_id)
+
+
+def watch_store_board(dsn: str, board_id: str) -> list[Any]:
+    """One watchdog pass over board ``board_id`` of the store at ``dsn`` (a worker's, say),
+    unless another pass runs now; requests of the board's run waiting for a timed-out
+    task are answered TIMEOUT. Returns the deltas that timed tasks out."""
+    from ..board.board import Board
+
+    board = Board(store=_open_store(dsn, board_id))
+    try:
+        with board.store.maintenance(wait=None) as held:
+            if not held:
+                return []
+            return time_out_stale_tasks(board, Path.cwd(), dsn=dsn)
+    finally:
+        _close_stores()
 
 
 def _cmd_set_status(args: argparse.Namespace) -> int:
@@ -469,6 +589,11 @@ def _cmd_handoff(args: argparse.Namespace) -> int:
     from ..storage.durable import atomic_write
 
     board = _board(args)
+    if args.write and _store_dsn(args) is not None:
+        raise UsageError(
+            "--write writes into a board directory; a board in a store has none: redirect "
+            "the output instead (> handoff.json, or --markdown > handoff.md)"
+        )
     bundle = board.handoff()
     document = dump_board_document(bundle)
     markdown = handoff_markdown(bundle)
@@ -484,49 +609,102 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     from ..formats.board_rules import parse_handoff
 
     bundle = parse_handoff(_json_input(args, "<stdin>"), source=str(args.file or "<stdin>"))
-    board = adopt_handoff(_board(args).directory, bundle)
-    print(board.directory)
+    target = _board(args)
+    if _store_dsn(args) is not None:
+        board = adopt_handoff(None, bundle, store=target.store)
+    else:
+        board = adopt_handoff(target.directory, bundle)
+    print(board.location)
     return EXIT_OK
 
 
-def _answered_tasks(workdir: Path, waiting: dict[tuple[str, int], tuple[Path, str]]) -> set[str]:
-    """Tasks whose subagent's answer waits in a response file: alive, not to time out."""
-    from ..formats.bridge import RESPONSE_FILE, RESPONSES_DIR
+class _WorkflowRequests:
+    """Workflow requests pending for this board's assignments, (task, attempt) -> request
+    id, and how to answer one: a response file beside an instance's state, or a response
+    in the store of the board's run."""
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, int], str] = {}
+        self.answered: set[str] = set()  # request ids whose answer waits to be read
+        self._state_paths: dict[str, Path] = {}
+        self._dsn: str | None = None
+        self._run_id = ""
+
+    def answered_tasks(self) -> set[str]:
+        """Tasks whose subagent's answer is in: alive, not to time out."""
+        return {task_id for (task_id, _), rid in self.requests.items() if rid in self.answered}
+
+    def answer(self, request_id: str, *, text: str, status: str = "success") -> str:
+        """Answer the request; where the answer went."""
+        from .instance import response_document, write_response
+
+        if self._dsn is None:
+            path = self._state_paths[request_id]
+            return str(write_response(path, request_id=request_id, text=text, status=status))
+        from .store_runs import open_store
+
+        with open_store(self._dsn) as store:
+            store.respond(self._run_id, response_document(request_id, text=text, status=status))
+            return f"{store.name} run {self._run_id} request {request_id}"
+
+
+def _workflow_requests(board: Board, workdir: Path, dsn: str | None) -> _WorkflowRequests:
+    found = _WorkflowRequests()
+    if dsn is None:
+        _instance_requests(board, workdir, found)
+    else:
+        _store_requests(board, dsn, found)
+    return found
+
+
+def _instance_requests(board: Board, workdir: Path, found: _WorkflowRequests) -> None:
+    """The requests of every workflow instance in ``workdir`` pending for an assignment of
+    this board, and those a response file answers."""
+    from ..formats.bridge import RESPONSE_FILE, RESPONSES_DIR, HistoryStatus
     from ..storage.beneath import list_directory
     from ..storage.files import read_regular_file
-
-    names = list_directory(workdir / RESPONSES_DIR)
-    answered_ids = {name[:-5] for name in names if name.endswith(".json")}
-    try:
-        raw = read_regular_file(workdir / RESPONSE_FILE, max_bytes=16 * 1024 * 1024)
-        answered_ids.add(str(json.loads(raw).get("request_id")))
-    except (OSError, ValueError, AttributeError):  # ContractError is a ValueError
-        pass
-    return {task_id for (task_id, _), (_, rid) in waiting.items() if rid in answered_ids}
-
-
-def _waiting_requests(board: Board, workdir: Path) -> dict[tuple[str, int], tuple[Path, str]]:
-    """(task, attempt) -> (state file, request id) of every workflow request pending for
-    an assignment of this board."""
-    from ..formats.bridge import HistoryStatus
     from .instance import load_state_file
 
-    waiting: dict[tuple[str, int], tuple[Path, str]] = {}
     for state_path in sorted(workdir.glob(".*-state.json")):
         for record in load_state_file(state_path).agent_requests:
             if record.status is not HistoryStatus.PENDING or record.x_request is None:
                 continue
             context = record.x_request.context or {}
-            if context.get("x_board") == str(board.directory) and "x_task_id" in context:
+            if context.get("x_board") == board.location and "x_task_id" in context:
                 key = (str(context["x_task_id"]), int(context.get("x_attempt", 0)))
-                waiting[key] = (state_path, record.request_id)
-    return waiting
+                found.requests[key] = record.request_id
+                found._state_paths[record.request_id] = state_path
+    if not found.requests:
+        return
+    names = list_directory(workdir / RESPONSES_DIR)
+    found.answered = {name[:-5] for name in names if name.endswith(".json")}
+    try:
+        raw = read_regular_file(workdir / RESPONSE_FILE, max_bytes=16 * 1024 * 1024)
+        found.answered.add(str(json.loads(raw).get("request_id")))
+    except (OSError, ValueError, AttributeError):  # ContractError is a ValueError
+        pass
 
 
-def _answer(state_path: Path, request_id: str, *, text: str, status: str = "success") -> Path:
-    from .instance import write_response
+def _store_requests(board: Board, dsn: str, found: _WorkflowRequests) -> None:
+    """The requests of the board's run (a dispatch board's id is its run's id) pending in
+    the store for an assignment of this board, and those answered but not yet read."""
+    from .store_runs import open_store
 
-    return write_response(state_path, request_id=request_id, text=text, status=status)
+    if not board.store.board_exists():
+        return
+    found._dsn, found._run_id = dsn, board.run_id
+    with open_store(dsn) as store:
+        for pending in store.pending(board.run_id):
+            request = json.loads(pending.document)
+            context = request.get("context") or {}
+            if "x_board" in context and "x_task_id" in context:
+                key = (str(context["x_task_id"]), int(context.get("x_attempt", 0)))
+                found.requests[key] = pending.request_id
+        if found.requests:
+            rows = store.conn.execute(
+                "select request_id from responses where run_id = %s", (board.run_id,)
+            ).fetchall()
+            found.answered = {str(row[0]) for row in rows}
 
 
 # -- validators ------------------------------------------------------------------------
@@ -562,9 +740,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> dict[str, Any]:
     from ..formats.strict_json import loads_strict
 
+    kind = args.kind
+    if getattr(args, "board", None) and kind != "ledger":
+        raise UsageError(
+            f"--board names the board whose ledger 'check ledger' folds; 'check "
+            f"{kind}' reads its document on stdin"
+        )
+    if kind == "ledger" and getattr(args, "board", None):
+        try:
+            return _check_ledger(b"".join(line + b"\n" for line in _ledger_lines(_board(args))))
+        finally:
+            _close_stores()
     raw = sys.stdin.buffer.read()
     source = "<stdin>"
-    kind = args.kind
     if kind == "ledger":
         return _check_ledger(raw)
     data = loads_strict(raw, source=source)

@@ -9,7 +9,8 @@ phase, the position and what changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,7 +50,7 @@ from .record import (
 from .workflow import Ask, PhaseSpec
 
 if TYPE_CHECKING:
-    from ..board.dispatch import DispatchReport
+    from ..board.dispatch import Board, DispatchReport
     from ..formats.board import Task
     from .engine import Engine
 
@@ -147,20 +148,41 @@ class PhaseContext:
         ``agent(task)``) once per task with the assignment packet, pauses until every
         answer is in, and judges each through the gateway: PASS makes a task done,
         anything else blocks it; blocked tasks are retried up to ``max_attempts``.
+
+        The board is ``board_dir`` (default: ``.board`` in the work directory), or, when
+        the engine was given a ``board_store`` factory (a PostgreSQL store), the board
+        that factory returns for this run.
         """
         from ..board.dispatch import run_dispatch
 
-        return run_dispatch(
-            self,
-            tasks,
-            agent=agent,
-            objective=objective,
-            constraints=constraints,
-            max_attempts=max_attempts,
-            retry_after_ms=retry_after_ms,
-            workspace=workspace,
-            board_dir=board_dir,
-        )
+        factory = self._engine.board_store
+        store = factory(self.run_id) if factory is not None and board_dir is None else None
+        try:
+            return run_dispatch(
+                self,
+                tasks,
+                agent=agent,
+                objective=objective,
+                constraints=constraints,
+                max_attempts=max_attempts,
+                retry_after_ms=retry_after_ms,
+                workspace=workspace,
+                board_dir=board_dir,
+                store=store,
+            )
+        finally:
+            if store is not None:
+                store.close()
+
+    @contextmanager
+    def board(self, *, board_dir: Path | None = None) -> Iterator[Board]:
+        """The task board :meth:`dispatch` uses in this run (a directory, or a board in
+        the store the engine was given), open for the block: to read its rows, write its
+        handoff, show its worklogs."""
+        from ..board.dispatch import open_board
+
+        with open_board(self, board_dir) as board:
+            yield board
 
     def step(
         self,

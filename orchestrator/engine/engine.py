@@ -35,6 +35,7 @@ from .._ports import (
     AgentAnswer,
     AgentInvoker,
     ArchiveInput,
+    BoardStore,
     Bridge,
     Clock,
     ConsumeInput,
@@ -139,6 +140,11 @@ class Engine:
         #: engine stops there, the run left ``running`` for the next resume (a worker
         #: told to stop finishes the step it is in, not the whole run).
         self.stop_requested: Callable[[], bool] | None = None
+        #: Where ``ctx.dispatch`` keeps its task board: called with the run's id, it
+        #: returns the board's store (closed when the dispatch returns or pauses), e.g.
+        #: ``lambda run_id: orchestrator.adapters.postgres.board_store(dsn, run_id)``.
+        #: ``None``: the board is a directory, ``.board`` in the run's work directory.
+        self.board_store: Callable[[str], BoardStore] | None = None
         # id(entry) -> (entry, its fields, its JSON form): see _journal_json
         self._journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]] = {}
 
