@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -256,4 +257,34 @@ def test_a_linked_run_history_is_never_read(paused: Path, tmp_path: Path) -> Non
         assert "not yours" not in listed
         code, _, body = served.request("GET", "/run?dir=0&run=planted")
         assert b"not yours" not in body
+        assert code == 404
+
+
+def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
+    from process_support import orchestrate
+    from ui_support import REPO
+
+    example = REPO / "examples" / "task_board"
+    done = orchestrate(
+        "drive",
+        f"{example / 'workflow.py'}:TaskBoardDemo",
+        "--workdir",
+        tmp_path,
+        "--store",
+        pg_dsn,
+        "--handler",
+        f"{sys.executable} {example / 'fake_subagent.py'}",
+        "--handler-timeout",
+        "3",
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    with serving(store=pg_dsn) as served:
+        listed = served.request("GET", "/boards")[2].decode()
+        assert run_id in listed
+        code, _, body = served.request("GET", "/board?" + urlencode({"dir": 0, "board": run_id}))
+        assert code == 200
+        page = body.decode()
+        assert "data-status='done'" in page and "T-6" in page
+        code, _, _ = served.request("GET", "/board?" + urlencode({"dir": 0, "board": "nope"}))
         assert code == 404

@@ -81,11 +81,14 @@ def required_run(args: argparse.Namespace) -> str:
 
 def engine_for(store: PostgresStore, run_id: str, workflow_cls: Any, agent: str) -> Engine:
     from ..engine.engine import Engine
+    from .board import use_store_boards
     from .main import _clock, _invoker
 
-    return Engine(
+    engine = Engine(
         workflow_cls, bridge=store.bridge(run_id), invoker=_invoker(agent), clock=_clock()
     )
+    use_store_boards(engine, store.dsn)  # its task boards live in the store too
+    return engine
 
 
 def recorded_reference(store: PostgresStore, run_id: str) -> str:

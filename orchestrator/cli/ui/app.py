@@ -117,18 +117,23 @@ def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
         return _back(ref, said)
 
     async def boards(request: Request) -> Response:
-        found = [(i, p.label) for i, p in enumerate(places) if p.board_directory() is not None]
+        found = await asyncio.to_thread(
+            lambda: [(i, b, p.label) for i, p in enumerate(places) for b in p.boards()]
+        )
         return HTMLResponse(pages.boards_page(found))
 
     async def board(request: Request) -> Response:
         index = _int(request.query_params.get("dir"), -1)
-        directory = places[index].board_directory() if 0 <= index < len(places) else None
-        if directory is None:
+        board_id = request.query_params.get("board", "")
+        if not 0 <= index < len(places):
             return _not_found()
-        snapshot = await asyncio.to_thread(board_snapshot, directory)
+        try:
+            snapshot = await asyncio.to_thread(board_snapshot, places[index], board_id)
+        except (OrchestratorError, OSError):
+            return _not_found()
         if request.query_params.get("view") == "json":
             return JSONResponse({"html": pages.board_columns(snapshot)})
-        return HTMLResponse(pages.board_page(index, snapshot))
+        return HTMLResponse(pages.board_page(index, board_id, snapshot))
 
     async def evals(request: Request) -> Response:
         reports = await asyncio.to_thread(eval_reports, workdirs)
@@ -301,11 +306,16 @@ async def _events(place: Place, ref: RunRef, after: int) -> AsyncIterator[bytes]
         await asyncio.sleep(EVENT_POLL)
 
 
-def board_snapshot(directory: Path) -> dict[str, Any]:
+def board_snapshot(place: Place, board_id: str) -> dict[str, Any]:
     """A board as its page shows it: tasks by status, the ledger's last lines."""
-    from ...board.board import Board
+    board, lines = place.board(board_id)
+    try:
+        return _snapshot_of(board, lines, where=f"{place.label} {board_id}".strip())
+    finally:
+        board.store.close()
 
-    board = Board(directory)
+
+def _snapshot_of(board: Any, lines: list[bytes], *, where: str) -> dict[str, Any]:
     state = board.state()
     columns: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(state.rows.values(), key=lambda r: r.created):
@@ -321,7 +331,6 @@ def board_snapshot(directory: Path) -> dict[str, Any]:
             }
         )
     tail: list[dict[str, Any]] = []
-    lines = _last_lines(directory / "ledger.ndjson", 30)
     for line in reversed(lines):
         try:
             delta = json.loads(line)
@@ -329,27 +338,7 @@ def board_snapshot(directory: Path) -> dict[str, Any]:
             continue  # a line being appended
         if isinstance(delta, dict):
             tail.append(delta)
-    return {"where": str(directory), "columns": columns, "ledger_tail": tail}
-
-
-def _last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:
-    """The last ``count`` whole lines of ``path``, read from its end (a long ledger is
-    not read whole for its tail)."""
-    import os
-
-    from ...storage import beneath
-
-    try:
-        with open(beneath.open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
-            size = file.seek(0, 2)
-            file.seek(max(0, size - window))
-            chunk = file.read()
-    except (OSError, OrchestratorError):
-        return []
-    lines = chunk.splitlines()
-    if size > window and lines:
-        lines = lines[1:]  # the first may be cut
-    return lines[-count:]
+    return {"where": where, "columns": columns, "ledger_tail": tail}
 
 
 # -- small helpers ------------------------------------------------------------------------

@@ -244,19 +244,25 @@ def evals_page(reports: Sequence[tuple[int, str]], workdirs: Sequence[Any]) -> s
     return page("Regression runs", f"<h1>Regression runs</h1><ul>{items or empty}</ul>")
 
 
-def boards_page(boards: Iterable[tuple[int, str]]) -> str:
+def board_link(index: int, board_id: str, **extra: str) -> str:
+    return "/board?" + urlencode({"dir": index, "board": board_id, **extra})
+
+
+def boards_page(boards: Iterable[tuple[int, str, str]]) -> str:
     items = "".join(
-        f"<li><a href='/board?dir={index}'>{escape(where)}</a></li>" for index, where in boards
+        f"<li><a href='{escape(board_link(index, board_id))}'>{escape(where)} "
+        f"{escape(board_id)}</a></li>"
+        for index, board_id, where in boards
     )
     return page("Boards", f"<h1>Boards</h1><ul>{items or '<li class=dim>none</li>'}</ul>")
 
 
-def board_page(index: int, snapshot: dict[str, Any]) -> str:
+def board_page(index: int, board_id: str, snapshot: dict[str, Any]) -> str:
+    refresh = escape(board_link(index, board_id, view="json"))
     return page(
         "Board",
         f"<h1>Board <span class='dim'>{escape(str(snapshot.get('where', '')))}</span></h1>"
-        f"<div class='board' data-board='/board?dir={index}&amp;view=json'>"
-        f"{board_columns(snapshot)}</div>",
+        f"<div class='board' data-board='{refresh}'>{board_columns(snapshot)}</div>",
     )
 
 

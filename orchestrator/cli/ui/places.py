@@ -48,7 +48,14 @@ class Place(Protocol):
 
     def read_file(self, run_id: str, relative: str) -> bytes | None: ...
 
-    def board_directory(self) -> Path | None: ...
+    def boards(self) -> list[str]:
+        """The ids of the task boards here ("" for a work directory's one board)."""
+        ...
+
+    def board(self, board_id: str) -> tuple[Any, list[bytes]]:
+        """The board (``orchestrator.board.board.Board``) and its ledger's last lines;
+        ``NoInstanceError`` when there is none by that id."""
+        ...
 
 
 class DirectoryPlace:
@@ -135,9 +142,16 @@ class DirectoryPlace:
     def read_file(self, run_id: str, relative: str) -> bytes | None:
         return read_evidence(runs_dir(self.workdir) / run_id, relative)
 
-    def board_directory(self) -> Path | None:
-        board = self.workdir / ".board"
-        return board if (board / "board.json").is_file() else None
+    def boards(self) -> list[str]:
+        return [""] if (self.workdir / ".board" / "board.json").is_file() else []
+
+    def board(self, board_id: str) -> tuple[Any, list[bytes]]:
+        from ...board.board import Board
+
+        if board_id or not self.boards():
+            raise NoInstanceError(f"{self.workdir}: no task board here")
+        directory = self.workdir / ".board"
+        return Board(directory), last_lines(directory / "ledger.ndjson", 30)
 
 
 class StorePlace:
@@ -236,5 +250,40 @@ class StorePlace:
             ).fetchone()
         return None if row is None else bytes(row[0])
 
-    def board_directory(self) -> Path | None:
-        return None
+    def boards(self) -> list[str]:
+        with self._store() as store:
+            rows = store.conn.execute("select board_id from boards order by created_at desc")
+            return [str(r[0]) for r in rows.fetchall()]
+
+    def board(self, board_id: str) -> tuple[Any, list[bytes]]:
+        from ...adapters.postgres import board_store
+        from ...board.board import Board
+
+        if board_id not in self.boards():
+            raise NoInstanceError(f"{self.label}: no task board {board_id}")
+        with self._store() as store:
+            rows = store.conn.execute(
+                "select document from board_ledger where board_id = %s order by seq desc limit 30",
+                (board_id,),
+            ).fetchall()
+        return Board(store=board_store(self.dsn, board_id)), [bytes(r[0]) for r in reversed(rows)]
+
+
+def last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:
+    """The last ``count`` whole lines of ``path``, read from its end (a long ledger is
+    not read whole for its tail), with no link followed."""
+    import os
+
+    from ...storage import beneath
+
+    try:
+        with open(beneath.open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - window))
+            chunk = file.read()
+    except (OSError, OrchestratorError):
+        return []
+    lines = chunk.splitlines()
+    if size > window and lines:
+        lines = lines[1:]  # the first may be cut
+    return lines[-count:]
