@@ -286,5 +286,37 @@ def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
         assert code == 200
         page = body.decode()
         assert "data-status='done'" in page and "T-6" in page
+        code, _, body = served.request(
+            "GET", "/worklog?" + urlencode({"dir": 0, "board": run_id, "task": "T-1"})
+        )
+        assert code == 200 and "hand in the result" in body.decode()
         code, _, _ = served.request("GET", "/board?" + urlencode({"dir": 0, "board": "nope"}))
         assert code == 404
+
+
+def test_a_failed_run_is_retried_or_rewound_from_its_page(tmp_path: Path) -> None:
+    from process_support import orchestrate
+    from ui_support import REPO
+
+    workdir = tmp_path / "failing"
+    workdir.mkdir()
+    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    failed = orchestrate("run", flow, "--workdir", workdir, "--agent", "subprocess:false")
+    assert failed.returncode == 1, failed.stderr
+    run_id, _ = the_run(workdir)
+    with serving(workdir) as served:
+        page = served.request("GET", f"/run?dir=0&run={run_id}")[2].decode()
+        assert "Retry the failed phase" in page and "data-confirm" in page
+        csrf = csrf_of(served, run_id)
+        fields = {"dir": "0", "run": run_id, "csrf": csrf}
+        code, headers, _ = served.request(
+            "POST", "/retry", body=fields, headers={"Origin": served.origin}
+        )
+        assert code == 303, headers
+        # Retried with the host as its agent: it waits for an answer now.
+        page = served.request("GET", f"/run?dir=0&run={run_id}")[2].decode()
+        assert "Waiting for an answer" in page and "badge paused" in page
+        code, headers, _ = served.request(
+            "POST", "/rewind", body={**fields, "to": "one"}, headers={"Origin": served.origin}
+        )
+        assert code == 303 and "rewound+to+phase+1" in headers["location"], headers

@@ -132,8 +132,20 @@ def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
         except (OrchestratorError, OSError):
             return _not_found()
         if request.query_params.get("view") == "json":
-            return JSONResponse({"html": pages.board_columns(snapshot)})
+            return JSONResponse({"html": pages.board_columns(index, board_id, snapshot)})
         return HTMLResponse(pages.board_page(index, board_id, snapshot))
+
+    async def worklog(request: Request) -> Response:
+        index = _int(request.query_params.get("dir"), -1)
+        board_id = request.query_params.get("board", "")
+        task_id = request.query_params.get("task", "")
+        if not 0 <= index < len(places):
+            return _not_found()
+        try:
+            entries = await asyncio.to_thread(board_worklog, places[index], board_id, task_id)
+        except (OrchestratorError, OSError):
+            return _not_found()
+        return HTMLResponse(pages.worklog_page(index, board_id, task_id, entries))
 
     async def evals(request: Request) -> Response:
         reports = await asyncio.to_thread(eval_reports, workdirs)
@@ -170,6 +182,7 @@ def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
         Route("/rewind", recover, methods=["POST"]),
         Route("/boards", boards),
         Route("/board", board),
+        Route("/worklog", worklog),
         Route("/evals", evals),
         Route("/evals/{dir}/{path:path}", eval_file),
         Route("/static/{name}", static),
@@ -311,6 +324,15 @@ def board_snapshot(place: Place, board_id: str) -> dict[str, Any]:
     board, lines = place.board(board_id)
     try:
         return _snapshot_of(board, lines, where=f"{place.label} {board_id}".strip())
+    finally:
+        board.store.close()
+
+
+def board_worklog(place: Place, board_id: str, task_id: str) -> list[dict[str, Any]]:
+    """The entries of one task's worklog, as the board keeps them."""
+    board, _ = place.board(board_id)
+    try:
+        return board.worklog(task_id)
     finally:
         board.store.close()
 

@@ -262,11 +262,12 @@ def board_page(index: int, board_id: str, snapshot: dict[str, Any]) -> str:
     return page(
         "Board",
         f"<h1>Board <span class='dim'>{escape(str(snapshot.get('where', '')))}</span></h1>"
-        f"<div class='board' data-board='{refresh}'>{board_columns(snapshot)}</div>",
+        f"<div class='board' data-board='{refresh}'>"
+        f"{board_columns(index, board_id, snapshot)}</div>",
     )
 
 
-def board_columns(snapshot: dict[str, Any]) -> str:
+def board_columns(index: int, board_id: str, snapshot: dict[str, Any]) -> str:
     columns = []
     order = ["todo", "in_progress", "blocked", "done", "failed", "canceled"]
     found = snapshot["columns"]
@@ -276,7 +277,9 @@ def board_columns(snapshot: dict[str, Any]) -> str:
             continue
         cards = "".join(
             f"<li class='task' data-task='{escape(t['task_id'])}'><b>{escape(t['task_id'])}</b> "
-            f"{escape(t['title'])}<br><span class='dim'>{escape(t['owner'] or '')} "
+            f"{escape(t['title'])} <a class='worklog' href='"
+            f"{escape(worklog_link(index, board_id, t['task_id']))}'>worklog</a>"
+            f"<br><span class='dim'>{escape(t['owner'] or '')} "
             f"{escape(', '.join(t['locks']))}</span>"
             + (
                 f"<br><span class='dim'>heartbeat {escape(t['heartbeat'])}</span>"
@@ -303,6 +306,31 @@ def board_columns(snapshot: dict[str, Any]) -> str:
         "<h2>Ledger, latest first</h2><table class='ledger'><thead><tr><th>seq</th><th>task</th>"
         f"<th>status</th><th>owner</th><th>reason</th><th>at</th></tr></thead><tbody>{ledger}"
         "</tbody></table>"
+    )
+
+
+def worklog_link(index: int, board_id: str, task_id: str) -> str:
+    return "/worklog?" + urlencode({"dir": index, "board": board_id, "task": task_id})
+
+
+def worklog_page(index: int, board_id: str, task_id: str, entries: Sequence[dict[str, Any]]) -> str:
+    columns = ("actor", "action", "decision", "result", "next_step")
+    rows = "".join(
+        f"<tr><td class='mono dim'>{escape(str(e.get('timestamp', ''))[11:23])}</td>"
+        + "".join(f"<td>{escape(str(e.get(c, ''))[:300])}</td>" for c in columns)
+        + "</tr>"
+        for e in entries
+    )
+    head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in ("at", *columns))
+    back = escape(board_link(index, board_id))
+    return page(
+        f"Worklog {task_id}",
+        f"<h1>Worklog <span class='mono'>{escape(task_id)}</span></h1>"
+        f"<p><a href='{back}'>back to the board</a></p>"
+        f"<table class='ledger'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{rows or '<tr><td>no entry yet</td></tr>'}</tbody></table>"
+        f"<details><summary>as recorded</summary><pre>{escape(json.dumps(list(entries), indent=2))}"
+        "</pre></details>",
     )
 
 
