@@ -332,7 +332,8 @@ def board_worklog(place: Place, board_id: str, task_id: str) -> list[dict[str, A
     """The entries of one task's worklog, as the board keeps them."""
     board, _ = place.board(board_id)
     try:
-        return board.worklog(task_id)
+        entries: list[dict[str, Any]] = board.worklog(task_id)
+        return entries
     finally:
         board.store.close()
 
