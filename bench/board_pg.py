@@ -211,12 +211,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=4, help="writer processes (default 4)")
     parser.add_argument("--deltas", type=int, default=300, help="deltas per writer per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument(
+        "--schema-prefix",
+        default="bench_board_",
+        help="how its schema is named (lower-case letters, digits, _)",
+    )
     args = parser.parse_args(argv)
 
     from orchestrator.adapters.postgres.connection import connect
     from orchestrator.adapters.postgres.migrations import upgrade
 
-    schema = f"bench_board_{secrets.token_hex(4)}"
+    schema = f"{args.schema_prefix}{secrets.token_hex(4)}"
     dsn = with_schema(args.store, schema)
     upgrade(dsn)
     try:

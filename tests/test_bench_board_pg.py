@@ -6,6 +6,7 @@ line, its schema dropped); the values are never looked at.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,8 @@ FIGURES = (
 def test_board_pg_bench_prints_every_figure_at_tiny_sizes(pg_dsn: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
     command = [sys.executable, str(BENCH), "--store", server_dsn()]
-    command += ["--writers", "2", "--deltas", "10", "--rounds", "1"]
+    prefix = f"bench_board_test_{secrets.token_hex(4)}_"  # this test's own: others may run
+    command += ["--writers", "2", "--deltas", "10", "--rounds", "1", "--schema-prefix", prefix]
     result = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=300, check=False
     )
@@ -36,6 +38,6 @@ def test_board_pg_bench_prints_every_figure_at_tiny_sizes(pg_dsn: str) -> None:
 
     with psycopg.connect(server_dsn()) as conn:
         left = conn.execute(
-            "select count(*) from pg_namespace where nspname like 'bench_board_%'"
+            "select count(*) from pg_namespace where starts_with(nspname, %s)", (prefix,)
         ).fetchone()
     assert left == (0,), "the bench left its schema behind"

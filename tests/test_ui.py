@@ -275,7 +275,7 @@ def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
         "--handler",
         f"{sys.executable} {example / 'fake_subagent.py'}",
         "--handler-timeout",
-        "3",
+        "10",
     )
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip()
