@@ -196,3 +196,45 @@ def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
         with PostgresBoardStore(pg_dsn, run_id) as store:
             row = Board(store=store).state().rows["T-1"]
         assert (row.status.value, row.attempts) == ("done", 2)
+
+
+def test_any_worker_runs_the_watchdog_of_a_waiting_run_s_board(pg_dsn: str, tmp_path: Path) -> None:
+    """A run in the store waits for T-1, whose subagent has gone silent: an ``orchestrate
+    worker`` with nothing else to do times the task out on the run's board, and the
+    TIMEOUT answer lets it (or any worker) take the run on to T-1's second attempt."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.adapters.postgres.store import PostgresStore
+
+    run_id = str(uuid.uuid4())
+    with PostgresStore(pg_dsn) as runs:
+        engine = Engine(
+            BoardFlow, bridge=runs.bridge(run_id), clock=FakeClock(), new_id=ids_from(run_id)
+        )
+        engine.board_store = lambda rid: PostgresBoardStore(pg_dsn, rid)
+        outcome = engine.start(
+            workflow_ref="test_dispatch:BoardFlow",
+            workdir=tmp_path,
+            inputs={"tasks": TASKS},
+            run_id=run_id,
+        )
+        assert [r.context["x_task_id"] for r in outcome.pending] == ["T-1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
+    env["PYTHONPATH"] = str(Path(__file__).parent)  # where test_dispatch is
+    worker = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--until-idle"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert worker.returncode == 0, worker.stderr
+    assert f"board {run_id}: 1 stale task(s) timed out" in worker.stderr
+    with PostgresStore(pg_dsn) as runs:
+        (waiting,) = runs.pending(run_id)
+    request = json.loads(waiting.document)
+    assert (request["context"]["x_task_id"], request["context"]["x_attempt"]) == ("T-1", 2)

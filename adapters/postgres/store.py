@@ -238,6 +238,15 @@ class PostgresStore:
             )
         self.conn.execute(UNLOCK_RUN, (run_lock_name(self.schema, run_id),))
 
+    def boards_of_paused_runs(self) -> list[str]:
+        """The task boards (named by their run's id) of runs that wait now: where a
+        subagent that stopped heartbeating may hold a run up."""
+        rows = self.conn.execute(
+            "select b.board_id from boards b join runs r on r.run_id = b.board_id "
+            "where r.status = 'paused'"
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
     def next_wake(self) -> datetime | None:
         """When the next timer of a paused run is due."""
         row = self.conn.execute(

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR = 0, 1
 #: How long a run that failed to advance here is left alone by this worker (seconds).
 BACKOFF = 30.0
+#: How often a worker runs the task boards' watchdog while it has nothing to advance.
+WATCH_EVERY = 5.0
 #: The first and the longest wait before connecting again to a store that went away.
 RECONNECT_FIRST, RECONNECT_LONGEST = 0.1, 5.0
 
@@ -117,6 +119,7 @@ class Fleet:
         self._lock = threading.Lock()
         self._busy = 0
         self._backoff: dict[str, float] = {}  # run id -> monotonic time to try it again
+        self._next_watch = 0.0  # when this worker next runs the boards' watchdog
 
     def serve(self) -> None:
         """One slot: serve on a connection; when it is lost, reconnect with backoff (the
@@ -156,6 +159,8 @@ class Fleet:
         while not self.stop.is_set():
             run_id = store.claim(skip=self._skipped())
             if run_id is None:
+                if self._watch_boards(store):
+                    continue  # a timed-out task's answer may have made a run able to go on
                 if self.until_idle and self._idle(store):
                     return
                 store.wait(self._sleep_for(store), stop=self.stop.is_set)
@@ -200,6 +205,29 @@ class Fleet:
             say(f"worker {self.name}: run {run_id} not advanced: {exc}")
         finally:
             store.release(run_id, handled=handled)
+
+    def _watch_boards(self, store: PostgresStore) -> bool:
+        """The task boards' watchdog, at most every WATCH_EVERY seconds per worker: on the
+        board of each paused run, tasks whose subagent stopped heartbeating are timed out
+        and their waiting requests answered TIMEOUT (another worker's pass at the same
+        moment leaves the board to it). True when it timed a task out."""
+        from .board import watch_store_board
+
+        with self._lock:
+            if time.monotonic() < self._next_watch:
+                return False
+            self._next_watch = time.monotonic() + WATCH_EVERY
+        timed_out = 0
+        for board_id in store.boards_of_paused_runs():
+            try:
+                found = watch_store_board(self.dsn, board_id)
+            except OrchestratorError as exc:
+                say(f"worker {self.name}: board {board_id}: the watchdog could not run: {exc}")
+                continue
+            if found:
+                timed_out += len(found)
+                say(f"worker {self.name}: board {board_id}: {len(found)} stale task(s) timed out")
+        return timed_out > 0
 
     def _skipped(self) -> list[str]:
         now = time.monotonic()
