@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def orchestrate(
@@ -29,3 +30,23 @@ def orchestrate(
     )
     assert "Traceback" not in result.stderr, result.stderr
     return result
+
+
+def example_answer(request: dict[str, Any]) -> str:
+    """The answer text the template-create example's fake agent gives ``request`` (the
+    agent may print a whole response document: its ``response`` then)."""
+    import json
+
+    agent = Path(__file__).resolve().parents[1] / "examples" / "template_create" / "fake_agent.py"
+    done = subprocess.run(
+        [sys.executable, str(agent)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    try:
+        document = json.loads(done.stdout)
+    except ValueError:
+        return done.stdout
+    return str(document["response"]) if isinstance(document, dict) else done.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_support import example_answer as fake_answer
 from process_support import orchestrate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,23 +35,6 @@ def start_args(workdir: Path, output: str) -> list[str]:
         "--input",
         "template_name=task-tracker",
     ]
-
-
-def fake_answer(request: dict[str, Any]) -> str:
-    """The answer text the example's fake agent gives ``request``."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE / "fake_agent.py")],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    printed = done.stdout
-    try:
-        document = json.loads(printed)
-    except ValueError:
-        return printed
-    return str(document["response"]) if isinstance(document, dict) else printed
 
 
 def pending(dsn: str, *run: str) -> list[dict[str, Any]]:

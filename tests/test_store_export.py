@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from process_support import example_answer as answer
 from process_support import orchestrate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,21 +42,6 @@ def tree(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and not (p.parent == root / ".orchestrator" and p.suffix == ".lock")
     }
-
-
-def answer(request: dict[str, Any]) -> str:
-    done = subprocess.run(
-        [sys.executable, str(FAKE_AGENT)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    try:
-        document = json.loads(done.stdout)
-    except ValueError:
-        return done.stdout
-    return str(document["response"]) if isinstance(document, dict) else done.stdout
 
 
 def run_on_files(workdir: Path, tmp_path: Path) -> Iterator[str]:

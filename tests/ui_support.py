@@ -4,15 +4,15 @@ it prints, and plain HTTP against it."""
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode, urlsplit
+
+from process_support import example_answer
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "template_create"
@@ -96,17 +96,4 @@ def paused_template_create(workdir: Path) -> None:
     assert started.returncode == 42, started.stderr
 
 
-def fake_answer(request: dict[str, Any]) -> str:
-    """The answer text the example's fake agent gives ``request``."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE / "fake_agent.py")],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    try:
-        document = json.loads(done.stdout)
-    except ValueError:
-        return done.stdout
-    return str(document["response"]) if isinstance(document, dict) else done.stdout
+fake_answer = example_answer
