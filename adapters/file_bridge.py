@@ -40,6 +40,7 @@ from .._errors import (
 )
 from .._ports import (
     ArchiveInput,
+    Bridge,
     ConsumeInput,
     EvidenceInput,
     FinishInput,
@@ -343,6 +344,15 @@ class FileBridge:
         # The bytes this bridge last wrote or read: what state_token reads while no one
         # else has written the state since.
         return self._saved
+
+    def take_over(self, previous: Bridge) -> bool:
+        if type(previous) is not FileBridge or previous.state_path != self.state_path:
+            return False
+        self._saved, self._encoded = previous._saved, previous._encoded
+        self._swept, self._requests_listed = previous._swept, previous._requests_listed
+        self._known_dirs = set(previous._known_dirs)
+        self._key_checked = previous._key_checked
+        return True
 
     def state_token(self) -> object | None:
         # The content itself: reading a few kilobytes and comparing them is cheap (parsing

@@ -193,6 +193,12 @@ class Bridge(Protocol):
         records whole again)."""
         ...
 
+    def take_over(self, previous: Bridge) -> bool:
+        """Take what ``previous`` (another bridge of this process, on the same instance)
+        knows of the state it saved last, as if this one had saved it: True when it can;
+        False leaves this bridge as it was."""
+        ...
+
 
 # -- the task board's store ---------------------------------------------------------------
 #

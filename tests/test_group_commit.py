@@ -351,6 +351,7 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
     and the texts are reused, but not once the state is written all in ASCII."""
     from orchestrator.adapters import file_bridge
 
+    from orchestrator.engine.engine import _paused as handed_over
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
 
@@ -373,12 +374,67 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
             answers += 1
             harness.respond(request.request_id, f"Réponse n° {answers}.")
         reused.append(-1)  # a new engine and bridge from here
+        handed_over.clear()  # as in a new process: the state is read from its file
         outcome = harness.resume()
     assert outcome.status == "completed", outcome.message
     assert answers == 6
     firsts = [reused[i + 1] for i, mark in enumerate(reused) if mark == -1]
     assert all(n > 0 for n in firsts[1:4]), firsts  # read back while the state is UTF-8
     assert firsts[-1] == 0, firsts  # the lone surrogate made it ASCII: nothing taken
+
+
+def test_a_new_engine_takes_the_state_a_pause_in_this_process_left_without_reading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host that builds an engine per resume (the harness does) has the state its last
+    pause left handed over, with the texts of its items: nothing is read back or encoded
+    again, and every save is still the bytes a fresh encoding gives. A state that another
+    writer changed since is read from its file; what is handed over is taken once."""
+    from orchestrator.adapters import file_bridge
+
+    from orchestrator.engine import engine as engine_module
+    from orchestrator.storage import state_key
+    from orchestrator.testing import WorkflowHarness
+
+    original = state_key.signed_document
+    loads: list[int] = []
+    load_state = FileBridge.load_state
+
+    def counted(self: FileBridge) -> Any:
+        loads.append(1)
+        return load_state(self)
+
+    def checked(state: Any, encoded: Any = None) -> bytes:
+        data = original(state, encoded)
+        assert data == original(state), "a handed-over text changed the state's bytes"
+        return data
+
+    monkeypatch.setattr(FileBridge, "load_state", counted)
+    monkeypatch.setattr(file_bridge, "signed_document", checked)
+    harness = WorkflowHarness(AskInALoop, tmp_path)
+    outcome = harness.run()
+    state_file = tmp_path / ".ask-loop-state.json"
+    first_pause, first_request = state_file.read_bytes(), outcome.pending[0].request_id
+    for answer in range(2):
+        harness.respond(outcome.pending[0].request_id, f"answer {answer}")
+        outcome = harness.resume()
+    assert outcome.status == "paused" and loads == [], "a handed-over state was read again"
+
+    # Another writer put an earlier state back: the next engine reads the file.
+    later_request = outcome.pending[0].request_id
+    state_file.write_bytes(first_pause)
+    harness.respond(first_request, "answer again")
+    outcome = harness.resume()
+    assert loads == [1], "a state changed by someone else must be read from its file"
+    assert outcome.status == "paused" and outcome.pending[0].request_id != first_request
+    assert later_request not in state_file.read_text(encoding="utf-8")
+
+    # Taken once: the engine that took it holds it alone.
+    held = engine_module._paused.get(str(state_file))
+    assert held is not None
+    first, second = harness.engine(), harness.engine()
+    harness.respond(outcome.pending[0].request_id, "one more")
+    assert first._take_paused() and not second._take_paused()
 
 
 def test_what_a_phase_returned_is_recorded_as_it_was_when_returned(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from ..._errors import (
 )
 from ..._ports import (
     ArchiveInput,
+    Bridge,
     ConsumeInput,
     EvidenceInput,
     FinishInput,
@@ -209,6 +210,9 @@ class PostgresBridge:
 
     def saved_token(self) -> object | None:
         return self._version
+
+    def take_over(self, previous: Bridge) -> bool:
+        return previous is self  # each bridge has its own connection and instance lock
 
     # -- the mailbox --------------------------------------------------------------------
 

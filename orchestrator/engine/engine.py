@@ -12,6 +12,7 @@ answer is ever applied twice.
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -129,9 +130,6 @@ class Engine:
         self._consumed: list[ReceivedResponse] = []
         self._fatal: OrchestratorError | None = None
         self._record_index = RecordIndex()
-        # The bridge's token of the state this engine left at its last clean pause: while
-        # the stored state still has it, a later resume needs no re-read.
-        self._paused_token: object | None = None
         # The engine tells what happens; the recorder writes the run's evidence.
         self.recorder = Recorder(bridge=bridge, clock=self.clock)
         # A replay (``engine.replay``): every call must be in the journal; none is made.
@@ -220,8 +218,7 @@ class Engine:
     def resume(self) -> Outcome:
         """Record the host's answers, then continue; with nothing answered, pause again."""
         with self.bridge.lock():
-            token, self._paused_token = self._paused_token, None
-            if token is None or self._state is None or self.bridge.state_token() != token:
+            if not self._take_paused():
                 state = self.bridge.load_state()
                 self._attach_current(state)
                 self.recorder.publish()  # a crash may have cut the last publication
@@ -374,7 +371,6 @@ class Engine:
             )
             self._save("rewound")
             self.bridge.publish(PublishInput(pending=()))
-            self._paused_token = None
             return (
                 f"{self.workflow_cls.name}: run {record.run_id} rewound to phase "
                 f"{target.number} ({target.name}); 'orchestrate resume' (or drive) runs it "
@@ -884,7 +880,7 @@ class Engine:
         # Consumed answers go first: a fast host may answer the new request at once.
         self._flush_consumed()
         self.bridge.publish(PublishInput(pending=pending))
-        self._paused_token = self.bridge.saved_token()
+        self._leave_paused()
         state = self._require_state()
         where = f"paused in phase {state.phase} ({state.phase_name})"
         if not pending and record.waiting_until is None:
@@ -917,6 +913,46 @@ class Engine:
             self._consumed = []
 
     # -- state --------------------------------------------------------------------------
+
+    def _leave_paused(self) -> None:
+        """Leave the state as this clean pause saved it for the next resume in this
+        process, by this engine or by a new one on the same instance (a host that builds
+        an engine per resume): while the stored state is still what was saved, that
+        resume reads nothing back. Called last before the engine returns: nothing changes
+        the state until a resume takes it."""
+        token = self.bridge.saved_token()
+        if token is None:
+            return
+        with _paused_lock:
+            _paused[self.bridge.location] = _Paused(
+                token=token,
+                state=self._require_state(),
+                record=self._require_record(),
+                workflow_cls=self.workflow_cls,
+                bridge=self.bridge,
+                journal_cache=self._journal_cache,
+                published=self.recorder.published,
+            )
+            while len(_paused) > _PAUSED_KEPT:
+                del _paused[next(iter(_paused))]
+
+    def _take_paused(self) -> bool:
+        """Take the state a clean pause in this process left (see :meth:`_leave_paused`),
+        when the stored state is still exactly that one and this engine runs the same
+        workflow code. It is taken once: whoever takes it is its only holder."""
+        with _paused_lock:
+            kept = _paused.pop(self.bridge.location, None)
+        if kept is None or kept.workflow_cls is not self.workflow_cls:
+            return False
+        if self.bridge.state_token() != kept.token:
+            return False
+        if kept.bridge is not self.bridge and not self.bridge.take_over(kept.bridge):
+            return False
+        if kept.state is not self._state:
+            self._journal_cache = kept.journal_cache
+            self._state, self._record = kept.state, kept.record
+            self.recorder.attach(kept.state, kept.record, published=kept.published)
+        return True
 
     def _attach(self, state: CheckpointState, record: EngineRecord) -> None:
         self._state, self._record = state, record
@@ -1356,4 +1392,23 @@ def _optional_str(value: Any) -> str | None:
 
 
 # Every field of a journal entry, as a tuple (one attrgetter: the cache checks each save).
+@attrs.define(eq=False)
+class _Paused:
+    """What a clean pause left for the next resume in this process."""
+
+    token: object  # the bridge's token of the state it saved
+    state: CheckpointState
+    record: EngineRecord
+    workflow_cls: type[Workflow]
+    bridge: Bridge
+    journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]]
+    published: int  # the recorder's: the last event known to be in the run's log
+
+
+# bridge location -> the state its last clean pause left (see Engine._leave_paused); a few
+# instances at most, the most recent ones.
+_paused: dict[str, _Paused] = {}
+_paused_lock = threading.Lock()  # a worker advances several runs at once
+_PAUSED_KEPT = 8
+
 _journal_fields = operator.attrgetter(*(field.name for field in attrs.fields(JournalEntry)))

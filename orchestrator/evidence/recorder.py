@@ -112,10 +112,17 @@ class Recorder:
         #: The worker advancing the run (``orchestrate worker``): its events name it.
         self.worker: str | None = None
 
-    def attach(self, state: CheckpointState, book: RunBook) -> None:
-        """Record for a state just made or loaded; what its log holds is asked on publish."""
+    def attach(self, state: CheckpointState, book: RunBook, *, published: int = 0) -> None:
+        """Record for a state just made or loaded; what its log holds is asked on publish,
+        unless ``published`` says (the :attr:`published` of a recorder of this process
+        that had the same state)."""
         self._state, self._book = state, book
-        self._published = 0
+        self._published = published
+
+    @property
+    def published(self) -> int:
+        """The highest event number known to be in the run's log (0: not known)."""
+        return self._published
 
     # -- the outbox -----------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ _RECORD = {
     "inputs": ("inputs", "workdir"),
     "journal": ("journal",),
 }
+_MEMBERS = {"outputs": ""}  # the parts whose member lines are kept
 _TOP_TAKEN = frozenset(key for keys in _TOP.values() for key in keys) | {"phase_data"}
 _RECORD_TAKEN = frozenset(key for keys in _RECORD.values() for key in keys) | {SIGNATURE_KEY}
 
@@ -116,8 +117,14 @@ def signed_parts(
     if "phase_data" in data and not isinstance(data["phase_data"], dict):
         rest["phase_data"] = data["phase_data"]  # not a state: never equal to one that is
     chosen["rest"] = rest
+    # The outputs' lines are kept in the memo from one save to the next (see
+    # ``EncodedItems``): a long run's thousand outputs are not laid out again each time.
     return [
-        (name, dumps_canonical(chosen[name], default=shallow, memo=memo)) for name, _, _ in PARTS
+        (
+            name,
+            dumps_canonical(chosen[name], default=shallow, memo=memo, members=_MEMBERS.get(name)),
+        )
+        for name, _, _ in PARTS
     ]
 
 

@@ -43,7 +43,7 @@ from ..formats.state_signature import (
     signed_parts,
     with_signature,
 )
-from ..formats.strict_json import dumps_canonical, lines_key, loads_strict
+from ..formats.strict_json import dumps_canonical, lines_key, loads_strict, members_key
 from .durable import fsync_directory, sha256_constructor
 from .files import STATE_MAX_BYTES
 
@@ -313,7 +313,9 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     """
     key = load_key(create=True)
     digests = _digests(data, memo)
-    unsigned = dumps_canonical(with_signature(data, _MARK), default=default, memo=memo)
+    unsigned = dumps_canonical(
+        with_signature(data, _MARK), default=default, memo=memo, members="phase_data"
+    )
     mark = _member(_MARK_TEXT)
     if unsigned.count(mark) != 1:
         signed = with_signature(data, _signature(key, digests))
@@ -417,7 +419,7 @@ class EncodedItems:
     copy of what a phase returned and hands out copies.
     """
 
-    __slots__ = ("_lists", "_texts")
+    __slots__ = ("_lists", "_members", "_texts")
 
     def __init__(self) -> None:
         # list name -> _Lines of the list at the last save or load
@@ -425,10 +427,15 @@ class EncodedItems:
         # id -> (the output, its text): the encoder's memo entry; the output is held, so
         # its id cannot be another object's while it is here.
         self._texts: dict[int, tuple[Any, str]] = {}
+        # The outputs' member lines, in the file and in the signature's part: the memo's
+        # entries (keys, values, lines), checked by the encoder against each value's
+        # identity (see strict_json._member_lines).
+        self._members: dict[Any, tuple[list[Any], list[Any], list[str]]] = {}
 
     def held(self) -> int:
         """How many items' texts are held."""
-        return sum(len(kept.items) for kept in self._lists.values()) + len(self._texts)
+        lists = sum(len(kept.items) for kept in self._lists.values())
+        return lists + len(self._texts) + sum(len(kept[2]) for kept in self._members.values())
 
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
@@ -441,6 +448,7 @@ class EncodedItems:
             kept = texts.get(id(item))
             if kept is not None and kept[0] is item:
                 memo[id(item)] = kept
+        memo.update(self._members)
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
@@ -456,6 +464,7 @@ class EncodedItems:
             if made is not None and made[0] is item:
                 texts[id(item)] = made
         self._texts = texts
+        self._members = {key: memo[key] for key in _MEMBER_KEYS if key in memo}
 
     def seed(self, state: Any, raw: bytes) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
@@ -465,7 +474,7 @@ class EncodedItems:
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        self._lists, self._texts = {}, {}
+        self._lists, self._texts, self._members = {}, {}, {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = raw.decode("utf-8")
@@ -487,6 +496,12 @@ class EncodedItems:
             if key != ENGINE_KEY and type(value) is dict and line.startswith(head):
                 texts[id(value)] = (value, line[len(head) : -1 if line.endswith(",") else None])
         self._lists, self._texts = lists, texts
+        # The file's own lines of phase_data, each a member's (the engine's record, first,
+        # is made anew at every save).
+        keys, values = list(state.phase_data), list(state.phase_data.values())
+        if lines and keys[0] == ENGINE_KEY and all(map(str.startswith, lines, map(_head, keys))):
+            lines[:-1] = [line[:-1] for line in lines[:-1]]  # without the separating comma
+            self._members = {_PHASE_DATA_LINES: (keys, values, lines)}
 
 
 class _Lines:
@@ -546,6 +561,12 @@ def _flat_fields(items: list[Any]) -> list[Any] | None:
 
 
 _LISTS = ("completed_phases", "agent_requests")
+_PHASE_DATA_LINES = members_key("phase_data")
+_MEMBER_KEYS = (_PHASE_DATA_LINES, members_key(""))
+
+
+def _head(key: str) -> str:
+    return f"    {_quote(key)}: "
 
 
 def _outputs(state: Any) -> list[Any]:
