@@ -635,3 +635,64 @@ def test_a_memo_shared_by_documents_of_the_same_objects_changes_no_byte(doc: dic
     assert dumps_canonical({"y": surrogate["x"]}, memo=memo) == dumps_canonical(
         {"y": surrogate["x"]}
     )
+
+
+# -- texts kept from one document to the next ---------------------------------------------
+
+_small_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["append", "replace", "output", "drop"]), _small_values),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_kept_member_lines_and_settled_items_encode_as_a_fresh_document_does(
+    steps: list[tuple[str, Any]],
+) -> None:
+    """A memo carried from one document to the next (member lines and settled lists, as
+    a state's saves carry it) gives the very bytes a fresh encoding gives, whatever is
+    appended, replaced or dropped in between; the carried texts are used."""
+    from orchestrator.formats.strict_json import (
+        SETTLED_KEPT,
+        SETTLED_MADE,
+        SettledItems,
+        members_key,
+    )
+
+    journal: list[Any] = [{"position": 0}]
+    outputs: dict[str, Any] = {"x_engine": {"n": 0}}
+    carried: dict[Any, Any] = {}
+    for number, (step, value) in enumerate(steps):
+        if step == "append":
+            journal = [*journal, {"position": len(journal), "value": value}]
+        elif step == "replace":
+            journal = [*journal[:-1], {"replaced": value}]
+        elif step == "output":
+            outputs = {**outputs, f"phase_{len(outputs)}": value}
+        elif len(outputs) > 1:
+            outputs = dict(list(outputs.items())[:-1])
+        outputs["x_engine"] = {"n": number, "journal": SettledItems(journal)}
+        document = {"phase": number, "phase_data": outputs, "items": list(outputs)}
+        memo: dict[Any, Any] = {members_key(k): v for k, v in carried.items() if k != "settled"}
+        memo[SETTLED_KEPT] = carried.get("settled", {})
+        made = strict_json.dumps_canonical(document, memo=memo, members="phase_data")
+        assert made == strict_json.dumps_canonical(document)
+        part = {k: v for k, v in outputs.items() if k != "x_engine"}
+        assert strict_json.dumps_canonical(part, memo=memo, members="") == (
+            strict_json.dumps_canonical(part)
+        )
+        carried = {
+            "phase_data": memo[members_key("phase_data")],
+            "": memo.get(members_key("")),
+            "settled": memo.get(SETTLED_MADE, {}),
+        }
+        carried = {k: v for k, v in carried.items() if v is not None}
+        assert len(carried["phase_data"][2]) == len(outputs)

@@ -15,6 +15,8 @@ import operator
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from itertools import chain, compress, repeat
+from itertools import count as count_from
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,7 @@ from ..formats.step_names import (
     STATUS_ERROR,
     STATUS_PASS,
 )
+from ..formats.strict_json import SettledItems
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage.runs import ENGINE_KEY
 from .context import PhaseContext
@@ -143,8 +146,9 @@ class Engine:
         #: ``lambda run_id: orchestrator.adapters.postgres.board_store(dsn, run_id)``.
         #: ``None``: the board is a directory, ``.board`` in the run's work directory.
         self.board_store: Callable[[str], BoardStore] | None = None
-        # id(entry) -> (entry, its fields, its JSON form): see _journal_json
-        self._journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]] = {}
+        # The journal's entries, their fields (flat) and JSON forms at the last save or
+        # load: see _journal_data
+        self._journal_kept: _JournalKept | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -930,7 +934,7 @@ class Engine:
                 record=self._require_record(),
                 workflow_cls=self.workflow_cls,
                 bridge=self.bridge,
-                journal_cache=self._journal_cache,
+                journal_kept=self._journal_kept,
                 published=self.recorder.published,
             )
             while len(_paused) > _PAUSED_KEPT:
@@ -949,7 +953,7 @@ class Engine:
         if kept.bridge is not self.bridge and not self.bridge.take_over(kept.bridge):
             return False
         if kept.state is not self._state:
-            self._journal_cache = kept.journal_cache
+            self._journal_kept = kept.journal_kept
             self._state, self._record = kept.state, kept.record
             self.recorder.attach(kept.state, kept.record, published=kept.published)
         return True
@@ -969,8 +973,7 @@ class Engine:
     def _store_record(self) -> None:
         record = self._require_record()
         data = unstructure(attrs.evolve(record, journal=[]))
-        cache, self._journal_cache = self._journal_cache, {}  # only the entries still there
-        data["journal"] = [self._journal_json(entry, cache) for entry in record.journal]
+        data["journal"] = SettledItems(self._journal_data(record.journal))
         self._require_state().phase_data[ENGINE_KEY] = data
 
     def _keep_journal_json(self, state: CheckpointState, record: EngineRecord) -> None:
@@ -979,30 +982,25 @@ class Engine:
         written = state.phase_data[ENGINE_KEY].get("journal")
         if not isinstance(written, list) or len(written) != len(record.journal):
             return
-        self._journal_cache = {
-            id(entry): (entry, _journal_fields(entry), data)
-            for entry, data in zip(record.journal, written, strict=True)
-        }
+        self._journal_kept = (list(record.journal), _flat_journal(record.journal), written)
 
-    def _journal_json(
-        self, entry: JournalEntry, cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]]
-    ) -> Any:
-        """``entry``'s JSON form, made once: a phase of many steps (a regression run's
-        cases) saves its whole journal at each step, and would otherwise encode every
-        earlier entry again each time. An entry is made anew when any of its fields is
-        replaced (``_repoint_journal`` replaces ``request_ids``); none is changed in place."""
-        # The fields themselves, held: compared by identity, so a replaced field is never
-        # taken for its predecessor (an id alone may be reused once that one is freed).
-        fields = _journal_fields(entry)
-        cached = cache.get(id(entry))
-        if (
-            cached is None
-            or cached[0] is not entry
-            or not all(map(operator.is_, fields, cached[1]))
-        ):
-            cached = (entry, fields, unstructure(entry))
-        self._journal_cache[id(entry)] = cached
-        return cached[2]
+    def _journal_data(self, journal: list[JournalEntry]) -> list[Any]:
+        """The journal's JSON form, each entry's made once: a phase of many asks or steps
+        (a loop, a regression run's cases) saves its whole journal at each one. An entry
+        is made anew when any of its fields is replaced (``_repoint_journal`` replaces
+        ``request_ids``); none is changed in place. The entries and their fields are held
+        and compared by identity at C speed, so an unchanged entry costs no step of
+        Python, and a replaced field is never taken for its predecessor."""
+        fields = _flat_journal(journal)
+        entries, kept_fields, data = self._journal_kept or ([], [], [])
+        count = min(len(entries), len(journal))
+        count = next(compress(count_from(), map(operator.is_not, journal, entries)), count)
+        changed = next(compress(count_from(), map(operator.is_not, fields, kept_fields)), None)
+        if changed is not None:
+            count = min(count, changed // _JOURNAL_WIDTH)
+        made = data[:count] + [unstructure(entry) for entry in journal[count:]]
+        self._journal_kept = (list(journal), fields, made)
+        return made
 
     def _save(self, checkpoint_name: str, *, publish: bool = True) -> None:
         state, record = self._require_state(), self._require_record()
@@ -1053,9 +1051,10 @@ class Engine:
         return until is not None and self.clock.now() < parse_time(until)
 
     def _pending(self) -> list[AgentRequestRecord]:
-        return [
-            r for r in self._require_state().agent_requests if r.status is HistoryStatus.PENDING
-        ]
+        # At C speed: a long run's thousand requests cost no step of Python each.
+        requests = self._require_state().agent_requests
+        statuses = map(_status_of, requests)
+        return list(compress(requests, map(operator.is_, statuses, repeat(HistoryStatus.PENDING))))
 
     def _records_by_id(self) -> dict[str, AgentRequestRecord]:
         return self._record_index.of(self._require_state().agent_requests)
@@ -1401,7 +1400,7 @@ class _Paused:
     record: EngineRecord
     workflow_cls: type[Workflow]
     bridge: Bridge
-    journal_cache: dict[int, tuple[JournalEntry, tuple[Any, ...], Any]]
+    journal_kept: _JournalKept | None
     published: int  # the recorder's: the last event known to be in the run's log
 
 
@@ -1411,4 +1410,12 @@ _paused: dict[str, _Paused] = {}
 _paused_lock = threading.Lock()  # a worker advances several runs at once
 _PAUSED_KEPT = 8
 
+_status_of = operator.attrgetter("status")
 _journal_fields = operator.attrgetter(*(field.name for field in attrs.fields(JournalEntry)))
+_JOURNAL_WIDTH = len(attrs.fields(JournalEntry))
+# The journal's entries, their fields one after the other, and their JSON forms.
+_JournalKept = tuple[list[JournalEntry], list[Any], list[Any]]
+
+
+def _flat_journal(journal: list[JournalEntry]) -> list[Any]:
+    return list(chain.from_iterable(map(_journal_fields, journal)))

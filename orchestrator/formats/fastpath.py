@@ -56,7 +56,7 @@ def unstructure(obj: Any) -> Any:
         return obj
     if kind is dict:
         return {key: unstructure(value) for key, value in obj.items()}
-    if kind is list:
+    if kind is list or isinstance(obj, list):  # a SettledItems too
         return [unstructure(item) for item in obj]
     if isinstance(obj, enum.Enum):
         return obj.value

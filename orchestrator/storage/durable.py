@@ -54,24 +54,37 @@ def sha256_hex(data: bytes) -> str:
     ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
     interpreter's built-in implementation gives the same digest.
     """
-    return sha256_constructor()(data).hexdigest()  # type: ignore[no-any-return]
+    return sha256_constructor(len(data))(data).hexdigest()  # type: ignore[no-any-return]
 
 
-def sha256_constructor() -> Any:
+def sha256_constructor(size: int = 0) -> Any:
     """A SHA-256 constructor (``hashlib.sha256``'s signature): ``hashlib``'s once this
     process has imported it (OpenSSL's, several times faster on a long run's state),
     else the interpreter's built-in one, which costs no library load; see
-    :func:`sha256_hex`."""
+    :func:`sha256_hex`. ``size``: how many bytes the caller is about to hash. Once the
+    built-in one has hashed :data:`HASHLIB_AFTER` bytes in this process (a long run's
+    states, checkpoint after checkpoint), ``hashlib`` is imported: its load is then
+    paid back within a few checkpoints."""
     loaded = sys.modules.get("hashlib")
     if loaded is not None:
         return loaded.sha256
-    global _sha256_constructor
+    global _sha256_constructor, _hashed_builtin
+    _hashed_builtin += size
+    if _hashed_builtin > HASHLIB_AFTER:
+        import hashlib
+
+        return hashlib.sha256
     if _sha256_constructor is None:
         _sha256_constructor = _find_sha256()
     return _sha256_constructor
 
 
 _sha256_constructor: Any = None
+_hashed_builtin = 0  # bytes the built-in SHA-256 has hashed in this process
+#: Bytes hashed with the built-in SHA-256 after which ``hashlib`` is loaded. The load
+#: costs what hashing about 2 MB with the built-in one does; a new process resuming a
+#: thousand-phase run hashes about 1.5 MB, and does not load it.
+HASHLIB_AFTER = 4 * 1024 * 1024
 
 
 def _find_sha256() -> Any:

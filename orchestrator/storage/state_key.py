@@ -43,7 +43,14 @@ from ..formats.state_signature import (
     signed_parts,
     with_signature,
 )
-from ..formats.strict_json import dumps_canonical, lines_key, loads_strict, members_key
+from ..formats.strict_json import (
+    SETTLED_KEPT,
+    SETTLED_MADE,
+    dumps_canonical,
+    lines_key,
+    loads_strict,
+    members_key,
+)
 from .durable import fsync_directory, sha256_constructor
 from .files import STATE_MAX_BYTES
 
@@ -244,11 +251,13 @@ def _create_in_place(path: Path, material: bytes) -> None:
 
 def hmac_sha256_hex(key: bytes, message: bytes) -> str:
     """HMAC-SHA256 (RFC 2104) of ``message`` under ``key``, in hex."""
-    sha256 = sha256_constructor()
+    sha256 = sha256_constructor(len(message))
     if len(key) > _BLOCK:
         key = sha256(key).digest()
     key = key.ljust(_BLOCK, b"\0")
-    inner = sha256(key.translate(_IPAD) + message).digest()
+    inner = sha256(key.translate(_IPAD))
+    inner.update(message)  # no copy of a long run's state
+    inner = inner.digest()
     return sha256(key.translate(_OPAD) + inner).hexdigest()  # type: ignore[no-any-return]
 
 
@@ -257,8 +266,8 @@ def _key_id(key: bytes) -> str:
 
 
 def _digests(data: dict[str, Any], memo: dict[Any, Any] | None = None) -> list[tuple[str, str]]:
-    sha256 = sha256_constructor()
     parts = signed_parts(data, memo=memo)
+    sha256 = sha256_constructor(sum(len(encoded) for _, encoded in parts))
     return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
 
 
@@ -419,36 +428,35 @@ class EncodedItems:
     copy of what a phase returned and hands out copies.
     """
 
-    __slots__ = ("_lists", "_members", "_texts")
+    __slots__ = ("_fields", "_lists", "_members", "_settled")
 
     def __init__(self) -> None:
         # list name -> _Lines of the list at the last save or load
         self._lists: dict[str, _Lines] = {}
-        # id -> (the output, its text): the encoder's memo entry; the output is held, so
-        # its id cannot be another object's while it is here.
-        self._texts: dict[int, tuple[Any, str]] = {}
+        # list name -> (the list, its items' fields as lend found them), for keep
+        self._fields: dict[str, tuple[list[Any], list[Any] | None]] = {}
         # The outputs' member lines, in the file and in the signature's part: the memo's
         # entries (keys, values, lines), checked by the encoder against each value's
         # identity (see strict_json._member_lines).
         self._members: dict[Any, tuple[list[Any], list[Any], list[str]]] = {}
+        # The settled lists' item texts (a long phase's journal; see SettledItems).
+        self._settled: dict[int, tuple[list[Any], list[str]]] = {}
 
     def held(self) -> int:
         """How many items' texts are held."""
         lists = sum(len(kept.items) for kept in self._lists.values())
-        return lists + len(self._texts) + sum(len(kept[2]) for kept in self._members.values())
+        return lists + sum(len(kept[2]) for kept in self._members.values())
 
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
+        self._fields = {}
         for name in _LISTS:
             lines = self._lists.get(name)
             if lines is not None:
-                lines.lend(getattr(state, name), memo)
-        texts = self._texts
-        for item in _outputs(state):
-            kept = texts.get(id(item))
-            if kept is not None and kept[0] is item:
-                memo[id(item)] = kept
+                items = getattr(state, name)
+                self._fields[name] = (items, lines.lend(items, memo))
         memo.update(self._members)
+        memo[SETTLED_KEPT] = self._settled
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
@@ -457,14 +465,12 @@ class EncodedItems:
             items = getattr(state, name)
             made = memo.get(lines_key(items))
             if made is not None and made[0] is items:
-                self._lists[name] = _Lines(items, made[2])
-        texts = {}
-        for item in _outputs(state):
-            made = memo.get(id(item))
-            if made is not None and made[0] is item:
-                texts[id(item)] = made
-        self._texts = texts
+                found = self._fields.get(name)
+                fields = found[1] if found is not None and found[0] is items else None
+                self._lists[name] = _Lines(items, made[2], fields)
+        self._fields = {}
         self._members = {key: memo[key] for key in _MEMBER_KEYS if key in memo}
+        self._settled = memo.get(SETTLED_MADE, {})
 
     def seed(self, state: Any, raw: bytes) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
@@ -474,7 +480,7 @@ class EncodedItems:
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        self._lists, self._texts, self._members = {}, {}, {}
+        self._lists, self._fields, self._members, self._settled = {}, {}, {}, {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = raw.decode("utf-8")
@@ -490,15 +496,10 @@ class EncodedItems:
         lines = _block(text, '"phase_data": {', "}", len(outputs))
         if lines is None:
             return
-        texts = {}
-        for (key, value), line in zip(outputs, lines, strict=True):
-            head = f"    {_quote(key)}: "
-            if key != ENGINE_KEY and type(value) is dict and line.startswith(head):
-                texts[id(value)] = (value, line[len(head) : -1 if line.endswith(",") else None])
-        self._lists, self._texts = lists, texts
+        self._lists = lists
         # The file's own lines of phase_data, each a member's (the engine's record, first,
         # is made anew at every save).
-        keys, values = list(state.phase_data), list(state.phase_data.values())
+        keys, values = [key for key, _ in outputs], [value for _, value in outputs]
         if lines and keys[0] == ENGINE_KEY and all(map(str.startswith, lines, map(_head, keys))):
             lines[:-1] = [line[:-1] for line in lines[:-1]]  # without the separating comma
             self._members = {_PHASE_DATA_LINES: (keys, values, lines)}
@@ -509,18 +510,21 @@ class _Lines:
 
     __slots__ = ("_ends", "_fields", "_text", "items")
 
-    def __init__(self, items: list[Any], text: str) -> None:
+    def __init__(self, items: list[Any], text: str, fields: list[Any] | None = None) -> None:
         self.items = tuple(items)
         self._text = text
-        # Each item's fields, flat, when its class is not frozen (see _flat_fields).
-        self._fields = _flat_fields(items)
+        # Each item's fields, flat, when its class is not frozen (see _flat_fields); the
+        # caller may have them already.
+        self._fields = fields if fields is not None else _flat_fields(items)
         self._ends: list[int] | None = None  # where each item's line ends in the text
 
-    def lend(self, items: list[Any], memo: dict[Any, Any]) -> None:
-        """Put the lines of the first items still as they were into ``memo``."""
-        count = self._unchanged(items)
+    def lend(self, items: list[Any], memo: dict[Any, Any]) -> list[Any] | None:
+        """Put the lines of the first items still as they were into ``memo``; returns
+        the flat fields of all ``items`` (see :func:`_flat_fields`), found on the way."""
+        fields = _flat_fields(items) if self._fields is not None else None
+        count = self._unchanged(items, fields)
         if count == 0:
-            return
+            return fields
         if count == len(self.items):
             text = self._text
         else:
@@ -528,17 +532,17 @@ class _Lines:
                 self._ends = list(accumulate(map(_plus_newline, self._text.split("\n"))))
             text = self._text[: self._ends[count - 1] - 2]  # without its ",\n"
         memo[lines_key(items)] = (items, count, text)
+        return fields
 
-    def _unchanged(self, items: list[Any]) -> int:
-        """How many items, from the first, are the same objects with the same fields."""
+    def _unchanged(self, items: list[Any], fields: list[Any] | None) -> int:
+        """How many items, from the first, are the same objects with the same fields
+        (``fields``: theirs, flat)."""
         kept = self.items
         count = min(len(kept), len(items))
         first = next(compress(count_from(), map(operator.is_not, items, kept)), count)
         count = min(count, first)
-        if self._fields is not None and count:
-            fields = _flat_fields(items[:count])
-            assert fields is not None
-            width = len(fields) // count
+        if self._fields is not None and fields is not None and count:
+            width = len(fields) // len(items)
             changed = next(compress(count_from(), map(operator.is_not, fields, self._fields)), None)
             if changed is not None:
                 count = min(count, changed // width)
@@ -567,10 +571,6 @@ _MEMBER_KEYS = (_PHASE_DATA_LINES, members_key(""))
 
 def _head(key: str) -> str:
     return f"    {_quote(key)}: "
-
-
-def _outputs(state: Any) -> list[Any]:
-    return [v for k, v in state.phase_data.items() if k != ENGINE_KEY and type(v) is dict]
 
 
 def _block(text: str, opening: str, closing: str, count: int) -> list[str] | None:
