@@ -122,7 +122,29 @@ class CompletedPhase:
     result_summary: str
 
 
-@attrs.define(kw_only=True)
+# Every AgentRequestRecord whose field was assigned after it was made, in order: whoever
+# keeps a state's text from one save to the next finds here which records changed since,
+# rather than comparing every field of a long run's thousand records. When long, it is
+# replaced by a new list (never cut), which tells a reader of the old one to look again.
+_record_edits: list[Any] = []
+_RECORD_EDITS_KEPT = 4096
+
+
+def record_edits() -> list[Any]:
+    """The records edited since the list was last replaced (see above), in order."""
+    return _record_edits
+
+
+def _note_edit(instance: Any, attribute: Any, value: Any) -> Any:
+    global _record_edits
+    edits = _record_edits
+    if len(edits) >= _RECORD_EDITS_KEPT:
+        _record_edits = edits = []
+    edits.append(instance)
+    return value
+
+
+@attrs.define(kw_only=True, on_setattr=_note_edit)
 class AgentRequestRecord:
     """One item of the state's ``agent_requests`` history.
 

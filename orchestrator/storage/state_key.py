@@ -25,13 +25,13 @@ import operator
 import os
 import re
 import stat
-from itertools import accumulate, chain, compress
+from itertools import accumulate, compress
 from itertools import count as count_from
 from json.encoder import encode_basestring as _quote
 from pathlib import Path
 
 from .._errors import ContractError, KeyFileError, StateDamagedError, StateUntrustedError
-from ..formats.bridge import CompletedPhase
+from ..formats.bridge import record_edits
 from ..formats.convert import unstructure
 from ..formats.fastpath import shallow
 from ..formats.state_signature import (
@@ -421,20 +421,21 @@ class EncodedItems:
     ``completed_phases`` are kept as their whole lines: a long run appends to them, and
     the lines of the items before the first one that changed are used as they are, found
     with a few passes at C speed rather than a step of Python per item. A request or a
-    completed phase is unchanged while it and its fields are the very objects they were
-    then (``is``): the engine replaces a field's value, never changes one in place (a
-    request, once made, is what the host was sent). A phase's output (in ``phase_data``)
-    is kept by itself, the same while it is the same object: the engine keeps its own
-    copy of what a phase returned and hands out copies.
+    completed phase is unchanged while it is the very object it was then (``is``) and
+    no field of it was assigned since (completed phases are frozen; a request's
+    assignments are logged, see ``record_edits``); the engine replaces a field's value,
+    never changes one in place (a request, once made, is what the host was sent). The
+    outputs (in ``phase_data``, and in the signature's part) are kept as their member
+    lines, each the same while its output is the same object: the engine keeps its own
+    copy of what a phase returned and hands out copies. A long phase's journal is kept
+    item by item (``SettledItems``).
     """
 
-    __slots__ = ("_fields", "_lists", "_members", "_settled")
+    __slots__ = ("_lists", "_members", "_settled")
 
     def __init__(self) -> None:
         # list name -> _Lines of the list at the last save or load
         self._lists: dict[str, _Lines] = {}
-        # list name -> (the list, its items' fields as lend found them), for keep
-        self._fields: dict[str, tuple[list[Any], list[Any] | None]] = {}
         # The outputs' member lines, in the file and in the signature's part: the memo's
         # entries (keys, values, lines), checked by the encoder against each value's
         # identity (see strict_json._member_lines).
@@ -449,12 +450,10 @@ class EncodedItems:
 
     def lend(self, state: Any, memo: dict[Any, Any]) -> None:
         """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
-        self._fields = {}
         for name in _LISTS:
             lines = self._lists.get(name)
             if lines is not None:
-                items = getattr(state, name)
-                self._fields[name] = (items, lines.lend(items, memo))
+                lines.lend(getattr(state, name), memo)
         memo.update(self._members)
         memo[SETTLED_KEPT] = self._settled
 
@@ -465,10 +464,7 @@ class EncodedItems:
             items = getattr(state, name)
             made = memo.get(lines_key(items))
             if made is not None and made[0] is items:
-                found = self._fields.get(name)
-                fields = found[1] if found is not None and found[0] is items else None
-                self._lists[name] = _Lines(items, made[2], fields)
-        self._fields = {}
+                self._lists[name] = _Lines(items, made[2])
         self._members = {key: memo[key] for key in _MEMBER_KEYS if key in memo}
         self._settled = memo.get(SETTLED_MADE, {})
 
@@ -480,7 +476,7 @@ class EncodedItems:
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        self._lists, self._fields, self._members, self._settled = {}, {}, {}, {}
+        self._lists, self._members, self._settled = {}, {}, {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = raw.decode("utf-8")
@@ -506,25 +502,27 @@ class EncodedItems:
 
 
 class _Lines:
-    """A list's items as they were, and the lines they were laid out as."""
+    """A list's items as they were, and the lines they were laid out as.
 
-    __slots__ = ("_ends", "_fields", "_text", "items")
+    An item is unchanged while it is the very object it was, and no field of it has
+    been assigned since: the items of ``completed_phases`` are frozen, and those of
+    ``agent_requests`` are noted in ``record_edits`` when one of their fields is.
+    """
 
-    def __init__(self, items: list[Any], text: str, fields: list[Any] | None = None) -> None:
+    __slots__ = ("_edits", "_ends", "_seen", "_text", "items")
+
+    def __init__(self, items: list[Any], text: str) -> None:
         self.items = tuple(items)
         self._text = text
-        # Each item's fields, flat, when its class is not frozen (see _flat_fields); the
-        # caller may have them already.
-        self._fields = fields if fields is not None else _flat_fields(items)
         self._ends: list[int] | None = None  # where each item's line ends in the text
+        self._edits = record_edits()  # the edit log as it is now, and how long
+        self._seen = len(self._edits)
 
-    def lend(self, items: list[Any], memo: dict[Any, Any]) -> list[Any] | None:
-        """Put the lines of the first items still as they were into ``memo``; returns
-        the flat fields of all ``items`` (see :func:`_flat_fields`), found on the way."""
-        fields = _flat_fields(items) if self._fields is not None else None
-        count = self._unchanged(items, fields)
+    def lend(self, items: list[Any], memo: dict[Any, Any]) -> None:
+        """Put the lines of the first items still as they were into ``memo``."""
+        count = self._unchanged(items)
         if count == 0:
-            return fields
+            return
         if count == len(self.items):
             text = self._text
         else:
@@ -532,36 +530,24 @@ class _Lines:
                 self._ends = list(accumulate(map(_plus_newline, self._text.split("\n"))))
             text = self._text[: self._ends[count - 1] - 2]  # without its ",\n"
         memo[lines_key(items)] = (items, count, text)
-        return fields
 
-    def _unchanged(self, items: list[Any], fields: list[Any] | None) -> int:
-        """How many items, from the first, are the same objects with the same fields
-        (``fields``: theirs, flat)."""
+    def _unchanged(self, items: list[Any]) -> int:
+        """How many items, from the first, are the same objects, none edited since."""
         kept = self.items
         count = min(len(kept), len(items))
-        first = next(compress(count_from(), map(operator.is_not, items, kept)), count)
-        count = min(count, first)
-        if self._fields is not None and fields is not None and count:
-            width = len(fields) // len(items)
-            changed = next(compress(count_from(), map(operator.is_not, fields, self._fields)), None)
-            if changed is not None:
-                count = min(count, changed // width)
+        count = next(compress(count_from(), map(operator.is_not, items, kept)), count)
+        edits = record_edits()
+        if edits is not self._edits:
+            return 0  # the log was replaced since: what changed is not known
+        edited = set(map(id, edits[self._seen :]))
+        if edited and count:
+            ids = map(id, items[:count])
+            count = next(compress(count_from(), map(edited.__contains__, ids)), count)
         return count
 
 
 def _plus_newline(line: str) -> int:
     return len(line) + 1
-
-
-def _flat_fields(items: list[Any]) -> list[Any] | None:
-    """The fields of every item, one after the other (``None`` for items of a frozen
-    class, whose identity says it all). Made at C speed: a long run has thousands."""
-    if not items or type(items[0]) in _FROZEN:
-        return None
-    kinds = set(map(type, items))
-    if len(kinds) == 1:
-        return list(chain.from_iterable(map(_fields_getter(kinds.pop()), items)))
-    return list(chain.from_iterable(_fields_getter(type(item))(item) for item in items))
 
 
 _LISTS = ("completed_phases", "agent_requests")
@@ -583,20 +569,6 @@ def _block(text: str, opening: str, closing: str, count: int) -> list[str] | Non
         return None
     lines = text[start + len(opening) + 4 : end].split("\n")
     return lines if len(lines) == count else None
-
-
-_FROZEN = frozenset({CompletedPhase})  # classes whose instances never change
-_getters: dict[type, operator.attrgetter[Any]] = {}
-
-
-def _fields_getter(kind: type) -> operator.attrgetter[Any]:
-    """Every field of an attrs class ``kind``, as one tuple (its class first, so a tuple
-    even for a class of one field)."""
-    getter = _getters.get(kind)
-    if getter is None:
-        names = [field.name for field in kind.__attrs_attrs__]  # type: ignore[attr-defined]
-        getter = _getters[kind] = operator.attrgetter("__class__", *names)
-    return getter
 
 
 # -- checking ---------------------------------------------------------------------------
