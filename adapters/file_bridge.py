@@ -348,10 +348,9 @@ class FileBridge:
     def take_over(self, previous: Bridge) -> bool:
         if type(previous) is not FileBridge or previous.state_path != self.state_path:
             return False
+        # What it knows of the state alone, which the caller has found unchanged: of the
+        # work directory's other files, this bridge looks for itself.
         self._saved, self._encoded = previous._saved, previous._encoded
-        self._swept, self._requests_listed = previous._swept, previous._requests_listed
-        self._known_dirs = set(previous._known_dirs)
-        self._key_checked = previous._key_checked
         return True
 
     def state_token(self) -> object | None:

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ PROCESS_GROWTH_TARGET = 1.2
 PEER_TARGET = 2.0
 EXIT_PAUSED = 42
 PROCESS_SAMPLES = 10
+WRITE_FLOOR_SAMPLES = 30
 DEFAULT_SHAPES = "phases:100,phases:1000,loop:100,loop:500"
 QUICK_SHAPES = "phases:50,phases:200,loop:50,loop:100"
 REQUEST_FILE = ".agent-request.json"
@@ -191,6 +192,12 @@ class Figures:
     last_processes: Series
     first_floor: Series
     last_floor: Series
+    # The I/O floor of the growth: the state file's bytes at the middle of the first and
+    # of the last tenth, each written durably alone (write_together: written, synced,
+    # renamed, synced), as a save writes it; and their sizes.
+    first_write: Series = field(default_factory=Series)
+    last_write: Series = field(default_factory=Series)
+    state_sizes: tuple[int, int] = (0, 0)
     peer: Any = None
 
 
@@ -286,12 +293,17 @@ def run_process(command: list[str], env: dict[str, str]) -> tuple[int, float, st
 # -- in process --------------------------------------------------------------------------
 
 
-def in_process_run(shape: Shape, workflow: type[Any], root: Path) -> tuple[Series, float]:
+def in_process_run(
+    shape: Shape, workflow: type[Any], root: Path
+) -> tuple[Series, float, tuple[bytes, bytes]]:
     """Every cycle of one run that ends in a pause, respond + ``resume()`` (a fresh Engine),
-    in order; and the whole run's seconds, from ``run()`` to completion."""
+    in order; the whole run's seconds, from ``run()`` to completion; and the state file's
+    bytes at the middle of the first and of the last tenth."""
     workdir = fresh_dir(root, f"inproc-{shape.kind}-{shape.size}")
     harness = WorkflowHarness(workflow, workdir)
     samples = Series()
+    middles = (shape.tenth // 2, shape.cycles - shape.tenth // 2)
+    states: list[bytes] = []
     began = time.perf_counter_ns()
     outcome = harness.run()
     while outcome.status == "paused":
@@ -303,12 +315,37 @@ def in_process_run(shape: Shape, workflow: type[Any], root: Path) -> tuple[Serie
         elapsed, cpu = time.perf_counter_ns() - start, time.process_time_ns() - cpu
         if outcome.status == "paused":
             samples.add(ms(elapsed), ms(cpu))
+            if len(samples) in middles:
+                states.append(state_bytes(workdir))
     whole = (time.perf_counter_ns() - began) / 1e9
     check_completed(outcome, shape, f"{shape.title}, in process")
     if len(samples) != shape.cycles:
         raise BenchFailure(f"{shape.title}: {len(samples)} pauses, not {shape.cycles}")
     shutil.rmtree(workdir)
-    return samples, whole
+    return samples, whole, (states[0], states[-1])
+
+
+def state_bytes(workdir: Path) -> bytes:
+    (state,) = workdir.glob(".*-state.json")
+    return state.read_bytes()
+
+
+def write_floor(root: Path, states: tuple[bytes, bytes], samples: int) -> tuple[Series, Series]:
+    """The durable write of each of two states' bytes alone, as a save writes a state
+    (``write_together``: written, synced, renamed, synced), alternately: what the state's
+    growth alone costs a cycle, with no Python work."""
+    from orchestrator.storage.durable import write_together
+
+    directory = fresh_dir(root, "write-floor")
+    target = directory / ".floor-state.json"
+    first, last = Series(), Series()
+    for _ in range(samples):
+        for data, series in ((states[0], first), (states[1], last)):
+            start, cpu = time.perf_counter_ns(), time.process_time_ns()
+            write_together([(target, data)])
+            series.add(ms(time.perf_counter_ns() - start), ms(time.process_time_ns() - cpu))
+    shutil.rmtree(directory)
+    return first, last
 
 
 # -- across processes --------------------------------------------------------------------
@@ -497,6 +534,15 @@ def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
             f"floor: python -c 'import orchestrator.cli.main', first {k_first}", figures.first_floor
         ),
         row(f"floor: the same, beside the last {k_last}", figures.last_floor),
+        row(
+            f"floor: the state alone written durably, first tenth "
+            f"({figures.state_sizes[0] / 1024:,.0f} KiB)",
+            figures.first_write,
+        ),
+        row(
+            f"floor: the same, last tenth ({figures.state_sizes[1] / 1024:,.0f} KiB)",
+            figures.last_write,
+        ),
     ]
     peer = figures.peer
     if peer is not None and not isinstance(peer, str):
@@ -527,6 +573,12 @@ def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
             f"processes {growth(peer.last_processes, peer.first_processes, None)}"
         )
     lines.append(line)
+    forced = statistics.median(figures.last_write) - statistics.median(figures.first_write)
+    base = statistics.median(ours_first)
+    lines.append(
+        f"what the state's growth alone adds to a cycle (its write floor, last - first): "
+        f"{forced:+.2f} ms, so a last tenth of at least {(base + forced) / base:.2f}x the first"
+    )
     if peer is not None and not isinstance(peer, str):
         lines.append(
             "LangGraph / ours (medians; target >= 2x): "
@@ -704,12 +756,15 @@ def run(args: argparse.Namespace, shapes: list[Shape], root: Path) -> int:
     for shape in shapes:
         samples = min(wanted, shape.tenth)
         progress(f"{shape.title}: in process, {shape.cycles} cycles")
-        in_process, whole = in_process_run(shape, workflows[shape], root)
+        in_process, whole, states = in_process_run(shape, workflows[shape], root)
+        first_write, last_write = write_floor(root, states, WRITE_FLOOR_SAMPLES)
         progress(f"{shape.title}: {samples} + {samples} cycles as processes")
         first, last, first_floor, last_floor = cross_process_run(
             shape, workflows[shape], root, samples, cli, env
         )
         figures = Figures(in_process, whole, first, last, first_floor, last_floor)
+        figures.first_write, figures.last_write = first_write, last_write
+        figures.state_sizes = (len(states[0]), len(states[1]))
         if peers:
             figures.peer = measure_peer(shape, samples, root, env, progress)
         results[shape] = figures

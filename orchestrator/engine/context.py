@@ -456,14 +456,15 @@ class PhaseContext:
         return answers
 
     def _check_ask(self, ask: Ask) -> None:
+        workflow_cls = self._engine.workflow_cls
         where = f"phase {self._spec.name!r}"
-        if ask.agent not in self._engine.workflow_cls.agents:
+        if ask.agent not in workflow_cls.agents:
             raise RunFailedError(
                 f"{where} asks agent {ask.agent!r}, which the workflow does not declare in "
                 f"'agents' {list(self._engine.workflow_cls.agents)}: add it there (or ask a "
                 "declared one)"
             )
-        if self._spec not in self._engine.workflow_cls.asking_phases():
+        if not workflow_cls.may_ask(self._spec):
             raise RunFailedError(
                 f"{where} asks an agent but is not marked @phase(..., asks_agents=True) "
                 "while other phases are; mark it so the request schema lists it"

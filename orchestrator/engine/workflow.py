@@ -172,6 +172,18 @@ class Workflow:
         return cls.phases[-1].number
 
     @classmethod
+    def may_ask(cls, spec: PhaseSpec) -> bool:
+        """Whether phase ``spec`` may ask agents (it is one of :meth:`asking_phases`),
+        known without a pass over a long workflow's phases at every ask."""
+        if spec.asks_agents:
+            return True
+        known = cls.__dict__.get("_any_marked")
+        if known is None or known[0] is not cls.phases:
+            known = (cls.phases, any(p.asks_agents for p in cls.phases))
+            cls._any_marked = known  # type: ignore[attr-defined]
+        return not known[1]
+
+    @classmethod
     def asking_phases(cls) -> tuple[PhaseSpec, ...]:
         """The phases that may ask agents (all of them when none is marked)."""
         marked = tuple(p for p in cls.phases if p.asks_agents)
