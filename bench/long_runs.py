@@ -11,7 +11,8 @@ pause to the next: answer every pending request, resume, run to the next pause.
 
 - in process: ``WorkflowHarness(cls, workdir)`` with ``invoker=None``: ``run()``, then
   ``respond()`` to every pending request + ``resume()`` (a fresh ``Engine`` each time,
-  which reads the state from disk) until the run completes; every cycle that ends in a
+  which takes the state the last pause left, unless the file changed) until the run
+  completes; every cycle that ends in a
   pause is timed, respond included. Printed: the first and the last tenth of them.
 - across processes: another run of the same shape, started in process; its first K cycles
   and its last K cycles are each ``respond()`` + ``orchestrate resume --workdir D`` as a
@@ -790,8 +791,8 @@ def run(args: argparse.Namespace, shapes: list[Shape], root: Path) -> int:
     print(
         "a cycle: respond to the pending request, then resume until the next pause (or the "
         "end); only cycles that end in a pause are counted. In process: "
-        "WorkflowHarness.respond + WorkflowHarness.resume (a fresh Engine, which reads the "
-        f"state from disk). Processes: respond + '{' '.join(cli)} resume --workdir D' until "
+        "WorkflowHarness.respond + WorkflowHarness.resume (a fresh Engine, which takes the "
+        f"state the last pause left while the file holds it). Processes: respond + '{' '.join(cli)} resume --workdir D' until "
         "it exits 42, bytecode cached (PYTHONPYCACHEPREFIX in the temp dir), as installed."
     )
     if header_peer:

@@ -60,6 +60,7 @@ from orchestrator.adapters.file_bridge import FileBridge
 from peers import measure_peers, peer_lines
 
 from orchestrator import Engine
+from orchestrator.engine.engine import forget_paused
 from orchestrator.testing import MockAgentInvoker
 
 IN_PROCESS_TARGET_MS = 1.0
@@ -235,6 +236,7 @@ def in_process_cycles(
             start, cpu = time.perf_counter_ns(), time.process_time_ns()
             write_response(workdir, request_id)
             if not one_engine:
+                forget_paused()  # as in a new process: nothing handed over
                 engine = new_engine(workflow, workdir)
             outcome = engine.resume()
             elapsed, cpu = time.perf_counter_ns() - start, time.process_time_ns() - cpu

@@ -82,7 +82,7 @@ class CountingBridge(FileBridge):
 
 
 def test_a_long_lived_engine_rereads_the_state_only_when_it_changed(tmp_path: Path) -> None:
-    from orchestrator.engine.engine import _paused as handed_over
+    from orchestrator.engine.engine import forget_paused
 
     workflow = load_workflow()
     engine = Engine(workflow, bridge=CountingBridge(tmp_path, workflow.name))
@@ -95,7 +95,7 @@ def test_a_long_lived_engine_rereads_the_state_only_when_it_changed(tmp_path: Pa
     # Another engine (another process, say) moves the instance on ...
     harness.respond(outcome.pending[0].request_id, answer(outcome.pending[0]))
     other = harness.resume()
-    handed_over.clear()  # another process leaves nothing in this one
+    forget_paused()  # another process leaves nothing in this one
     # ... so the first one must read the state again, not act on what it remembers.
     harness.respond(other.pending[0].request_id, answer(other.pending[0]))
     outcome = engine.resume()

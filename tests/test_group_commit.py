@@ -351,7 +351,7 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
     and the texts are reused, but not once the state is written all in ASCII."""
     from orchestrator.adapters import file_bridge
 
-    from orchestrator.engine.engine import _paused as handed_over
+    from orchestrator.engine.engine import forget_paused
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
 
@@ -374,7 +374,7 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
             answers += 1
             harness.respond(request.request_id, f"Réponse n° {answers}.")
         reused.append(-1)  # a new engine and bridge from here
-        handed_over.clear()  # as in a new process: the state is read from its file
+        forget_paused()  # as in a new process: the state is read from its file
         outcome = harness.resume()
     assert outcome.status == "completed", outcome.message
     assert answers == 6

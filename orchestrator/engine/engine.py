@@ -1410,6 +1410,15 @@ _paused: dict[str, _Paused] = {}
 _paused_lock = threading.Lock()  # a worker advances several runs at once
 _PAUSED_KEPT = 8
 
+
+def forget_paused() -> None:
+    """Drop what pauses in this process left for the next resume (see
+    ``Engine._leave_paused``): the next engine reads its state from the file, as an engine
+    of a new process does."""
+    with _paused_lock:
+        _paused.clear()
+
+
 _status_of = operator.attrgetter("status")
 _journal_fields = operator.attrgetter(*(field.name for field in attrs.fields(JournalEntry)))
 _JOURNAL_WIDTH = len(attrs.fields(JournalEntry))
