@@ -792,8 +792,9 @@ def run(args: argparse.Namespace, shapes: list[Shape], root: Path) -> int:
         "a cycle: respond to the pending request, then resume until the next pause (or the "
         "end); only cycles that end in a pause are counted. In process: "
         "WorkflowHarness.respond + WorkflowHarness.resume (a fresh Engine, which takes the "
-        f"state the last pause left while the file holds it). Processes: respond + '{' '.join(cli)} resume --workdir D' until "
-        "it exits 42, bytecode cached (PYTHONPYCACHEPREFIX in the temp dir), as installed."
+        "state the last pause left while the file holds it). Processes: respond + "
+        f"'{' '.join(cli)} resume --workdir D' until it exits 42, bytecode cached "
+        "(PYTHONPYCACHEPREFIX in the temp dir), as installed."
     )
     if header_peer:
         print(header_peer)

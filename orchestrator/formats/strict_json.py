@@ -198,8 +198,9 @@ def _member_lines(
     keys, values = list(obj), list(obj.values())
     kept = memo.get(key)
     count = 0 if kept is None else len(kept[0])
+    lines: list[str]
     if kept is not None and count <= len(keys) and keys[:count] == kept[0]:
-        lines = kept[2][:]
+        lines = list(kept[2])
         for index in compress(count_from(), map(operator.is_not, values, kept[1])):
             lines[index] = line(keys[index], values[index])
         lines += map(line, keys[count:], values[count:])
