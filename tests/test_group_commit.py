@@ -183,6 +183,9 @@ def test_a_checkpoint_waits_on_the_disk_twice_and_its_lines_come_after_its_state
     def fsync(fd: int) -> None:
         log.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
 
+    # Bound at its import: imported first, it keeps the real function once this test ends.
+    from orchestrator.storage import ndjson  # noqa: F401
+
     monkeypatch.setattr(durable, "sync_filesystem", sync_filesystem)
     monkeypatch.setattr(os, "write", write)
     monkeypatch.setattr(os, "fdatasync", fsync)
