@@ -165,6 +165,9 @@ def test_the_board_page_shows_the_tasks_move(tmp_path: Path) -> None:
     workdir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
+    # The tasks end a second apart, so the page (refreshed each second) sees them move
+    # however fast the machine runs them.
+    env["FAKE_SUBAGENT_STAGGER"] = "1"
     drive = subprocess.Popen(
         [
             sys.executable,
@@ -177,7 +180,7 @@ def test_the_board_page_shows_the_tasks_move(tmp_path: Path) -> None:
             "--handler",
             f"{sys.executable} {REPO / 'examples' / 'task_board' / 'fake_subagent.py'}",
             "--handler-timeout",
-            "3",
+            "10",  # above the longest stagger: only the hang is cut
         ],
         env=env,
         stdout=subprocess.DEVNULL,

@@ -13,7 +13,9 @@ on their first attempt, on purpose:
 
 ``FAKE_SUBAGENT_FAST=1`` also skips the heartbeat and worklog commands (each is a
 process start), and ``FAKE_SUBAGENT_LOG`` names a file where every run appends a line
-(task, attempt), so tests can count how often a subagent ran.
+(task, attempt), so tests can count how often a subagent ran. With
+``FAKE_SUBAGENT_STAGGER=S``, task T-N works N times S seconds before it hands in, so the
+tasks end one after another (for someone watching the board).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 FAST = os.environ.get("FAKE_SUBAGENT_FAST") == "1"
+STAGGER = float(os.environ.get("FAKE_SUBAGENT_STAGGER") or 0)
 
 # The edits, as whole file contents (so a run repeated after a crash writes the same bytes).
 EDITS = {
@@ -160,6 +163,7 @@ def main() -> int:
             )
             return 0
         time.sleep(120)  # hangs: drive kills it at --handler-timeout
+    time.sleep(STAGGER * int(task_id.removeprefix("T-")))
     edits = dict(EDITS[task_id])
     if task_id == "T-5" and attempt == 1:
         edits.update(STRAY)
