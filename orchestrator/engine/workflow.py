@@ -143,12 +143,15 @@ class Workflow:
     archive_after: ClassVar[int] = 16
     version: ClassVar[int] = 1
     phases: ClassVar[tuple[PhaseSpec, ...]] = ()
+    # Whether any phase is marked ``asks_agents`` (then only those may ask).
+    _asks_marked: ClassVar[bool] = False
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if abstract:
             return
         cls.phases = _collect_phases(cls)
+        cls._asks_marked = any(p.asks_agents for p in cls.phases)
         _check_definition(cls)
 
     def __init__(self, inputs: dict[str, Any] | None = None) -> None:
@@ -175,13 +178,7 @@ class Workflow:
     def may_ask(cls, spec: PhaseSpec) -> bool:
         """Whether phase ``spec`` may ask agents (it is one of :meth:`asking_phases`),
         known without a pass over a long workflow's phases at every ask."""
-        if spec.asks_agents:
-            return True
-        known = cls.__dict__.get("_any_marked")
-        if known is None or known[0] is not cls.phases:
-            known = (cls.phases, any(p.asks_agents for p in cls.phases))
-            cls._any_marked = known  # type: ignore[attr-defined]
-        return not known[1]
+        return spec.asks_agents or not cls._asks_marked
 
     @classmethod
     def asking_phases(cls) -> tuple[PhaseSpec, ...]:
