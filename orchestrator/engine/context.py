@@ -73,6 +73,9 @@ class PhaseContext:
         self.inputs: dict[str, Any] = copy_json(record.inputs)
         self.workdir = Path(record.workdir)
         self.output_path = Path(state.output_path)
+        workflow_cls = engine.workflow_cls
+        self._agents = workflow_cls.agents
+        self._may_ask = workflow_cls.may_ask(spec)
 
     def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
         """The recorded output of an earlier phase, structured into ``output_type`` if given."""
@@ -106,6 +109,10 @@ class PhaseContext:
         Raises :class:`AgentFailedError` when the answer is an error the policy does not
         retry.
         """
+        if output_type is None and min_confidence is None and answer_within is None:
+            replayed = self._replayed_text(agent, prompt, timeout_seconds)
+            if replayed is not None:
+                return replayed
         spec = Ask(
             agent=agent,
             prompt=prompt,
@@ -421,6 +428,47 @@ class PhaseContext:
             return None
         self._expect(entry, kind=kind, fingerprint=fingerprint, what=what)
         return entry
+
+    def _replayed_text(self, agent: str, prompt: str, timeout_seconds: int) -> str | None:
+        """The recorded answer of a plain ``ask`` replayed where nothing can go otherwise:
+        the journal holds this very call at this position, answered with a success, and
+        the call passes every check a new one would. A phase asking in a loop replays
+        each earlier ask at every resume, so this is a lookup and one prompt digest.
+
+        ``None`` (and nothing done) in every other case: the full path then checks,
+        opens, pauses, fails or re-opens as it says.
+        """
+        engine = self._engine
+        record, state = engine._record, engine._state
+        if record is None or state is None or record.reopened:
+            return None
+        journal = record.journal
+        position = self._position
+        if position >= len(journal):
+            return None
+        entry = journal[position]
+        if (
+            entry.position != position
+            or entry.kind != "ask"
+            or len(entry.request_ids) != 1
+            or not self._may_ask
+            or agent not in self._agents
+            or len(prompt) < PROMPT_MIN_LENGTH
+            or not TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
+        ):
+            return None
+        data = prompt.encode("utf-8")
+        digest = _durable.sha256_constructor(len(data))(data).hexdigest()
+        if entry.fingerprint != [f"{agent} {digest}"]:
+            return None
+        answered = engine._record_index.of(state.agent_requests).get(entry.request_ids[0])
+        if answered is None or answered.status is not HistoryStatus.COMPLETED:
+            return None
+        response = answered.x_response
+        if response is None or response.status is not RequestStatus.SUCCESS:
+            return None
+        self._position = position + 1
+        return response.response or ""
 
     def _next_position(self) -> int:
         position = self._position

@@ -155,7 +155,9 @@ def _layout(
     def inner_line(key: Any, value: Any) -> str:
         return f"    {key_text(key)}: {encode(value)}"
 
-    def member(key: Any, value: Any) -> str:
+    def pieces(key: Any, value: Any) -> tuple[str, ...]:
+        """A member's text, in pieces: a long list's lines are not copied into another
+        string before the document is joined."""
         if default is not None and not isinstance(value, _JSON_TYPES):
             value = default(value)  # lay an object out as its JSON form would be
         if isinstance(value, dict) and value:
@@ -164,19 +166,24 @@ def _layout(
                 lines = _member_lines(value, inner_line, memo, members_key(key))
             else:
                 lines = list(map(inner_line, value, value.values()))
-            text = "{\n" + ",\n".join(lines) + "\n  }"
-        elif isinstance(value, list) and value:
-            text = "[\n" + _item_lines(value, encode, memo) + "\n  ]"
-        else:
-            text = encode(value)
-        return f"  {key_text(key)}: {text}"
+            return f"  {key_text(key)}: {{\n", ",\n".join(lines), "\n  }"
+        if isinstance(value, list) and value:
+            return f"  {key_text(key)}: [\n", _item_lines(value, encode, memo), "\n  ]"
+        return (f"  {key_text(key)}: {encode(value)}",)
+
+    def member(key: Any, value: Any) -> str:
+        return "".join(pieces(key, value))
 
     if members == "":
         assert memo is not None
         lines = _member_lines(obj, member, memo, members_key(""))
-    else:
-        lines = list(map(member, obj, obj.values()))
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+        return "{\n" + ",\n".join(lines) + "\n}\n"
+    text = ["{\n"]
+    for key, value in obj.items():
+        text += pieces(key, value)
+        text.append(",\n")
+    text[-1] = "\n}\n"
+    return "".join(text)
 
 
 def members_key(name: str) -> tuple[str, str]:

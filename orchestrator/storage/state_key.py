@@ -25,7 +25,7 @@ import operator
 import os
 import re
 import stat
-from itertools import accumulate, compress
+from itertools import compress
 from itertools import count as count_from
 from json.encoder import encode_basestring as _quote
 from pathlib import Path
@@ -249,14 +249,17 @@ def _create_in_place(path: Path, material: bytes) -> None:
 # -- the MAC ----------------------------------------------------------------------------
 
 
-def hmac_sha256_hex(key: bytes, message: bytes) -> str:
-    """HMAC-SHA256 (RFC 2104) of ``message`` under ``key``, in hex."""
-    sha256 = sha256_constructor(len(message))
+def hmac_sha256_hex(key: bytes, *message: bytes | memoryview) -> str:
+    """HMAC-SHA256 (RFC 2104) under ``key`` of the message made of the ``message`` pieces
+    one after the other (a long run's state is not copied to put a few bytes before it),
+    in hex."""
+    sha256 = sha256_constructor(sum(map(len, message)))
     if len(key) > _BLOCK:
         key = sha256(key).digest()
     key = key.ljust(_BLOCK, b"\0")
     inner = sha256(key.translate(_IPAD))
-    inner.update(message)  # no copy of a long run's state
+    for piece in message:
+        inner.update(piece)
     inner = inner.digest()
     return sha256(key.translate(_OPAD) + inner).hexdigest()  # type: ignore[no-any-return]
 
@@ -361,9 +364,10 @@ def data_if_signed(raw: bytes) -> Any:
         key = load_key(create=False)
     except FileNotFoundError:
         return None
-    unsigned = raw[:start] + _member(_MARK_TEXT) + raw[match.end() :]
-    message = _FILE_MAC_CONTEXT + b"{" + match.group(2) + b"\n" + unsigned
-    if not _compare_digest(match.group(1).decode("ascii"), hmac_sha256_hex(key, message)):
+    head = _FILE_MAC_CONTEXT + b"{" + match.group(2) + b"\n"
+    view = memoryview(raw)  # the pieces are hashed where they are
+    mac = hmac_sha256_hex(key, head, view[:start], _member(_MARK_TEXT), view[match.end() :])
+    if not _compare_digest(match.group(1).decode("ascii"), mac):
         return None
     try:
         data = json.loads(raw)
@@ -402,7 +406,7 @@ def _signature_text() -> re.Pattern[bytes]:
 
 
 def _file_mac(key: bytes, fields: dict[str, Any], unsigned: bytes) -> str:
-    return hmac_sha256_hex(key, _FILE_MAC_CONTEXT + _compact(fields) + b"\n" + unsigned)
+    return hmac_sha256_hex(key, _FILE_MAC_CONTEXT + _compact(fields) + b"\n", unsigned)
 
 
 def _compact(value: Any) -> bytes:
@@ -509,12 +513,11 @@ class _Lines:
     ``agent_requests`` are noted in ``record_edits`` when one of their fields is.
     """
 
-    __slots__ = ("_edits", "_ends", "_seen", "_text", "items")
+    __slots__ = ("_edits", "_seen", "_text", "items")
 
     def __init__(self, items: list[Any], text: str) -> None:
         self.items = tuple(items)
         self._text = text
-        self._ends: list[int] | None = None  # where each item's line ends in the text
         self._edits = record_edits()  # the edit log as it is now, and how long
         self._seen = len(self._edits)
 
@@ -523,12 +526,15 @@ class _Lines:
         count = self._unchanged(items)
         if count == 0:
             return
-        if count == len(self.items):
-            text = self._text
-        else:
-            if self._ends is None:
-                self._ends = list(accumulate(map(_plus_newline, self._text.split("\n"))))
-            text = self._text[: self._ends[count - 1] - 2]  # without its ",\n"
+        text = self._text
+        if count < len(self.items):
+            # The line of item ``count`` begins after the newline that many lines from the
+            # end: a long run changes its last items, so this walks back a few lines, where
+            # splitting the text would copy all of it.
+            end = len(text)
+            for _ in range(len(self.items) - count):
+                end = text.rfind("\n", 0, end)
+            text = text[: end - 1]  # without its ",\n"
         memo[lines_key(items)] = (items, count, text)
 
     def _unchanged(self, items: list[Any]) -> int:
@@ -544,10 +550,6 @@ class _Lines:
             ids = map(id, items[:count])
             count = next(compress(count_from(), map(edited.__contains__, ids)), count)
         return count
-
-
-def _plus_newline(line: str) -> int:
-    return len(line) + 1
 
 
 _LISTS = ("completed_phases", "agent_requests")

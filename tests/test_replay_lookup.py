@@ -1,0 +1,138 @@
+"""A replayed ``ctx.ask`` is a lookup, and the lookup changes nothing but the speed.
+
+A phase asking in a loop replays every earlier ask at each resume; a plain ask already
+answered with a success is found in the journal and given its recorded answer without
+the full path (``PhaseContext._replayed_text``). These tests resume a five-ask loop after
+four answers with the code changed in one way or another at its second ask, once with
+the lookup and once with it turned off, and expect the very same outcome: the lookup
+must defer every case it does not settle (another prompt or agent, an agent not
+declared, a timeout out of range, a typed or confidence-checked answer) to the path that
+checks, fails or re-opens. And it is taken: replayed asks build no ``Ask``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Workflow, phase
+from orchestrator.engine import context
+from orchestrator.testing import WorkflowHarness
+
+ASKS = 5
+ANSWERED = 4
+#: How the code at the second ask differs on the resume after the answers (see ``Loop``).
+CHANGE: dict[str, Any] = {}
+
+
+def prompt(number: int) -> str:
+    return (
+        f"You are the writer of a numbered list. Write item {number} of {ASKS} in one plain "
+        "sentence, and answer with the sentence alone."
+    )
+
+
+AGENTS = ("writer", "critic")
+
+
+class Loop(Workflow):
+    name = "replay-loop"
+    agents = AGENTS
+
+    @phase(1)
+    def loop(self, ctx: Any) -> dict[str, Any]:
+        answers = []
+        for number in range(1, ASKS + 1):
+            agent, text, options = "critic" if number == ASKS else "writer", prompt(number), {}
+            if number == 2:
+                agent = CHANGE.get("agent", agent)
+                text = CHANGE.get("prompt", text)
+                options = CHANGE.get("options", options)
+            answers.append(ctx.ask(agent, text, **options))
+        return {"answers": answers}
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "the same code": {},
+    "another prompt": {"prompt": prompt(2) + " Keep it short."},
+    "another declared agent": {"agent": "critic"},
+    "an agent not declared": {"agent": "stranger"},
+    "the agent no longer declared": {"agents": ("critic",)},
+    "a timeout out of range": {"options": {"timeout_seconds": 0}},
+    "a typed answer": {"options": {"output_type": dict}},
+    "a confidence required": {"options": {"min_confidence": 0.5}},
+    "a deadline for the answer": {"options": {"answer_within": timedelta(hours=1)}},
+    "an invalid deadline": {"options": {"answer_within": timedelta(0)}},
+}
+
+
+def answer(number: int) -> str:
+    return f"Item {number}: owls hunt at night."
+
+
+def resume_changed(tmp_path: Path, change: dict[str, Any]) -> tuple[Any, ...]:
+    """Answer four asks, the code changed at the second before the last resume: what
+    that resume gives."""
+    tmp_path.mkdir()
+    ids = (str(uuid.UUID(int=n)) for n in itertools.count(1))
+    harness = WorkflowHarness(Loop, tmp_path, new_id=lambda: next(ids))
+    CHANGE.clear()
+    outcome = harness.run()
+    for number in range(1, ANSWERED + 1):
+        assert outcome.status == "paused", outcome.message
+        harness.respond(outcome.pending[0].request_id, answer(number))
+        if number == ANSWERED:  # the resume that replays the answered asks
+            CHANGE.update(change)
+            Loop.agents = change.get("agents", AGENTS)
+        try:
+            outcome = harness.resume()
+        finally:
+            CHANGE.clear()
+            Loop.agents = AGENTS
+    pending = tuple((r.request_id, r.agent_name, r.prompt) for r in outcome.pending)
+    return outcome.status, outcome.exit_code, outcome.message, pending, outcome.outputs
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_lookup_gives_what_the_full_path_gives(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked_up = resume_changed(tmp_path / "lookup", VARIANTS[variant])
+    monkeypatch.setattr(context.PhaseContext, "_replayed_text", lambda *_: None)
+    full = resume_changed(tmp_path / "full", VARIANTS[variant])
+    assert looked_up == full
+    if variant in ("the same code", "a deadline for the answer"):
+        assert looked_up[0] == "paused"
+        fifth = str(uuid.UUID(int=ANSWERED + 2))  # the run's id was made first
+        assert looked_up[3] == ((fifth, "critic", prompt(ANSWERED + 1)),)
+    else:
+        assert looked_up[0] == "failed", looked_up[2]
+
+
+def test_replayed_asks_build_no_ask_and_answer_as_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    real = context.Ask
+
+    def counted(**fields: Any) -> Any:
+        made.append(fields["prompt"])
+        return real(**fields)
+
+    harness = WorkflowHarness(Loop, tmp_path)
+    outcome = harness.run()
+    for number in range(1, ASKS + 1):
+        monkeypatch.setattr(context, "Ask", counted)
+        made.clear()
+        harness.respond(outcome.pending[0].request_id, answer(number))
+        outcome = harness.resume()
+        monkeypatch.setattr(context, "Ask", real)
+        # The answered asks replay as lookups; only the next one is made.
+        assert made == ([prompt(number + 1)] if number < ASKS else [])
+    assert outcome.status == "completed", outcome.message
+    assert outcome.outputs["loop"] == {"answers": [answer(n) for n in range(1, ASKS + 1)]}
