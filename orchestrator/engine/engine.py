@@ -69,6 +69,7 @@ from ..formats.bridge import (
     RecordIndex,
     RequestStatus,
     ResponseMetadata,
+    record_edits,
 )
 from ..formats.bridge_codec import dump_document, error_type_of
 from ..formats.convert import unstructure
@@ -133,8 +134,10 @@ class Engine:
         self._consumed: list[ReceivedResponse] = []
         self._fatal: OrchestratorError | None = None
         self._record_index = RecordIndex()
+        # _pending's last answer: (requests, their count, edit log, its length, pending)
+        self._pending_kept: tuple[Any, int, list[Any], int, list[AgentRequestRecord]] | None = None
         # The engine tells what happens; the recorder writes the run's evidence.
-        self.recorder = Recorder(bridge=bridge, clock=self.clock)
+        self.recorder = Recorder(bridge=bridge, clock=self.clock, record_index=self._record_index)
         # A replay (``engine.replay``): every call must be in the journal; none is made.
         self.replay_only = False
         #: Asked after every checkpoint of a run that goes on: when it answers True, the
@@ -605,10 +608,12 @@ class Engine:
             fresh[record.request_id] = (record, item)
         # In the order the requests were made, not the order the files were found: the
         # story (and the ids of retries) must not depend on what the host named its files.
-        order = {
-            r.request_id: index for index, r in enumerate(self._require_state().agent_requests)
-        }
-        for record, item in sorted(fresh.values(), key=lambda pair: order[pair[0].request_id]):
+        answered = list(fresh.values())
+        if len(answered) > 1:
+            requests = self._require_state().agent_requests
+            order = {r.request_id: index for index, r in enumerate(requests)}
+            answered.sort(key=lambda pair: order[pair[0].request_id])
+        for record, item in answered:
             retry = late.get(record.request_id)
             if retry is not None:
                 self._supersede(retry, answered=record)
@@ -822,9 +827,7 @@ class Engine:
         self._close_phase(spec, status=STATUS_PASS, summary=summary)
         record.journal = []
         record.reopened = False
-        phases = self.workflow_cls.phases
-        index = phases.index(spec)
-        return phases[index + 1] if index + 1 < len(phases) else None
+        return self.workflow_cls.phase_after(spec)
 
     def _finish(self) -> Outcome:
         state = self._require_state()
@@ -936,6 +939,7 @@ class Engine:
                 bridge=self.bridge,
                 journal_kept=self._journal_kept,
                 published=self.recorder.published,
+                record_index=self._record_index,
             )
             while len(_paused) > _PAUSED_KEPT:
                 del _paused[next(iter(_paused))]
@@ -953,9 +957,11 @@ class Engine:
         if kept.bridge is not self.bridge and not self.bridge.take_over(kept.bridge):
             return False
         if kept.state is not self._state:
-            self._journal_kept = kept.journal_kept
+            self._journal_kept, self._record_index = kept.journal_kept, kept.record_index
             self._state, self._record = kept.state, kept.record
-            self.recorder.attach(kept.state, kept.record, published=kept.published)
+            self.recorder.attach(
+                kept.state, kept.record, published=kept.published, record_index=kept.record_index
+            )
         return True
 
     def _attach(self, state: CheckpointState, record: EngineRecord) -> None:
@@ -1051,10 +1057,27 @@ class Engine:
         return until is not None and self.clock.now() < parse_time(until)
 
     def _pending(self) -> list[AgentRequestRecord]:
-        # At C speed: a long run's thousand requests cost no step of Python each.
+        """The requests still waiting for an answer, in the order they were made.
+
+        Asked several times a cycle; the answer is kept while the list has the same
+        items and no request was edited since (the engine appends requests and assigns
+        their fields, see ``record_edits``), and otherwise found at C speed: a long run's
+        thousand requests cost no step of Python each."""
         requests = self._require_state().agent_requests
-        statuses = map(_status_of, requests)
-        return list(compress(requests, map(operator.is_, statuses, repeat(HistoryStatus.PENDING))))
+        edits = record_edits()
+        kept = self._pending_kept
+        if (
+            kept is not None
+            and kept[0] is requests
+            and kept[1] == len(requests)
+            and kept[2] is edits
+            and kept[3] == len(edits)
+        ):
+            return list(kept[4])
+        waiting = map(operator.is_, map(_status_of, requests), repeat(HistoryStatus.PENDING))
+        pending = list(compress(requests, waiting))
+        self._pending_kept = (requests, len(requests), edits, len(edits), pending)
+        return list(pending)
 
     def _records_by_id(self) -> dict[str, AgentRequestRecord]:
         return self._record_index.of(self._require_state().agent_requests)
@@ -1402,6 +1425,7 @@ class _Paused:
     bridge: Bridge
     journal_kept: _JournalKept | None
     published: int  # the recorder's: the last event known to be in the run's log
+    record_index: RecordIndex  # of the state's agent_requests, kept as they grow
 
 
 # bridge location -> the state its last clean pause left (see Engine._leave_paused); a few

@@ -145,6 +145,8 @@ class Workflow:
     phases: ClassVar[tuple[PhaseSpec, ...]] = ()
     # Whether any phase is marked ``asks_agents`` (then only those may ask).
     _asks_marked: ClassVar[bool] = False
+    # Each phase's place in ``phases``, by name (names are unique).
+    _phase_at: ClassVar[dict[str, int]] = {}
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -152,6 +154,9 @@ class Workflow:
             return
         cls.phases = _collect_phases(cls)
         cls._asks_marked = any(p.asks_agents for p in cls.phases)
+        cls._phase_at = {}
+        for index, spec in enumerate(cls.phases):
+            cls._phase_at.setdefault(spec.name, index)
         _check_definition(cls)
 
     def __init__(self, inputs: dict[str, Any] | None = None) -> None:
@@ -159,10 +164,13 @@ class Workflow:
 
     @classmethod
     def phase_named(cls, name: str) -> PhaseSpec:
-        for spec in cls.phases:
-            if spec.name == name:
-                return spec
-        raise KeyError(name)
+        return cls.phases[cls._phase_at[name]]
+
+    @classmethod
+    def phase_after(cls, spec: PhaseSpec) -> PhaseSpec | None:
+        """The phase that follows ``spec`` (one of ``phases``), ``None`` after the last."""
+        index = cls._phase_at[spec.name] + 1
+        return cls.phases[index] if index < len(cls.phases) else None
 
     @classmethod
     def policy(cls) -> RetryPolicy:

@@ -101,23 +101,36 @@ class PhaseTally:
 class Recorder:
     """Queues the events of one run and publishes them once their state is durable."""
 
-    def __init__(self, *, bridge: Bridge, clock: Clock) -> None:
+    def __init__(
+        self, *, bridge: Bridge, clock: Clock, record_index: RecordIndex | None = None
+    ) -> None:
         self.bridge = bridge
         self.clock = clock
         self._state: CheckpointState | None = None
         self._book: RunBook | None = None
         # The highest event number known to be in the run's log.
         self._published = 0
-        self._record_index = RecordIndex()
+        # Of the state's requests by id: the engine's own, when it shares it.
+        self._record_index = record_index or RecordIndex()
         #: The worker advancing the run (``orchestrate worker``): its events name it.
         self.worker: str | None = None
 
-    def attach(self, state: CheckpointState, book: RunBook, *, published: int = 0) -> None:
+    def attach(
+        self,
+        state: CheckpointState,
+        book: RunBook,
+        *,
+        published: int = 0,
+        record_index: RecordIndex | None = None,
+    ) -> None:
         """Record for a state just made or loaded; what its log holds is asked on publish,
         unless ``published`` says (the :attr:`published` of a recorder of this process
-        that had the same state)."""
+        that had the same state). ``record_index``: the index of its requests that
+        recorder kept, to go on with."""
         self._state, self._book = state, book
         self._published = published
+        if record_index is not None:
+            self._record_index = record_index
 
     @property
     def published(self) -> int:
