@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from process_support import orchestrate
 from signing_support import edit_state, sign_state_file, signature_holds
 
@@ -699,3 +701,42 @@ def test_bytes_a_save_wrote_are_read_without_the_careful_parser_and_others_are_n
     )
     assert moved != raw and data_if_signed(moved) is None
     assert data_if_signed(raw + b" ") is None
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.binary(max_size=40), st.integers(0, 9)),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_a_part_hashed_on_from_the_last_save_has_the_digest_of_its_bytes(
+    edits: list[tuple[int, bytes, int]],
+) -> None:
+    """A part's hash goes on from where it agreed with the last save's bytes: whatever
+    changed where (appended, cut, changed at its head or its end), the digest is that of
+    the bytes, as a fresh hash gives it."""
+    import hashlib
+
+    from orchestrator.storage import state_key
+
+    document = bytes(range(256)) * 2
+    last = None
+    with pytest.MonkeyPatch.context() as patch:  # short parts, short steps: every path
+        patch.setattr(state_key, "_HASHED_ON_FROM", 64)
+        patch.setattr(state_key, "_AGREE_STEP", 16)
+        for kind, text, where in edits:
+            at = len(document) * where // 10
+            if kind == 0:
+                document += text
+            elif kind == 1:
+                document = document[:at] + text
+            elif kind == 2:
+                document = document[:at] + text + document[at + len(text) :]
+            else:
+                document = text + document[len(text) :]
+            hasher, last = state_key._hashed_on(hashlib.sha256, document, last)
+            assert hasher.hexdigest() == hashlib.sha256(document).hexdigest()
+            if last is not None:
+                assert last[0] is document and 0 <= last[1] <= len(document)

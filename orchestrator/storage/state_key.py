@@ -271,7 +271,55 @@ def _key_id(key: bytes) -> str:
 def _digests(data: dict[str, Any], memo: dict[Any, Any] | None = None) -> list[tuple[str, str]]:
     parts = signed_parts(data, memo=memo)
     sha256 = sha256_constructor(sum(len(encoded) for _, encoded in parts))
-    return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
+    if memo is None:
+        return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
+    kept, made = memo.get(_PARTS_KEPT, {}), memo.setdefault(_PARTS_MADE, {})
+    digests = []
+    for name, encoded in parts:
+        hasher, made[name] = _hashed_on(sha256, encoded, kept.get(name))
+        digests.append((name, hasher.hexdigest()))
+    return digests
+
+
+# memo keys: the parts' bytes at the last save with a hash taken up to where they agreed
+# with the save before (lent by whoever keeps the memo), and those of this save.
+_PARTS_KEPT = "parts-kept"
+_PARTS_MADE = "parts-made"
+_HASHED_ON_FROM = 1 << 16  # a shorter part is hashed whole
+_AGREE_STEP = 1 << 12
+
+
+def _hashed_on(
+    sha256: Any, encoded: bytes, last: tuple[bytes, int, Any] | None
+) -> tuple[Any, tuple[bytes, int, Any] | None]:
+    """A hash object that has taken ``encoded``, and what the next save may go on from:
+    ``(encoded, offset, a copy of the hash at offset)``.
+
+    A long run's parts grow at their end (its requests, its outputs): the bytes up to
+    the first one that changed since the last save were hashed then. ``last`` is what
+    that save kept: when ``encoded`` begins with the same bytes up to its offset, its
+    hash goes on from there. How far the two agree beyond is found a few kilobytes at a
+    time, and the copy kept there, for the next save.
+    """
+    if len(encoded) < _HASHED_ON_FROM:
+        return sha256(encoded), None
+    view = memoryview(encoded)
+    start, hasher, before = 0, None, b""
+    if last is not None:
+        before, offset, at_offset = last
+        if encoded.startswith(memoryview(before)[:offset]):  # compared at C speed
+            start, hasher = offset, at_offset.copy()
+    agreed, limit = start, min(len(before), len(encoded))
+    while agreed + _AGREE_STEP <= limit and (
+        encoded[agreed : agreed + _AGREE_STEP] == before[agreed : agreed + _AGREE_STEP]
+    ):
+        agreed += _AGREE_STEP
+    if hasher is None:
+        hasher = sha256()
+    hasher.update(view[start:agreed])
+    kept = hasher.copy()
+    hasher.update(view[agreed:])
+    return hasher, (encoded, agreed, kept)
 
 
 def _signature(key: bytes, digests: list[tuple[str, str]]) -> dict[str, Any]:
@@ -329,7 +377,10 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
         with_signature(data, _MARK), default=default, memo=memo, members="phase_data"
     )
     mark = _member(_MARK_TEXT)
-    if unsigned.count(mark) != 1:
+    # The mark is near the top (the engine's record leads phase_data): one pass finds it
+    # and that it is there once.
+    at = unsigned.find(mark)
+    if at < 0 or unsigned.find(mark, at + len(mark)) >= 0:
         signed = with_signature(data, _signature(key, digests))
         return dumps_canonical(signed, default=default, memo=memo)
     fields = {
@@ -338,7 +389,8 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
         "covers": COVERS_FILE,
     }
     signature = {"hmac_sha256": _file_mac(key, fields, unsigned), **fields}
-    return unsigned.replace(mark, _member(_compact(signature)))
+    view = memoryview(unsigned)
+    return b"".join((view[:at], _member(_compact(signature)), view[at + len(mark) :]))
 
 
 def data_if_signed(raw: bytes) -> Any:
@@ -435,7 +487,7 @@ class EncodedItems:
     item by item (``SettledItems``).
     """
 
-    __slots__ = ("_lists", "_members", "_settled")
+    __slots__ = ("_lists", "_members", "_parts", "_settled")
 
     def __init__(self) -> None:
         # list name -> _Lines of the list at the last save or load
@@ -446,6 +498,8 @@ class EncodedItems:
         self._members: dict[Any, tuple[list[Any], list[Any], list[str]]] = {}
         # The settled lists' item texts (a long phase's journal; see SettledItems).
         self._settled: dict[int, tuple[list[Any], list[str]]] = {}
+        # The signature's parts as last hashed (see _hashed_on).
+        self._parts: dict[str, tuple[bytes, int, Any] | None] = {}
 
     def held(self) -> int:
         """How many items' texts are held."""
@@ -460,6 +514,7 @@ class EncodedItems:
                 lines.lend(getattr(state, name), memo)
         memo.update(self._members)
         memo[SETTLED_KEPT] = self._settled
+        memo[_PARTS_KEPT] = self._parts
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
@@ -471,6 +526,7 @@ class EncodedItems:
                 self._lists[name] = _Lines(items, made[2])
         self._members = {key: memo[key] for key in _MEMBER_KEYS if key in memo}
         self._settled = memo.get(SETTLED_MADE, {})
+        self._parts = memo.get(_PARTS_MADE, {})
 
     def seed(self, state: Any, raw: bytes) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
@@ -480,7 +536,7 @@ class EncodedItems:
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        self._lists, self._members, self._settled = {}, {}, {}
+        self._lists, self._members, self._settled, self._parts = {}, {}, {}, {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = raw.decode("utf-8")
