@@ -182,6 +182,11 @@ class Shape:
     def tenth(self) -> int:
         return max(1, self.cycles // 10)
 
+    @property
+    def middles(self) -> tuple[int, int]:
+        """The cycles at the middle of the first and of the last tenth."""
+        return self.tenth // 2, self.cycles - self.tenth // 2
+
 
 @dataclass
 class Figures:
@@ -199,6 +204,12 @@ class Figures:
     first_write: Series = field(default_factory=Series)
     last_write: Series = field(default_factory=Series)
     state_sizes: tuple[int, int] = (0, 0)
+    # The replay floor of a loop: at the same two cycles, the phase's own code making
+    # each earlier prompt and one SHA-256 of each (its fingerprint), with no engine; and
+    # how many asks that is.
+    first_replay: Series = field(default_factory=Series)
+    last_replay: Series = field(default_factory=Series)
+    replayed: tuple[int, int] = (0, 0)
     peer: Any = None
 
 
@@ -303,7 +314,7 @@ def in_process_run(
     workdir = fresh_dir(root, f"inproc-{shape.kind}-{shape.size}")
     harness = WorkflowHarness(workflow, workdir)
     samples = Series()
-    middles = (shape.tenth // 2, shape.cycles - shape.tenth // 2)
+    middles = shape.middles
     states: list[bytes] = []
     began = time.perf_counter_ns()
     outcome = harness.run()
@@ -346,6 +357,24 @@ def write_floor(root: Path, states: tuple[bytes, bytes], samples: int) -> tuple[
             write_together([(target, data)])
             series.add(ms(time.perf_counter_ns() - start), ms(time.process_time_ns() - cpu))
     shutil.rmtree(directory)
+    return first, last
+
+
+def replay_floor(shape: Shape, workflow: type[Any], samples: int) -> tuple[Series, Series]:
+    """What replaying a loop's earlier asks costs at least, at the middle of the first and
+    of the last tenth (cycle c replays the c asks answered so far): the phase's own code
+    making each prompt and one SHA-256 of it (the fingerprint a replay must compare), with
+    no engine, alternately."""
+    import hashlib
+
+    prompt = sys.modules[workflow.__module__]._prompt
+    first, last = Series(), Series()
+    for _ in range(samples):
+        for asks, series in zip(shape.middles, (first, last), strict=True):
+            start, cpu = time.perf_counter_ns(), time.process_time_ns()
+            for number in range(1, asks + 1):
+                hashlib.sha256(prompt(number).encode("utf-8")).hexdigest()
+            series.add(ms(time.perf_counter_ns() - start), ms(time.process_time_ns() - cpu))
     return first, last
 
 
@@ -545,6 +574,14 @@ def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
             figures.last_write,
         ),
     ]
+    if figures.first_replay:
+        lines += [
+            row(
+                f"floor: replaying the asks before, first tenth ({figures.replayed[0]} asks)",
+                figures.first_replay,
+            ),
+            row(f"floor: the same, last tenth ({figures.replayed[1]} asks)", figures.last_replay),
+        ]
     peer = figures.peer
     if peer is not None and not isinstance(peer, str):
         lines += [
@@ -580,6 +617,12 @@ def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
         f"what the state's growth alone adds to a cycle (its write floor, last - first): "
         f"{forced:+.2f} ms, so a last tenth of at least {(base + forced) / base:.2f}x the first"
     )
+    if figures.first_replay:
+        replay = statistics.median(figures.last_replay) - statistics.median(figures.first_replay)
+        lines.append(
+            f"with the replay of the asks before (its floor, last - first: {replay:+.2f} ms), "
+            f"at least {(base + forced + replay) / base:.2f}x the first"
+        )
     if peer is not None and not isinstance(peer, str):
         lines.append(
             "LangGraph / ours (medians; target >= 2x): "
@@ -766,6 +809,11 @@ def run(args: argparse.Namespace, shapes: list[Shape], root: Path) -> int:
         figures = Figures(in_process, whole, first, last, first_floor, last_floor)
         figures.first_write, figures.last_write = first_write, last_write
         figures.state_sizes = (len(states[0]), len(states[1]))
+        if shape.kind == "loop":
+            figures.first_replay, figures.last_replay = replay_floor(
+                shape, workflows[shape], WRITE_FLOOR_SAMPLES
+            )
+            figures.replayed = shape.middles
         if peers:
             figures.peer = measure_peer(shape, samples, root, env, progress)
         results[shape] = figures

@@ -26,6 +26,10 @@ OURS = (
     "whole run in process (run() to completion): ours ",
     "last / first (medians, wall and cpu): ours in process ",
 )
+REPLAY = (
+    "floor: replaying the asks before, first tenth (",
+    "with the replay of the asks before (its floor, last - first: ",
+)
 PEER = (
     "LangGraph in process, first tenth",
     "LangGraph in process, last tenth",
@@ -57,6 +61,8 @@ def test_long_runs_bench_prints_every_figure_of_each_shape(tmp_path: Path) -> No
     assert any(line.startswith("== 5 phases, one ask each: 4 cycles") for line in lines)
     assert any(line.startswith("== one phase asking 4 times in a loop: 3 cycles") for line in lines)
     assert not missing(lines, OURS, 2), "\n".join(lines)
+    # The loop's replay floor, beside its write floor: for the loop alone.
+    assert not missing(lines, REPLAY, 1), "\n".join(lines)
     assert not any(line.startswith("LangGraph") for line in lines)
     start = next(i for i, line in enumerate(lines) if line.startswith("targets (issue 18;"))
     targets = lines[start:]

@@ -73,9 +73,11 @@ class PhaseContext:
         self.inputs: dict[str, Any] = copy_json(record.inputs)
         self.workdir = Path(record.workdir)
         self.output_path = Path(state.output_path)
+        # What a replayed ask needs, looked up once (see _replayed_text).
         workflow_cls = engine.workflow_cls
         self._agents = workflow_cls.agents
         self._may_ask = workflow_cls.may_ask(spec)
+        self._sha256 = _durable.sha256_constructor()
 
     def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
         """The recorded output of an earlier phase, structured into ``output_type`` if given."""
@@ -448,18 +450,15 @@ class PhaseContext:
             return None
         entry = journal[position]
         if (
-            entry.position != position
-            or entry.kind != "ask"
+            entry.kind != "ask"
+            or entry.position != position
             or len(entry.request_ids) != 1
             or not self._may_ask
             or agent not in self._agents
             or len(prompt) < PROMPT_MIN_LENGTH
             or not TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
+            or entry.fingerprint != [f"{agent} {self._sha256(prompt.encode()).hexdigest()}"]
         ):
-            return None
-        data = prompt.encode("utf-8")
-        digest = _durable.sha256_constructor(len(data))(data).hexdigest()
-        if entry.fingerprint != [f"{agent} {digest}"]:
             return None
         answered = engine._record_index.of(state.agent_requests).get(entry.request_ids[0])
         if answered is None or answered.status is not HistoryStatus.COMPLETED:

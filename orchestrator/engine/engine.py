@@ -1113,6 +1113,10 @@ class Engine:
         journal = self._require_record().journal
         if position < len(journal) and journal[position].position == position:
             return journal[position]
+        if position >= len(journal) and (not journal or journal[-1].position == len(journal) - 1):
+            # Entries are journaled at rising positions: when the last one is at its index,
+            # each one is, and none is at ``position`` (the first new call after a replay).
+            return None
         for entry in journal:
             if entry.position == position:
                 return entry

@@ -111,7 +111,7 @@ class Recorder:
         # The highest event number known to be in the run's log.
         self._published = 0
         # Of the state's requests by id: the engine's own, when it shares it.
-        self._record_index = record_index or RecordIndex()
+        self._record_index = RecordIndex() if record_index is None else record_index
         #: The worker advancing the run (``orchestrate worker``): its events name it.
         self.worker: str | None = None
 
