@@ -14,12 +14,13 @@ pause to the next: answer every pending request, resume, run to the next pause.
   which takes the state the last pause left, unless the file changed) until the run
   completes; every cycle that ends in a
   pause is timed, respond included. Printed: the first and the last tenth of them.
-- across processes: another run of the same shape, started in process; its first K cycles
-  and its last K cycles are each ``respond()`` + ``orchestrate resume --workdir D`` as a
-  fresh process (until it exits 42), and the cycles between them are driven in process,
-  unmeasured, on the same work directory (the same state file a process reads). After each
-  process, one ``python -c 'import orchestrator.cli.main'`` (its floor, to tell a slower
-  cycle from a busier machine).
+- across processes: two more runs of the same shape, started in process; one stays at its
+  start, the other is driven in process, unmeasured, to its last K cycles (the same state
+  file a process reads). Then, in turns, one cycle of each is ``respond()`` +
+  ``orchestrate resume --workdir D`` as a fresh process (until it exits 42), K times: the
+  first K and the last K cycles are measured side by side, so a machine that drifts
+  during the bench weighs on both alike. After each process, one ``python -c 'import
+  orchestrator.cli.main'`` (its floor, to tell a slower cycle from a busier machine).
 - ``--peers``: the same shapes on LangGraph + ``SqliteSaver`` right after each of ours
   (``bench/peers/langgraph_long.py``); without its requirements, one line says how to
   install them.
@@ -389,32 +390,39 @@ def cross_process_run(
     cli: list[str],
     env: dict[str, str],
 ) -> tuple[Series, Series, Series, Series]:
-    """The first and the last ``samples`` cycles of one run as fresh processes, each
-    followed by one import floor; the cycles between them in process, unmeasured, by the
-    same harness on the same work directory. Started and ended in process (checked)."""
+    """The first and the last ``samples`` cycles of the shape as fresh processes, each
+    followed by one import floor, taken in turns: two runs, one at its start and one
+    driven in process (unmeasured) to its last cycles, each advanced one cycle at a time,
+    so that a machine that slows down or speeds up during the bench weighs on both ends
+    alike. The late run is ended in process (checked); the early one is dropped."""
     where = f"{shape.title}, across processes"
-    workdir = fresh_dir(root, f"cross-{shape.kind}-{shape.size}")
-    harness = WorkflowHarness(workflow, workdir)
-    expect_pause(harness.run(), where)
-    first_end = min(samples, shape.cycles)
-    last_start = max(first_end, shape.cycles - samples)
+    early = WorkflowHarness(workflow, fresh_dir(root, f"cross-early-{shape.kind}-{shape.size}"))
+    late = WorkflowHarness(workflow, fresh_dir(root, f"cross-late-{shape.kind}-{shape.size}"))
+    count = min(samples, shape.cycles)
+    for harness in (early, late):
+        expect_pause(harness.run(), where)
+    for _ in range(shape.cycles - count):
+        advance(late, where)
     first, last, first_floor, last_floor = Series(), Series(), Series(), Series()
     floor_command = [sys.executable, "-c", "import orchestrator.cli.main"]
-    for _ in range(first_end):
-        first.add(*process_cycle(harness, cli, env, where))
-        first_floor.add(*floor_process(floor_command, env))
-    for _ in range(first_end, last_start):
-        for request_id in pending_request_ids(workdir):
-            harness.respond(request_id, ANSWER)
-        expect_pause(harness.resume(), where)
-    for _ in range(last_start, shape.cycles):
-        last.add(*process_cycle(harness, cli, env, where))
-        last_floor.add(*floor_process(floor_command, env))
-    for request_id in pending_request_ids(workdir):
-        harness.respond(request_id, ANSWER)
-    check_completed(harness.resume(), shape, where)
-    shutil.rmtree(workdir)
+    for turn in range(count):
+        ends = [(early, first, first_floor), (late, last, last_floor)]
+        for harness, cycles, floors in ends if turn % 2 == 0 else ends[::-1]:
+            cycles.add(*process_cycle(harness, cli, env, where))
+            floors.add(*floor_process(floor_command, env))
+    for request_id in pending_request_ids(late.workdir):
+        late.respond(request_id, ANSWER)
+    check_completed(late.resume(), shape, where)
+    for harness in (early, late):
+        shutil.rmtree(harness.workdir)
     return first, last, first_floor, last_floor
+
+
+def advance(harness: WorkflowHarness, where: str) -> None:
+    """One cycle in process, unmeasured: respond to what is pending, resume to a pause."""
+    for request_id in pending_request_ids(harness.workdir):
+        harness.respond(request_id, ANSWER)
+    expect_pause(harness.resume(), where)
 
 
 def process_cycle(

@@ -7,10 +7,10 @@ calls ``interrupt()`` N times, see ``langgraph_workflow.py``):
   ``graph.invoke(Command(resume=ANSWER), config)`` from one interrupt to the next, every
   one of the run's cycles that ends at an interrupt is timed, and the whole run (start to
   end) too;
-- across processes: the first ``samples`` cycles and the last ``samples`` cycles of
-  another run, each one the answer written to a file and a fresh ``python
-  langgraph_resume.py resume`` (as ``bench/resume_cycle.py``'s P2); the cycles between
-  them are driven in this process on the same database file, unmeasured.
+- across processes: the first ``samples`` cycles of one more run and the last ``samples``
+  cycles of another, driven in this process to them (unmeasured), taken in turns, each
+  one the answer written to a file and a fresh ``python langgraph_resume.py resume`` (as
+  ``bench/resume_cycle.py``'s P2).
 
 Durability as shipped, as in ``langgraph_cycle.py``: ``invoke``'s default ``"async"``
 durability and ``SqliteSaver.from_conn_string``'s connection.
@@ -136,28 +136,35 @@ def check_completed(result: dict[str, Any], shape: str, size: int, where: str) -
 def cross_process_run(
     directory: Path, shape: str, size: int, samples: int, env: dict[str, str]
 ) -> tuple[Series, Series]:
-    """Cycles 1..samples and the last ``samples`` cycles as fresh processes; between them,
-    and for the cycle that ends the run, this process resumes the same database."""
-    workdir = directory / "cross-process"
-    workdir.mkdir()
-    database = workdir / "checkpoints.sqlite"
+    """The first and the last ``samples`` cycles as fresh processes, in turns, as ours are
+    measured: two databases, one at its start and one driven here to its last cycles,
+    each advanced one cycle at a time. The late one's run is ended here (checked)."""
+    runs = []
+    for name in ("early", "late"):
+        workdir = directory / f"cross-process-{name}"
+        workdir.mkdir()
+        database = workdir / "checkpoints.sqlite"
+        with open_graph(database, size, shape) as graph:
+            result = graph.invoke({"outputs": {}}, thread_config(THREAD))
+        expect_prompt(pending_prompt(result), shape, 1, size, "across processes")
+        runs.append((workdir, database))
+    (early_dir, early), (late_dir, late) = runs
     # Unmeasured: a first process on a throwaway database compiles LangGraph's bytecode
     # into the cache of ``env`` (ours' first process is warmed the same way).
     warm = directory / "warm.sqlite"
-    child(["start", str(warm), str(size), shape], workdir, env, shape, 1, size)
-    with open_graph(database, size, shape) as graph:
-        result = graph.invoke({"outputs": {}}, thread_config(THREAD))
-    expect_prompt(pending_prompt(result), shape, 1, size, "across processes")
+    child(["start", str(warm), str(size), shape], early_dir, env, shape, 1, size)
     cycles = size - 1  # the cycles that end at an interrupt
+    count = min(samples, cycles)
+    in_process_cycles(late, shape, size, 0, cycles - count)
     first, last = Series(), Series()
-    first_end = min(samples, cycles)
-    last_start = max(first_end, cycles - samples)
-    for cycle in range(1, first_end + 1):
-        first.add(*process_cycle(workdir, database, shape, size, cycle, env))
-    in_process_cycles(database, shape, size, first_end, last_start)
-    for cycle in range(last_start + 1, cycles + 1):
-        last.add(*process_cycle(workdir, database, shape, size, cycle, env))
-    with open_graph(database, size, shape) as graph:
+    for turn in range(count):
+        ends = [
+            (early_dir, early, turn + 1, first),
+            (late_dir, late, cycles - count + turn + 1, last),
+        ]
+        for workdir, database, cycle, series in ends if turn % 2 == 0 else ends[::-1]:
+            series.add(*process_cycle(workdir, database, shape, size, cycle, env))
+    with open_graph(late, size, shape) as graph:
         result = graph.invoke(Command(resume=ANSWER), thread_config(THREAD))
     check_completed(result, shape, size, "across processes")
     return first, last
