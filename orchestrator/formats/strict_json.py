@@ -296,12 +296,20 @@ def _remembering(
         if kept is not None and kept[0][0] is values[0] and len(kept[0]) <= len(values):
             texts = kept[1][:]
             for index in compress(count_from(), map(operator.is_not, values, kept[0])):
-                texts[index] = remembered(values[index])
-            texts += map(remembered, values[len(kept[0]) :])
+                texts[index] = whole(values[index])
+            texts += map(whole, values[len(kept[0]) :])
         else:
-            texts = list(map(remembered, values))
+            texts = list(map(whole, values))
         memo.setdefault(SETTLED_MADE, {})[id(values[0])] = (values, texts)
         return "[" + ", ".join(texts) + "]"
+
+    def whole(value: Any) -> str:
+        """An item's text made in one call of the C encoder (no other document lays out
+        its members apart), kept under its identity."""
+        kept = memo.get(id(value))
+        if kept is None:
+            kept = memo[id(value)] = (value, encode(value))
+        return kept[1]  # type: ignore[no-any-return]
 
     def remembered(value: Any) -> str:
         if type(value) is dict and id(value) not in memo and all(type(k) is str for k in value):
