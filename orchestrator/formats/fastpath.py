@@ -170,12 +170,28 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
         name = field.name
         value = f"v{index}"
         exact = _EXACT.get(field.type)
+        optional = _EXACT.get(_optional_of(field.type))
         if exact is not None:
             scope[f"t{index}"] = exact
             converted = [
                 f"if type({value}) is not t{index}:",
                 f"    raise Unsupported(t{index})",
                 f"kwargs[{name!r}] = {value}",
+            ]
+        elif optional is not None:  # ``str | None`` and the like, without a call
+            scope[f"t{index}"] = optional
+            converted = [
+                f"if {value} is not None and type({value}) is not t{index}:",
+                f"    raise Unsupported(t{index})",
+                f"kwargs[{name!r}] = {value}",
+            ]
+        elif isinstance(field.type, type) and issubclass(field.type, enum.Enum):
+            # A member found by its text without a call; anything else takes the call.
+            scope[f"m{index}"] = {m.value: m for m in field.type if type(m.value) is str}
+            scope[f"c{index}"] = _converter_for(field.type)
+            converted = [
+                f"m = m{index}.get({value}) if type({value}) is str else None",
+                f"kwargs[{name!r}] = c{index}({value}) if m is None else m",
             ]
         else:
             scope[f"c{index}"] = _converter_for(field.type)
@@ -189,6 +205,15 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
     lines.append("    return cls(**kwargs)")
     exec("\n".join(lines), scope)
     return scope["build"]  # type: ignore[no-any-return]
+
+
+def _optional_of(kind: Any) -> Any:
+    """``X`` of ``X | None`` (``Optional[X]``); ``None`` for any other type."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        args = typing.get_args(kind)
+        if len(args) == 2 and type(None) in args:
+            return next(a for a in args if a is not type(None))
+    return None
 
 
 def _check_keys(data: dict[str, Any], names: frozenset[str]) -> None:
@@ -249,7 +274,15 @@ def _same(value: Any) -> Any:
 
 
 def _enum(kind: type[enum.Enum]) -> Convert:
+    # The lookup ``kind(value)`` starts with, without its call: a long run's thousand
+    # statuses are read at every load. Anything not found there takes the call.
+    members = {member.value: member for member in kind}
+
     def convert(value: Any) -> Any:
+        try:
+            return members[value]
+        except (KeyError, TypeError):
+            pass
         try:
             return kind(value)
         except (ValueError, TypeError):
