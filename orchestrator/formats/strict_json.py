@@ -309,7 +309,7 @@ def _remembering(
         kept = memo.get(id(value))
         if kept is None:
             kept = memo[id(value)] = (value, encode(value))
-        return kept[1]  # type: ignore[no-any-return]
+        return kept[1]
 
     def remembered(value: Any) -> str:
         if type(value) is dict and id(value) not in memo and all(type(k) is str for k in value):
