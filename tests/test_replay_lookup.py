@@ -48,6 +48,8 @@ class Loop(Workflow):
     def loop(self, ctx: Any) -> dict[str, Any]:
         answers = []
         for number in range(1, ASKS + 1):
+            # The last ask goes to the other agent: with "writer" no longer declared, a
+            # replay that did not check the agents would reach it and pause, not fail.
             agent, text, options = "critic" if number == ASKS else "writer", prompt(number), {}
             if number == 2:
                 agent = CHANGE.get("agent", agent)

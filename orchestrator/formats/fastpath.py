@@ -238,11 +238,12 @@ def _converter_for(kind: Any) -> Convert:
         return _same
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return _enum(kind)
+    optional = _optional_of(kind)
+    if optional is not None:
+        inner = _converter_for(optional)
+        return lambda value: None if value is None else inner(value)
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
-        inner = _converter_for(next(a for a in args if a is not type(None)))
-        return lambda value: None if value is None else inner(value)
     if origin is list and len(args) == 1:
         return _list(_converter_for(args[0]))
     if origin is dict and args == (str, Any):
