@@ -125,9 +125,8 @@ class FileBridge:
         self._key_checked = False
 
     def lock(self) -> InstanceLock:
-        with _Naming("write", self.private_dir):
-            beneath.make_directories(self.private_dir)
-        return InstanceLock(self.private_dir / f"{self.workflow_name}.lock")
+        # Its directory is made when the lock file cannot be opened for want of it.
+        return InstanceLock(self.private_dir / f"{self.workflow_name}.lock", make_directory=True)
 
     def exists(self) -> bool:
         # Anything at the state's name counts: a link or a FIFO there is refused when it
@@ -288,7 +287,12 @@ class FileBridge:
     def _write_evidence_walked(
         self, request: EvidenceInput, lead: tuple[Path, bytes] | None
     ) -> None:
-        if lead is not None and not beneath.is_directory(runs_dir(self.workdir) / request.run_id):
+        run_dir = runs_dir(self.workdir) / request.run_id
+        if (
+            lead is not None
+            and run_dir not in self._known_dirs
+            and not beneath.is_directory(run_dir)
+        ):
             # A run's first checkpoint: its directory is made only once the state that
             # names the run is durable, so a crash before leaves no run without a state.
             with _Naming("write", lead[0]):
@@ -331,8 +335,7 @@ class FileBridge:
                 continue
             for directory in reversed(path.relative_to(run_dir).parents[:-1]):
                 absolute = run_dir / directory
-                if absolute not in known and not beneath.is_directory(absolute):
-                    beneath.make_directories(absolute)
+                if absolute not in known and _made(absolute):
                     made[absolute] = None
                 known.add(absolute)
             if path.parent not in made:
@@ -431,6 +434,16 @@ class FileBridge:
         for path in (self.request_path, self.response_path):
             with _Naming("remove", path):
                 remove_file(path)
+
+
+def _made(directory: Path) -> bool:
+    """Make ``directory`` unless it is there; whether it was made (its parents too, if a
+    directory on the way went away)."""
+    try:
+        return beneath.make_directory(directory)
+    except FileNotFoundError:
+        beneath.make_directories(directory)
+        return True
 
 
 class _Naming:

@@ -435,7 +435,10 @@ class PhaseContext:
         """The recorded answer of a plain ``ask`` replayed where nothing can go otherwise:
         the journal holds this very call at this position, answered with a success, and
         the call passes every check a new one would. A phase asking in a loop replays
-        each earlier ask at every resume, so this is a lookup and one prompt digest.
+        each earlier ask at every resume, so this is a lookup and one compare of the
+        prompt with the recorded request's (whose digest the entry's fingerprint holds:
+        the engine writes both from the same ask); a prompt that differs is checked
+        against the fingerprint itself.
 
         ``None`` (and nothing done) in every other case: the full path then checks,
         opens, pauses, fails or re-opens as it says.
@@ -457,11 +460,17 @@ class PhaseContext:
             or agent not in self._agents
             or len(prompt) < PROMPT_MIN_LENGTH
             or not TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
-            or entry.fingerprint != [f"{agent} {self._sha256(prompt.encode()).hexdigest()}"]
         ):
             return None
         answered = engine._record_index.of(state.agent_requests).get(entry.request_ids[0])
         if answered is None or answered.status is not HistoryStatus.COMPLETED:
+            return None
+        request = answered.x_request
+        if (
+            request is None
+            or request.prompt != prompt  # one compare of the texts, where they differ
+            or request.agent_name != agent
+        ) and entry.fingerprint != [f"{agent} {self._sha256(prompt.encode()).hexdigest()}"]:
             return None
         response = answered.x_response
         if response is None or response.status is not RequestStatus.SUCCESS:

@@ -192,6 +192,22 @@ def make_directories(path: Path | str) -> None:
     os.close(open_directory(path, create=True))
 
 
+def make_directory(path: Path | str) -> bool:
+    """Make the directory ``path`` (its parent must be there, reached without following
+    a link); whether it was made. What is there already must be a directory, not a link
+    to one."""
+    with parent(path) as (fd, name):
+        try:
+            os.mkdir(name, 0o755, dir_fd=fd)
+        except FileExistsError:
+            if fd is None:
+                os.close(os.open(name, _DIRECTORY))
+            else:
+                os.close(_step(fd, name, os.path.abspath(path), create=False))
+            return False
+    return True
+
+
 def open_file(path: Path | str, flags: int, mode: int = 0o644) -> int:
     """``os.open`` of the regular file ``path``, never through a link at any component;
     anything but a regular file there is refused (a FIFO is refused, never waited on)."""

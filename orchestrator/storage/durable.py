@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InstanceBusyError, LockFileError, OrchestratorError, StorageError
-from .beneath import check_entry, list_directory, open_directory, parent, unlink
+from .beneath import (
+    check_entry,
+    list_directory,
+    make_directories,
+    open_directory,
+    parent,
+    unlink,
+)
 
 # ORCHESTRATOR_CRASH_AT=N kills the process at its N-th crash point; "count" only logs
 # every point to ORCHESTRATOR_CRASH_LOG, so a test can learn how many a run has.
@@ -338,16 +345,22 @@ class InstanceLock:
         | getattr(os, "O_NOFOLLOW", 0)
     )
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, make_directory: bool = False) -> None:
         self.path = path
         self._fd: int | None = None
+        self._make_directory = make_directory  # its directory too, if it is not there
 
     def acquire(self) -> None:
         import fcntl
 
         try:  # no link followed on the way either (storage.beneath)
-            with parent(self.path) as (directory, name):
-                fd = os.open(name, self._FLAGS, 0o644, dir_fd=directory)
+            try:
+                fd = self._open()
+            except FileNotFoundError:
+                if not self._make_directory:
+                    raise
+                make_directories(self.path.parent)
+                fd = self._open()
         except OSError as exc:
             raise self._refusal(exc) from exc
         try:
@@ -376,6 +389,10 @@ class InstanceLock:
             os.close(fd)
             raise self._refusal(exc) from exc
         self._fd = fd
+
+    def _open(self) -> int:
+        with parent(self.path) as (directory, name):
+            return os.open(name, self._FLAGS, 0o644, dir_fd=directory)
 
     def _check_regular(self, fd: int) -> None:
         import stat

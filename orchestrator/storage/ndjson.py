@@ -268,6 +268,8 @@ def _cut_torn_tail(fd: int) -> int:
 
 def _end_of_last_line(fd: int, size: int) -> int:
     """Offset just past the last newline (0 when there is none)."""
+    if size and os.pread(fd, 1, size - 1) == b"\n":  # a whole last line: nearly always
+        return size
     end = size
     while end > 0:
         start = max(0, end - 65536)
