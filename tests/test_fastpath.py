@@ -183,3 +183,42 @@ def test_classes_it_cannot_handle_are_left_to_the_converter() -> None:
     assert converter.structure({"when": [1, 2]}, Odd) == Odd(when=(1, 2))
     with pytest.raises(_fastpath.Unsupported):
         _fastpath.unstructure(Odd(when=(1, 2)))
+
+
+def test_an_instance_is_made_as_its_init_would_make_it() -> None:
+    """A plain slotted class is made slot by slot; a factory default gives each instance
+    its own value, and a class whose ``__init__`` does more is made by calling it."""
+    import attrs
+
+    @attrs.define
+    class Plain:
+        name: str
+        tags: list[str] = attrs.field(factory=list)
+        note: str | None = None
+
+    first = _fastpath.structure({"name": "a"}, Plain)
+    second = _fastpath.structure({"name": "b"}, Plain)
+    assert first == Plain(name="a") and second == Plain(name="b")
+    first.tags.append("x")
+    assert second.tags == [] and Plain(name="c").tags == []  # not one shared list
+    assert _fastpath.structure({"name": "a", "note": "n", "tags": ["t"]}, Plain) == Plain(
+        name="a", tags=["t"], note="n"
+    )
+
+    seen: list[str] = []
+
+    @attrs.define
+    class Hooked:
+        name: str
+
+        def __attrs_post_init__(self) -> None:
+            seen.append(self.name)
+
+    @attrs.define
+    class Checked:
+        size: int = attrs.field(validator=attrs.validators.ge(0))
+
+    assert _fastpath.structure({"name": "h"}, Hooked) == Hooked(name="h")
+    assert seen == ["h", "h"]  # the build called __init__, which ran the hook
+    with pytest.raises(ValueError):
+        _fastpath.structure({"size": -1}, Checked)

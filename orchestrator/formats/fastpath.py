@@ -157,6 +157,7 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
         "names": names,
         "Unsupported": Unsupported,
         "check_keys": _check_keys,
+        "new": object.__new__,
     }
     lines = [
         "def build(data):",
@@ -164,8 +165,9 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
         "        raise Unsupported(cls)",
         "    if not names.issuperset(data):",
         "        check_keys(data, names)",
-        "    kwargs = {}",
     ]
+    setters = _slot_setters(cls, fields)
+    lines.append("    kwargs = {}" if setters is None else "    made = new(cls)")
     for index, field in enumerate(fields):
         name = field.name
         value = f"v{index}"
@@ -196,15 +198,53 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
         else:
             scope[f"c{index}"] = _converter_for(field.type)
             converted = [f"kwargs[{name!r}] = c{index}({value})"]
+        if setters is not None:  # each value set in its slot, as __init__ would
+            scope[f"s{index}"] = setters[index]
+            converted = [line.replace(f"kwargs[{name!r}] = ", "v = ") for line in converted]
+            converted.append(f"s{index}(made, v)")
         if field.default is attrs.NOTHING:
             lines += [f"    if {name!r} not in data:", f"        raise Unsupported({name!r})"]
             lines += [f"    {value} = data[{name!r}]"] + [f"    {line}" for line in converted]
         else:
             lines += [f"    if {name!r} in data:", f"        {value} = data[{name!r}]"]
             lines += [f"        {line}" for line in converted]
-    lines.append("    return cls(**kwargs)")
+            if setters is not None:
+                default = field.default
+                if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                    scope[f"f{index}"] = default.factory
+                    lines += ["    else:", f"        s{index}(made, f{index}())"]
+                else:
+                    scope[f"d{index}"] = default
+                    lines += ["    else:", f"        s{index}(made, d{index})"]
+    lines.append("    return cls(**kwargs)" if setters is None else "    return made")
     exec("\n".join(lines), scope)
     return scope["build"]  # type: ignore[no-any-return]
+
+
+def _slot_setters(cls: type[Any], fields: Any) -> list[Callable[[Any, Any], None]] | None:
+    """Each field's slot setter, when an instance may be made by setting its slots one by
+    one, as attrs' own ``__init__`` does (without the call and its keyword dict: a long
+    run's state holds thousands of records): a slotted class whose ``__init__`` does
+    nothing else (no validator, converter, factory taking the instance, hook or cached
+    hash). ``None`` otherwise: the instance is made by calling the class."""
+    hooks = ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init__")
+    if any(hasattr(cls, hook) for hook in hooks) or "__dict__" in dir(cls):
+        return None
+    if "_attrs_cached_hash" in getattr(cls, "__slots__", ()):
+        return None
+    setters = []
+    for field in fields:
+        default = field.default
+        factory = isinstance(default, attrs.Factory)  # type: ignore[arg-type]
+        if field.validator is not None or field.converter is not None:
+            return None
+        if factory and default.takes_self:
+            return None
+        slot = getattr(cls, field.name, None)
+        if not isinstance(slot, types.MemberDescriptorType):
+            return None
+        setters.append(slot.__set__)
+    return setters
 
 
 def _optional_of(kind: Any) -> Any:
