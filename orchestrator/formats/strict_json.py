@@ -278,8 +278,11 @@ def _remembering(
     signature's parts); the result is the encoder's own (``{"k": v, ...}``)."""
 
     def member(value: Any) -> str:
-        if type(value) is str:
+        kind = type(value)
+        if kind is str:
             return quote(value)
+        if kind is int:  # the encoder's own text of an int, without its call
+            return int.__repr__(value)
         if value is None or isinstance(value, (int, float)):
             return encode(value)
         kept = memo.get(id(value))
