@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import threading
 from itertools import compress
 from itertools import count as count_from
 
@@ -98,9 +99,29 @@ def dumps_canonical(
 _JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
+# This thread's (ensure_ascii, default) -> its encoder: a save lays out several documents
+# with each. One thread's: an encoder marks the containers it is inside while it runs.
+_this_thread = threading.local()
+
+
 def _compact_encoder(*, ensure_ascii: bool, default: Any) -> Callable[[Any], str]:
     """One C encoder for a whole document: ``JSONEncoder.encode`` would build a new one
-    for every line of the layout, which costs more than encoding most lines."""
+    for every line of the layout, which costs more than encoding most lines. Made once
+    for each ``ensure_ascii`` and ``default`` (an encoder keeps nothing between calls)."""
+    try:
+        encoders: dict[tuple[bool, Any], Callable[[Any], str]] = _this_thread.encoders
+    except AttributeError:
+        encoders = _this_thread.encoders = {}
+    key = (ensure_ascii, default)
+    encoder = encoders.get(key)
+    if encoder is None:
+        if len(encoders) >= 16:  # a caller making a new ``default`` at every call
+            encoders.clear()
+        encoder = encoders[key] = _new_compact_encoder(ensure_ascii=ensure_ascii, default=default)
+    return encoder
+
+
+def _new_compact_encoder(*, ensure_ascii: bool, default: Any) -> Callable[[Any], str]:
     try:
         from _json import make_encoder
     except ImportError:  # pragma: no cover - an interpreter without the C accelerator

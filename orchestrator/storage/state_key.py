@@ -104,8 +104,24 @@ _verified: tuple[str, bytes | None] | None = None  # the last bytes whose signat
 # -- the key ----------------------------------------------------------------------------
 
 
+# (the environment it was found from) -> where the key lives: asked at every save.
+_key_file_found: tuple[tuple[str | None, ...], Path] | None = None
+
+
 def key_file() -> Path:
     """Where the signing key lives (see the module's docstring)."""
+    global _key_file_found
+    environ = os.environ
+    seen = (environ.get(KEY_FILE_ENV), environ.get("XDG_CONFIG_HOME"), environ.get("HOME"))
+    found = _key_file_found
+    if found is not None and found[0] == seen:
+        return found[1]
+    path = _find_key_file()
+    _key_file_found = (seen, path)
+    return path
+
+
+def _find_key_file() -> Path:
     given = os.environ.get(KEY_FILE_ENV)
     if given:
         if not os.path.isabs(given):
