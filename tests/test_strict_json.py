@@ -696,3 +696,37 @@ def test_kept_member_lines_and_settled_items_encode_as_a_fresh_document_does(
         }
         carried = {k: v for k, v in carried.items() if v is not None}
         assert len(carried["phase_data"][2]) == len(outputs)
+
+
+def test_threads_lay_out_the_same_objects_at_once() -> None:
+    """Encoders are kept from one document to the next, one set per thread: an encoder
+    marks the containers it is inside, and another thread laying out the same objects
+    meanwhile (while the first waits in a ``default`` hook) must not see those marks."""
+    import threading
+    import time
+
+    class Later:
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+    def default(obj: Any) -> Any:
+        time.sleep(0.001)  # hands the interpreter to the other thread mid-document
+        return {"value": obj.value}
+
+    shared = {"items": [[Later(n), {"n": n}] for n in range(20)]}
+    expected = dumps_canonical(shared, default=default)
+    failures: list[BaseException] = []
+
+    def lay_out() -> None:
+        try:
+            for _ in range(5):
+                assert dumps_canonical(shared, default=default) == expected
+        except BaseException as exc:  # told by the main thread, below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=lay_out) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
