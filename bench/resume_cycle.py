@@ -844,7 +844,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
         print()
         first_cross = next(iter(cross.values()))
         for line in peer_lines(
-            peers, row=row, ours_in_process=inproc, ours_cross_process=first_cross
+            peers,
+            row=row,
+            ours_in_process=inproc,
+            ours_cross_process=first_cross,
+            group_floor=group_floor_samples,
         ):
             print(line)
     # -- end --peers -----------------------------------------------------------------------

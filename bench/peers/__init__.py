@@ -45,7 +45,12 @@ def measure_peers(
 
 
 def peer_lines(
-    figures: Any, *, row: Callable[..., str], ours_in_process: Any, ours_cross_process: Any
+    figures: Any,
+    *,
+    row: Callable[..., str],
+    ours_in_process: Any,
+    ours_cross_process: Any,
+    group_floor: Any = None,
 ) -> list[str]:
     """The report's peer section, or the line ``measure_peers`` gave instead of figures."""
     if isinstance(figures, str):
@@ -53,5 +58,9 @@ def peer_lines(
     from peers import langgraph_cycle
 
     return langgraph_cycle.report(
-        figures, row=row, ours_in_process=ours_in_process, ours_cross_process=ours_cross_process
+        figures,
+        row=row,
+        ours_in_process=ours_in_process,
+        ours_cross_process=ours_cross_process,
+        group_floor=group_floor,
     )
