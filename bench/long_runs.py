@@ -206,7 +206,7 @@ class Figures:
     last_write: Series = field(default_factory=Series)
     state_sizes: tuple[int, int] = (0, 0)
     # The replay floor of a loop: at the same two cycles, the phase's own code making
-    # each earlier prompt and one SHA-256 of each (its fingerprint), with no engine; and
+    # each earlier prompt and one compare of each with the recorded one, with no engine; and
     # how many asks that is.
     first_replay: Series = field(default_factory=Series)
     last_replay: Series = field(default_factory=Series)
@@ -364,17 +364,17 @@ def write_floor(root: Path, states: tuple[bytes, bytes], samples: int) -> tuple[
 def replay_floor(shape: Shape, workflow: type[Any], samples: int) -> tuple[Series, Series]:
     """What replaying a loop's earlier asks costs at least, at the middle of the first and
     of the last tenth (cycle c replays the c asks answered so far): the phase's own code
-    making each prompt and one SHA-256 of it (the fingerprint a replay must compare), with
-    no engine, alternately."""
-    import hashlib
-
+    making each prompt and one compare of it with the recorded prompt (what a replay must
+    check), with no engine, alternately."""
     prompt = sys.modules[workflow.__module__]._prompt
+    recorded = [""] + [prompt(number) for number in range(1, max(shape.middles) + 1)]
     first, last = Series(), Series()
     for _ in range(samples):
         for asks, series in zip(shape.middles, (first, last), strict=True):
             start, cpu = time.perf_counter_ns(), time.process_time_ns()
             for number in range(1, asks + 1):
-                hashlib.sha256(prompt(number).encode("utf-8")).hexdigest()
+                if prompt(number) != recorded[number]:
+                    raise BenchFailure(f"the loop's prompt {number} is not what it was")
             series.add(ms(time.perf_counter_ns() - start), ms(time.process_time_ns() - cpu))
     return first, last
 
