@@ -7,7 +7,8 @@ four answers with the code changed in one way or another at its second ask, once
 the lookup and once with it turned off, and expect the very same outcome: the lookup
 must defer every case it does not settle (another prompt or agent, an agent not
 declared, a timeout out of range, a typed or confidence-checked answer) to the path that
-checks, fails or re-opens. And it is taken: replayed asks build no ``Ask``.
+checks, fails or re-opens. And it is taken: replayed asks build no ``Ask``, and a prompt
+equal to the recorded one is compared, not digested.
 """
 
 from __future__ import annotations
@@ -121,20 +122,36 @@ def test_replayed_asks_build_no_ask_and_answer_as_recorded(
 ) -> None:
     made: list[str] = []
     real = context.Ask
+    digested: list[bytes] = []  # what the replay digested: nothing, its prompts being equal
+    real_constructor = context._durable.sha256_constructor
 
     def counted(**fields: Any) -> Any:
         made.append(fields["prompt"])
         return real(**fields)
 
+    def watched_constructor(size: int = 0) -> Any:
+        constructor = real_constructor(size)
+
+        def sha256(data: bytes = b"") -> Any:
+            digested.append(bytes(data))
+            return constructor(data)
+
+        return sha256
+
     harness = WorkflowHarness(Loop, tmp_path)
     outcome = harness.run()
     for number in range(1, ASKS + 1):
         monkeypatch.setattr(context, "Ask", counted)
+        monkeypatch.setattr(context._durable, "sha256_constructor", watched_constructor)
         made.clear()
+        digested.clear()
         harness.respond(outcome.pending[0].request_id, answer(number))
         outcome = harness.resume()
         monkeypatch.setattr(context, "Ask", real)
+        monkeypatch.setattr(context._durable, "sha256_constructor", real_constructor)
         # The answered asks replay as lookups; only the next one is made.
         assert made == ([prompt(number + 1)] if number < ASKS else [])
+        replayed = {prompt(n).encode() for n in range(1, number + 1)}
+        assert not replayed.intersection(digested)
     assert outcome.status == "completed", outcome.message
     assert outcome.outputs["loop"] == {"answers": [answer(n) for n in range(1, ASKS + 1)]}
