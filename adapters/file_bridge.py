@@ -298,7 +298,7 @@ class FileBridge:
             with _Naming("write", lead[0]):
                 write_together([lead])
             lead = None
-        run_dir = self._run_dir(request.run_id)
+        self._run_dir(request.run_id)  # made and known, if it was not
         files = [(run_dir.joinpath(*_segments(rel)), data) for rel, data in request.files]
         items = [lead, *files] if lead is not None else files
         with _Naming("write", *(path for path, _ in items)):
