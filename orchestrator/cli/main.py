@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from ..storage.durable import live_briefly
+
+    live_briefly()  # one command: no OpenSSL load for a short state's hashes (drive says no)
     if hasattr(args, "workdir"):  # nothing under it is reached through a link
         import os
 
@@ -1189,6 +1192,9 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     import gc
 
     gc.enable()  # a long-lived host loop: collect as usual
+    from ..storage.durable import live_briefly
+
+    live_briefly(False)  # and hash with OpenSSL's SHA-256
     dsn = _on_store(args)
     if dsn is not None:
         from .store_runs import cmd_drive
