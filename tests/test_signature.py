@@ -706,6 +706,51 @@ def test_a_state_holding_the_mark_is_signed_over_its_parts(tmp_path: Path) -> No
     assert judge_signature(json.loads(written), written).ok
 
 
+def test_a_peek_hands_its_parse_to_the_next_read_of_the_same_bytes_once(
+    tmp_path: Path,
+) -> None:
+    """``resume`` looks at the state for the workflow's name, then reads it whole: the
+    bytes are parsed once. The parse is handed on once, only for the same bytes, and
+    only from a caller that said it only looks."""
+    from orchestrator._errors import StateUntrustedError
+    from orchestrator.storage.state_key import read_signed
+
+    run = Run(tmp_path)
+    run.start()
+    raw = run.state_path.read_bytes()
+    peeked, _ = read_signed(raw, source="state", peek=True)
+    taken, written_here = read_signed(bytes(bytearray(raw)), source="state")
+    assert taken is peeked and written_here
+    again, _ = read_signed(raw, source="state")
+    assert again == peeked and again is not peeked  # handed on once
+    looked, _ = read_signed(raw, source="state")  # not a peek: nothing kept
+    assert read_signed(raw, source="state")[0] is not looked
+    read_signed(raw, source="state", peek=True)
+    other = raw.replace(b'"phase": 1,', b'"phase": 1 ,', 1)
+    with pytest.raises(StateUntrustedError):
+        read_signed(other, source="state")  # other bytes: checked, and refused
+    assert read_signed(raw, source="state")[0] is not peeked
+
+
+def test_a_resume_parses_the_state_once(tmp_path: Path) -> None:
+    """A new process resuming a run checks and parses its state's bytes once, though it
+    reads them twice (for the workflow's name before the import, then under the lock)."""
+    run = Run(tmp_path)
+    run.start()
+    assert run.cli("respond", "--workdir", run.workdir, "--text", "Tides.").returncode == 0
+    size = run.state_path.stat().st_size
+    code = (
+        "import json, sys; from orchestrator.cli.main import main; parses = []; "
+        "loads = json.loads; "
+        "json.loads = lambda s, *a, **k: (parses.append(len(s)), loads(s, *a, **k))[1]; "
+        f"rc = main(['resume', '--workdir', {str(run.workdir)!r}]); "
+        f"print(rc, parses.count({size}))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.stdout.split()[-2:] == ["42", "1"], shown.stderr
+    assert run.state()["phase"] == 2
+
+
 def test_bytes_a_save_wrote_are_read_without_the_careful_parser_and_others_are_not(
     tmp_path: Path,
 ) -> None:

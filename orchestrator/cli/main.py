@@ -762,7 +762,8 @@ def _recorded_reference(state_path: Path) -> str:
     except OSError as exc:  # a read that failed in the device names no file
         raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
     check_key_outside(state_path.parent)
-    data, _ = read_signed(raw, source=source)  # the file bridge's check of these bytes reuses it
+    # Only looked at: the file bridge's read of these bytes reuses the check and the parse.
+    data, _ = read_signed(raw, source=source, peek=True)
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

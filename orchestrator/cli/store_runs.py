@@ -109,7 +109,7 @@ def recorded_reference(store: PostgresStore, run_id: str) -> str:
             f"... --run {run_id}' shows it"
         )
     source = f"{store.name} run {run_id}"
-    data, _ = read_signed(bytes(row[0]), source=source)
+    data, _ = read_signed(bytes(row[0]), source=source, peek=True)  # only looked at
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):

@@ -99,6 +99,9 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 _keys: dict[str, bytes] = {}  # key file -> its key, once read in this process
 _verified: tuple[str, bytes | None] | None = None  # the last bytes whose signature held
+# Their JSON data, parsed for a caller that only looked at it (``peek``), for the next
+# reader of the same bytes: ``resume`` reads the workflow's name, then the whole state.
+_peeked: tuple[bytes, Any] | None = None
 
 
 # -- the key ----------------------------------------------------------------------------
@@ -409,7 +412,7 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     return b"".join((view[:at], _member(_compact(signature)), view[at + len(mark) :]))
 
 
-def data_if_signed(raw: bytes) -> Any:
+def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     """The JSON data of a state file's bytes when they carry a signature over themselves
     made with the user's key (so they are exactly what a save wrote); ``None`` otherwise,
     and the caller reads them the careful way, which says what is wrong.
@@ -418,10 +421,19 @@ def data_if_signed(raw: bytes) -> Any:
     computed over them. Bytes orchestrate wrote are parsed by the C parser alone, without
     the rules that guard against what others write (duplicate keys, NaN, depth): a save
     never writes any of that.
+
+    ``peek``: the caller only looks at the data and changes nothing in it, so the next
+    read of the same bytes in this process takes this very parse (once) instead of
+    parsing them again.
     """
-    global _verified
+    global _verified, _peeked
+    peeked, _peeked = _peeked, None
     if _verified is not None and _verified[1] == raw and _verified[0] == str(key_file()):
-        return json.loads(raw)  # the bytes this process last signed or checked
+        # the bytes this process last signed or checked
+        data = peeked[1] if peeked is not None and peeked[0] == raw else json.loads(raw)
+        if peek:
+            _peeked = (raw, data)
+        return data
     start = raw.find(_SIGNATURE_OPENING)
     if start < 0 or raw.find(_SIGNATURE_OPENING, start + 1) >= 0:
         return None
@@ -442,14 +454,17 @@ def data_if_signed(raw: bytes) -> Any:
     except ValueError:  # pragma: no cover - bytes a save wrote always parse
         return None
     _verified = (str(key_file()), raw)
+    if peek:
+        _peeked = (raw, data)
     return data
 
 
-def read_signed(raw: bytes, *, source: str) -> tuple[Any, bool]:
+def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bool]:
     """The JSON data of a state file's bytes, and whether a save wrote them exactly (see
-    :func:`data_if_signed`); other bytes are read under the strict rules, and refused
-    unless their signature holds (``StateDamagedError``, ``StateUntrustedError``)."""
-    data = data_if_signed(raw)
+    :func:`data_if_signed`, and ``peek`` there); other bytes are read under the strict
+    rules, and refused unless their signature holds (``StateDamagedError``,
+    ``StateUntrustedError``)."""
+    data = data_if_signed(raw, peek=peek)
     if data is not None:
         return data, True
     try:
@@ -559,15 +574,16 @@ class EncodedItems:
         lists = {}
         for name in _LISTS:
             items = getattr(state, name)
-            lines = _block(text, f'"{name}": [', "]", len(items))
-            if lines is None:
+            block = _block(text, f'"{name}": [', "]", len(items))
+            if block is None:
                 return
             if items:
-                lists[name] = _Lines(items, "\n".join(lines))
+                lists[name] = _Lines(items, block)
         outputs = list(state.phase_data.items())
-        lines = _block(text, '"phase_data": {', "}", len(outputs))
-        if lines is None:
+        block = _block(text, '"phase_data": {', "}", len(outputs))
+        if block is None:
             return
+        lines = block.split("\n") if block else []
         self._lists = lists
         # The file's own lines of phase_data, each a member's (the engine's record, first,
         # is made anew at every save).
@@ -633,16 +649,18 @@ def _head(key: str) -> str:
     return f"    {_quote(key)}: "
 
 
-def _block(text: str, opening: str, closing: str, count: int) -> list[str] | None:
-    """The lines of a top-level member laid out one item a line, if it has ``count``."""
+def _block(text: str, opening: str, closing: str, count: int) -> str | None:
+    """The text of a top-level member laid out one item a line (its lines, without the
+    brackets), if it has ``count`` lines."""
     if count == 0:
-        return []
+        return ""
     start = text.find(f"\n  {opening}\n")
     end = text.find(f"\n  {closing}", start + 1)
     if start < 0 or end < 0:
         return None
-    lines = text[start + len(opening) + 4 : end].split("\n")
-    return lines if len(lines) == count else None
+    start += len(opening) + 4
+    # Counted at C speed, not split: a long run's lines are taken as one text.
+    return text[start:end] if text.count("\n", start, end) == count - 1 else None
 
 
 # -- checking ---------------------------------------------------------------------------
