@@ -571,16 +571,22 @@ class EncodedItems:
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = raw.decode("utf-8")
+        # The members are in this order, one line each or one item a line: each block
+        # ends before the next member (the requests are the last).
+        limit = len(text)
         lists = {}
-        for name in _LISTS:
+        for name in reversed(_LISTS):
             items = getattr(state, name)
-            block = _block(text, f'"{name}": [', "]", len(items))
+            block = _block(text, f'"{name}": [', "]", len(items), limit)
             if block is None:
                 return
             if items:
                 lists[name] = _Lines(items, block)
+            limit = text.find(f'\n  "{name}": ', 0, limit)
+            if limit < 0:
+                return
         outputs = list(state.phase_data.items())
-        block = _block(text, '"phase_data": {', "}", len(outputs))
+        block = _block(text, '"phase_data": {', "}", len(outputs), limit)
         if block is None:
             return
         lines = block.split("\n") if block else []
@@ -640,7 +646,7 @@ class _Lines:
         return count
 
 
-_LISTS = ("completed_phases", "agent_requests")
+_LISTS = ("completed_phases", "agent_requests")  # in the order of the file
 _PHASE_DATA_LINES = members_key("phase_data")
 _MEMBER_KEYS = (_PHASE_DATA_LINES, members_key(""))
 
@@ -649,18 +655,19 @@ def _head(key: str) -> str:
     return f"    {_quote(key)}: "
 
 
-def _block(text: str, opening: str, closing: str, count: int) -> str | None:
+def _block(text: str, opening: str, closing: str, count: int, limit: int) -> str | None:
     """The text of a top-level member laid out one item a line (its lines, without the
-    brackets), if it has ``count`` lines."""
+    brackets), if it has ``count`` lines and ends before ``limit``."""
     if count == 0:
         return ""
-    start = text.find(f"\n  {opening}\n")
-    end = text.find(f"\n  {closing}", start + 1)
-    if start < 0 or end < 0:
+    start = text.find(f"\n  {opening}\n", 0, limit)
+    if start < 0:
         return None
     start += len(opening) + 4
-    # Counted at C speed, not split: a long run's lines are taken as one text.
-    return text[start:end] if text.count("\n", start, end) == count - 1 else None
+    # Its closing line is sought back from the limit, a few characters; its lines are
+    # counted at C speed, not split: a long run's lines are taken as one text.
+    end = text.rfind(f"\n  {closing}", start, limit)
+    return text[start:end] if end >= 0 and text.count("\n", start, end) == count - 1 else None
 
 
 # -- checking ---------------------------------------------------------------------------
