@@ -730,3 +730,42 @@ def test_threads_lay_out_the_same_objects_at_once() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+_JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.text(alphabet='{}[], "\\xé')
+_JSON_VALUES = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.text(alphabet='{}, "a', max_size=4), _JSON_VALUES), max_size=12)
+)
+def test_a_list_encoded_in_one_call_splits_into_its_items_texts_or_not_at_all(
+    items: list[dict[str, Any]],
+) -> None:
+    """A long phase's journal is encoded in one call and split into its entries' texts:
+    every split is each item's own text, however its strings and nested lists look;
+    where the text cannot be split so, nothing is."""
+    for ensure_ascii in (False, True):
+        encode = strict_json._compact_encoder(ensure_ascii=ensure_ascii, default=None)
+        texts = strict_json._split_items(items, encode)
+        if texts is not None:
+            assert texts == [encode(item) for item in items]
+        elif len(items) >= strict_json._SPLIT_FROM and all(items):
+            nested = [item for item in items if strict_json._ITEM_SEPARATOR in encode(item)]
+            assert nested, "a list of plain objects was not split"
+
+
+def test_a_long_list_of_plain_objects_is_split() -> None:
+    """The journal's shape: each entry's text, from one call."""
+    entries = [
+        {"position": n, "kind": "ask", "fingerprint": [f"agent {n}"], "request_ids": [str(n)]}
+        for n in range(20)
+    ]
+    encode = strict_json._compact_encoder(ensure_ascii=False, default=None)
+    assert strict_json._split_items(entries, encode) == [encode(entry) for entry in entries]
+    assert strict_json._split_items(entries[:5], encode) is None  # short: item by item

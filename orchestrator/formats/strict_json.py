@@ -323,7 +323,8 @@ def _remembering(
                 texts[index] = whole(values[index])
             texts += map(whole, values[len(kept[0]) :])
         else:
-            texts = list(map(whole, values))
+            texts = _split_items(values, encode) or list(map(whole, values))
+            memo.update(zip(map(id, values), zip(values, texts)))
         memo.setdefault(SETTLED_MADE, {})[id(values[0])] = (values, texts)
         return "[" + ", ".join(texts) + "]"
 
@@ -343,6 +344,29 @@ def _remembering(
         return member(value)
 
     return remembered
+
+
+#: A settled list with no texts kept and at least this many items is encoded in one call.
+_SPLIT_FROM = 8
+_ITEM_SEPARATOR = '}, {"'
+
+
+def _split_items(values: list[Any], encode: Callable[[Any], str]) -> list[str] | None:
+    """The text of each item of a list of non-empty objects, from one call of the encoder
+    on the whole list (a new process saving a long phase's journal); ``None`` if the
+    list is short, or holds anything else, or the text does not split into its items.
+
+    The encoder joins the items' texts with ``", "``, each ``{"...}``: so ``}, {"``
+    separates every two. Anywhere else it is within an item's own text (a list of
+    objects in it, a string or key that ends in ``}, {``), and makes one piece more: a
+    split into exactly as many pieces as there are items is the items' own texts.
+    """
+    if len(values) < _SPLIT_FROM or not all(type(v) is dict and v for v in values):
+        return None
+    pieces = encode(values)[3:-2].split(_ITEM_SEPARATOR)  # within "[{\"" and "}]"
+    if len(pieces) != len(values):
+        return None
+    return [f'{{"{piece}}}' for piece in pieces]
 
 
 def loads_strict(
