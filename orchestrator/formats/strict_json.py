@@ -324,7 +324,6 @@ def _remembering(
             texts += map(whole, values[len(kept[0]) :])
         else:
             texts = _split_items(values, encode) or list(map(whole, values))
-            memo.update(zip(map(id, values), zip(values, texts)))
         memo.setdefault(SETTLED_MADE, {})[id(values[0])] = (values, texts)
         return "[" + ", ".join(texts) + "]"
 
