@@ -741,9 +741,7 @@ _JSON_VALUES = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.dictionaries(st.text(alphabet='{}, "a', max_size=4), _JSON_VALUES), max_size=12)
-)
+@given(st.lists(st.dictionaries(st.text(alphabet='{}, "a', max_size=4), _JSON_VALUES), max_size=12))
 def test_a_list_encoded_in_one_call_splits_into_its_items_texts_or_not_at_all(
     items: list[dict[str, Any]],
 ) -> None:
