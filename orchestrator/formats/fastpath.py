@@ -187,6 +187,21 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
                 f"    raise Unsupported(t{index})",
                 f"kwargs[{name!r}] = {value}",
             ]
+        elif _record_class(field.type) is not None:
+            # A nested record (or ``None``, where the field may be): its builder called
+            # straight, without the converter's closures around it.
+            scope["structure"] = structure
+            scope[f"k{index}"] = _record_class(field.type)
+            call = f"structure({value}, k{index})"
+            if field.type is not scope[f"k{index}"]:
+                call = f"None if {value} is None else {call}"
+            converted = [f"kwargs[{name!r}] = {call}"]
+        elif _optional_of(field.type) == dict[str, Any]:
+            converted = [
+                f"if {value} is not None and type({value}) is not dict:",
+                "    raise Unsupported(dict)",
+                f"kwargs[{name!r}] = None if {value} is None else dict({value})",
+            ]
         elif isinstance(field.type, type) and issubclass(field.type, enum.Enum):
             # A member found by its text without a call; anything else takes the call.
             scope[f"m{index}"] = {m.value: m for m in field.type if type(m.value) is str}
@@ -245,6 +260,13 @@ def _slot_setters(cls: type[Any], fields: Any) -> list[Callable[[Any, Any], None
             return None
         setters.append(slot.__set__)
     return setters
+
+
+def _record_class(kind: Any) -> type[Any] | None:
+    """The attrs class of a field of type ``X`` or ``X | None``; ``None`` for any other."""
+    inner = _optional_of(kind)
+    target = kind if inner is None else inner
+    return target if isinstance(target, type) and attrs.has(target) else None
 
 
 def _optional_of(kind: Any) -> Any:
