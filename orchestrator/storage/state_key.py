@@ -102,6 +102,7 @@ _verified: tuple[str, bytes | None] | None = None  # the last bytes whose signat
 # Their JSON data, parsed for a caller that only looked at it (``peek``), for the next
 # reader of the same bytes: ``resume`` reads the workflow's name, then the whole state.
 _peeked: tuple[bytes, Any] | None = None
+_decoded: tuple[bytes, str] | None = None  # the last bytes parsed, and their text
 
 
 # -- the key ----------------------------------------------------------------------------
@@ -430,7 +431,7 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     peeked, _peeked = _peeked, None
     if _verified is not None and _verified[1] == raw and _verified[0] == str(key_file()):
         # the bytes this process last signed or checked
-        data = peeked[1] if peeked is not None and peeked[0] == raw else json.loads(raw)
+        data = peeked[1] if peeked is not None and peeked[0] == raw else _parse(raw)
         if peek:
             _peeked = (raw, data)
         return data
@@ -450,13 +451,28 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     if not _compare_digest(match.group(1).decode("ascii"), mac):
         return None
     try:
-        data = json.loads(raw)
+        data = _parse(raw)
     except ValueError:  # pragma: no cover - bytes a save wrote always parse
         return None
     _verified = (str(key_file()), raw)
     if peek:
         _peeked = (raw, data)
     return data
+
+
+def _parse(raw: bytes) -> Any:
+    """``json.loads(raw)``, its text kept for :meth:`EncodedItems.seed` of the same bytes."""
+    global _decoded
+    text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
+    _decoded = (raw, text)
+    return json.loads(text)
+
+
+def _text_of(raw: bytes) -> str:
+    """The text of ``raw``, as the last parse of the same bytes decoded it (taken once)."""
+    global _decoded
+    decoded, _decoded = _decoded, None
+    return decoded[1] if decoded is not None and decoded[0] == raw else raw.decode("utf-8")
 
 
 def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bool]:
@@ -570,26 +586,26 @@ class EncodedItems:
         self._lists, self._members, self._settled, self._parts = {}, {}, {}, {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
-        text = raw.decode("utf-8")
+        text = _text_of(raw)
         # The members are in this order, one line each or one item a line: each block
         # ends before the next member (the requests are the last).
         limit = len(text)
         lists = {}
         for name in reversed(_LISTS):
             items = getattr(state, name)
-            block = _block(text, f'"{name}": [', "]", len(items), limit)
-            if block is None:
+            span = _block(text, f'"{name}": [', "]", len(items), limit)
+            if span is None:
                 return
             if items:
-                lists[name] = _Lines(items, block)
+                lists[name] = _Lines(items, text, *span)
             limit = text.find(f'\n  "{name}": ', 0, limit)
             if limit < 0:
                 return
         outputs = list(state.phase_data.items())
-        block = _block(text, '"phase_data": {', "}", len(outputs), limit)
-        if block is None:
+        span = _block(text, '"phase_data": {', "}", len(outputs), limit)
+        if span is None:
             return
-        lines = block.split("\n") if block else []
+        lines = text[span[0] : span[1]].split("\n") if outputs else []
         self._lists = lists
         # The file's own lines of phase_data, each a member's (the engine's record, first,
         # is made anew at every save).
@@ -607,11 +623,13 @@ class _Lines:
     ``agent_requests`` are noted in ``record_edits`` when one of their fields is.
     """
 
-    __slots__ = ("_edits", "_seen", "_text", "items")
+    __slots__ = ("_edits", "_end", "_seen", "_start", "_text", "items")
 
-    def __init__(self, items: list[Any], text: str) -> None:
+    def __init__(self, items: list[Any], text: str, start: int = 0, end: int | None = None) -> None:
+        """``text[start:end]`` holds the lines (a file's text and where they are in it:
+        they are cut out once, when lent)."""
         self.items = tuple(items)
-        self._text = text
+        self._text, self._start, self._end = text, start, len(text) if end is None else end
         self._edits = record_edits()  # the edit log as it is now, and how long
         self._seen = len(self._edits)
 
@@ -620,15 +638,16 @@ class _Lines:
         count = self._unchanged(items)
         if count == 0:
             return
-        text = self._text
+        text, start, end = self._text, self._start, self._end
         if count < len(self.items):
             # The line of item ``count`` begins after the newline that many lines from the
             # end: a long run changes its last items, so this walks back a few lines, where
             # splitting the text would copy all of it.
-            end = len(text)
             for _ in range(len(self.items) - count):
-                end = text.rfind("\n", 0, end)
-            text = text[: end - 1]  # without its ",\n"
+                end = text.rfind("\n", start, end)
+            end -= 1  # without its ",\n"
+        if start or end < len(text):
+            text = text[start:end]
         memo[lines_key(items)] = (items, count, text)
 
     def _unchanged(self, items: list[Any]) -> int:
@@ -655,11 +674,11 @@ def _head(key: str) -> str:
     return f"    {_quote(key)}: "
 
 
-def _block(text: str, opening: str, closing: str, count: int, limit: int) -> str | None:
-    """The text of a top-level member laid out one item a line (its lines, without the
-    brackets), if it has ``count`` lines and ends before ``limit``."""
+def _block(text: str, opening: str, closing: str, count: int, limit: int) -> tuple[int, int] | None:
+    """Where the lines of a top-level member laid out one item a line are in ``text``
+    (without the brackets), if it has ``count`` lines and ends before ``limit``."""
     if count == 0:
-        return ""
+        return 0, 0
     start = text.find(f"\n  {opening}\n", 0, limit)
     if start < 0:
         return None
@@ -667,7 +686,7 @@ def _block(text: str, opening: str, closing: str, count: int, limit: int) -> str
     # Its closing line is sought back from the limit, a few characters; its lines are
     # counted at C speed, not split: a long run's lines are taken as one text.
     end = text.rfind(f"\n  {closing}", start, limit)
-    return text[start:end] if end >= 0 and text.count("\n", start, end) == count - 1 else None
+    return (start, end) if end >= 0 and text.count("\n", start, end) == count - 1 else None
 
 
 # -- checking ---------------------------------------------------------------------------
