@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from orchestrator.adapters.file_bridge import FileBridge
 
-from orchestrator import Engine, Workflow, phase
+from orchestrator import Engine, RetryPolicy, Workflow, phase
 from orchestrator.storage import durable
 from orchestrator.testing import MockAgentInvoker
 
@@ -568,3 +568,63 @@ def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_
     # Each resume in the loop replays the asks recorded before: only the new entry is
     # made (the fourth also writes the finished phase's journal.json).
     assert fresh_saves[:3] == [1, 1, 1], fresh_saves
+
+
+class AskWithRetries(Workflow):
+    """A phase asking in a loop, whose agent fails now and then: each failure is retried,
+    and the journal's entry then names the retry."""
+
+    name = "ask-retries"
+    agents = ("writer",)
+    retry_policy = RetryPolicy(attempts=3, initial_delay=0, max_delay=0, jitter=0)
+
+    @phase(1)
+    def gather(self, ctx: Any) -> list[str]:
+        return [ctx.ask("writer", prompt(f"note {n}")) for n in range(4)]
+
+
+def test_a_retried_ask_replaces_its_journal_entry_and_the_state_records_the_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries are frozen and a retry puts a new one in place of the entry that waited for
+    the failed request: every save stores what encoding each entry afresh gives, the
+    state read back names each retry, and the phase ends with the retries' answers."""
+    from orchestrator.engine import engine as engine_module
+    from orchestrator.formats.convert import unstructure
+    from orchestrator.testing import WorkflowHarness
+
+    original = engine_module.Engine._store_record
+
+    def checked(self: Any) -> None:
+        original(self)
+        stored = self._require_state().phase_data["x_orchestrator"]["journal"]
+        assert stored == [unstructure(entry) for entry in self._require_record().journal]
+
+    monkeypatch.setattr(engine_module.Engine, "_store_record", checked)
+    harness = WorkflowHarness(AskWithRetries, tmp_path)
+    failures = iter([False, True, False, True, True, False])
+    outcome = harness.run()
+    retried = 0
+    while outcome.status == "paused":
+        for request in outcome.pending:
+            if next(failures, False):
+                harness.respond(
+                    request.request_id,
+                    "",
+                    status="error",
+                    error_type="TIMEOUT",
+                    error_message="not now",
+                )
+                retried += 1
+            else:
+                harness.respond(request.request_id, "A paragraph.")
+        outcome = harness.resume()
+        if outcome.status == "paused":
+            (state_path,) = tmp_path.glob(".*-state.json")
+            state = json.loads(state_path.read_text())
+            records = {r["request_id"]: r for r in state["agent_requests"]}
+            waiting = state["phase_data"]["x_orchestrator"]["journal"][-1]["request_ids"]
+            assert [records[rid]["status"] for rid in waiting] == ["pending"]
+    assert outcome.status == "completed", outcome.message
+    assert outcome.outputs["gather"] == ["A paragraph."] * 4
+    assert retried == 3

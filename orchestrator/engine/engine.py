@@ -15,7 +15,7 @@ import operator
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from itertools import count as count_from
 from pathlib import Path
 from typing import Any
@@ -149,8 +149,8 @@ class Engine:
         #: ``lambda run_id: orchestrator.adapters.postgres.board_store(dsn, run_id)``.
         #: ``None``: the board is a directory, ``.board`` in the run's work directory.
         self.board_store: Callable[[str], BoardStore] | None = None
-        # The journal's entries, their fields (flat) and JSON forms at the last save or
-        # load: see _journal_data
+        # The journal's entries and their JSON forms at the last save or load: see
+        # _journal_data
         self._journal_kept: _JournalKept | None = None
 
     # -- entry points -------------------------------------------------------------------
@@ -697,9 +697,13 @@ class Engine:
         return retry
 
     def _repoint_journal(self, old_id: str, new_id: str) -> None:
-        """The journal slot that waited for ``old_id`` now waits for ``new_id``."""
-        for entry in self._require_record().journal:
-            entry.request_ids = [new_id if rid == old_id else rid for rid in entry.request_ids]
+        """The journal slot that waited for ``old_id`` now waits for ``new_id`` (a new entry
+        in its place)."""
+        journal = self._require_record().journal
+        for index, entry in enumerate(journal):
+            if old_id in entry.request_ids:
+                ids = [new_id if rid == old_id else rid for rid in entry.request_ids]
+                journal[index] = attrs.evolve(entry, request_ids=ids)
 
     def _expire_overdue(self) -> bool:
         """A pending request past the ``answer_within`` its ask set counts as a TIMEOUT
@@ -988,24 +992,19 @@ class Engine:
         written = state.phase_data[ENGINE_KEY].get("journal")
         if not isinstance(written, list) or len(written) != len(record.journal):
             return
-        self._journal_kept = (list(record.journal), _flat_journal(record.journal), written)
+        self._journal_kept = (list(record.journal), written)
 
     def _journal_data(self, journal: list[JournalEntry]) -> list[Any]:
         """The journal's JSON form, each entry's made once: a phase of many asks or steps
-        (a loop, a regression run's cases) saves its whole journal at each one. An entry
-        is made anew when any of its fields is replaced (``_repoint_journal`` replaces
-        ``request_ids``); none is changed in place. The entries and their fields are held
-        and compared by identity at C speed, so an unchanged entry costs no step of
-        Python, and a replaced field is never taken for its predecessor."""
-        fields = _flat_journal(journal)
-        entries, kept_fields, data = self._journal_kept or ([], [], [])
+        (a loop, a regression run's cases) saves its whole journal at each one. Entries
+        are frozen, and one that changes is replaced (``_repoint_journal``): an entry
+        that is the very object it was has the JSON form it had, found by identity at C
+        speed, so an unchanged entry costs no step of Python."""
+        entries, data = self._journal_kept or ([], [])
         count = min(len(entries), len(journal))
         count = next(compress(count_from(), map(operator.is_not, journal, entries)), count)
-        changed = next(compress(count_from(), map(operator.is_not, fields, kept_fields)), None)
-        if changed is not None:
-            count = min(count, changed // _JOURNAL_WIDTH)
         made = data[:count] + [unstructure(entry) for entry in journal[count:]]
-        self._journal_kept = (list(journal), fields, made)
+        self._journal_kept = (list(journal), made)
         return made
 
     def _save(self, checkpoint_name: str, *, publish: bool = True) -> None:
@@ -1164,10 +1163,12 @@ class Engine:
                 )
             )
             entry.request_ids.append(request.request_id)
-        self._require_record().journal.append(entry)
+        journal = self._require_record().journal
+        journal.append(entry)
         if self.invoker is not None and self._invoke_in_process(records):
             self._save("after_agent_invocation")
             self._stop_if_requested()
+            return self.journal_entry(position) or entry  # a retry put a new one in its place
         return entry
 
     def _invoke_in_process(self, records: list[AgentRequestRecord]) -> bool:
@@ -1448,11 +1449,5 @@ def forget_paused() -> None:
 
 
 _status_of = operator.attrgetter("status")
-_journal_fields = operator.attrgetter(*(field.name for field in attrs.fields(JournalEntry)))
-_JOURNAL_WIDTH = len(attrs.fields(JournalEntry))
-# The journal's entries, their fields one after the other, and their JSON forms.
-_JournalKept = tuple[list[JournalEntry], list[Any], list[Any]]
-
-
-def _flat_journal(journal: list[JournalEntry]) -> list[Any]:
-    return list(chain.from_iterable(map(_journal_fields, journal)))
+# The journal's entries, and their JSON forms.
+_JournalKept = tuple[list[JournalEntry], list[Any]]

@@ -51,9 +51,11 @@ def prompt_digest(prompt: str) -> str:
     return sha256_hex(prompt.encode("utf-8"))
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, frozen=True)
 class JournalEntry:
-    """One ``ask``/``ask_all``/``step`` call of the current phase, by position."""
+    """One ``ask``/``ask_all``/``step`` call of the current phase, by position. Frozen: an
+    entry that changes is replaced by a new one (the engine keeps each entry's JSON form
+    while it is the very object it was)."""
 
     position: int
     kind: str  # "ask" | "ask_all" | "step"
