@@ -529,13 +529,28 @@ def test_kept_lines_of_a_changing_history_give_the_bytes_of_a_fresh_encoding(
         assert signed_document(state, encoded) == signed_document(state), change
 
 
+def check_every_stored_journal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Have every save check that the journal it stores is what encoding each entry afresh
+    gives."""
+    from orchestrator.engine import engine as engine_module
+    from orchestrator.formats.convert import unstructure
+
+    original = engine_module.Engine._store_record
+
+    def checked(self: Any) -> None:
+        original(self)
+        stored = self._require_state().phase_data["x_orchestrator"]["journal"]
+        assert stored == [unstructure(entry) for entry in self._require_record().journal]
+
+    monkeypatch.setattr(engine_module.Engine, "_store_record", checked)
+
+
 def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_make(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The journal's JSON form is taken from the state a new engine read; at every save
     it is what encoding each entry afresh gives, and entries read are not encoded again."""
     from orchestrator.engine import engine as engine_module
-    from orchestrator.formats.convert import unstructure
     from orchestrator.testing import WorkflowHarness
 
     made: list[int] = []
@@ -547,14 +562,7 @@ def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_
         return real(obj)
 
     monkeypatch.setattr(engine_module, "unstructure", counting)
-    original = engine_module.Engine._store_record
-
-    def checked(self: Any) -> None:
-        original(self)
-        stored = self._require_state().phase_data["x_orchestrator"]["journal"]
-        assert stored == [unstructure(entry) for entry in self._require_record().journal]
-
-    monkeypatch.setattr(engine_module.Engine, "_store_record", checked)
+    check_every_stored_journal(monkeypatch)
     harness = WorkflowHarness(AskInALoop, tmp_path)
     outcome = harness.run()
     fresh_saves = []
@@ -589,18 +597,9 @@ def test_a_retried_ask_replaces_its_journal_entry_and_the_state_records_the_retr
     """Entries are frozen and a retry puts a new one in place of the entry that waited for
     the failed request: every save stores what encoding each entry afresh gives, the
     state read back names each retry, and the phase ends with the retries' answers."""
-    from orchestrator.engine import engine as engine_module
-    from orchestrator.formats.convert import unstructure
     from orchestrator.testing import WorkflowHarness
 
-    original = engine_module.Engine._store_record
-
-    def checked(self: Any) -> None:
-        original(self)
-        stored = self._require_state().phase_data["x_orchestrator"]["journal"]
-        assert stored == [unstructure(entry) for entry in self._require_record().journal]
-
-    monkeypatch.setattr(engine_module.Engine, "_store_record", checked)
+    check_every_stored_journal(monkeypatch)
     harness = WorkflowHarness(AskWithRetries, tmp_path)
     failures = iter([False, True, False, True, True, False])
     outcome = harness.run()

@@ -1163,8 +1163,7 @@ class Engine:
                 )
             )
             entry.request_ids.append(request.request_id)
-        journal = self._require_record().journal
-        journal.append(entry)
+        self._require_record().journal.append(entry)
         if self.invoker is not None and self._invoke_in_process(records):
             self._save("after_agent_invocation")
             self._stop_if_requested()

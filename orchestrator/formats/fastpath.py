@@ -187,13 +187,13 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
                 f"    raise Unsupported(t{index})",
                 f"kwargs[{name!r}] = {value}",
             ]
-        elif _record_class(field.type) is not None:
+        elif (record := _record_class(field.type)) is not None:
             # A nested record (or ``None``, where the field may be): its builder called
             # straight, without the converter's closures around it.
             scope["structure"] = structure
-            scope[f"k{index}"] = _record_class(field.type)
+            scope[f"k{index}"] = record
             call = f"structure({value}, k{index})"
-            if field.type is not scope[f"k{index}"]:
+            if field.type is not record:
                 call = f"None if {value} is None else {call}"
             converted = [f"kwargs[{name!r}] = {call}"]
         elif _optional_of(field.type) == dict[str, Any]:
