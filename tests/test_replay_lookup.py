@@ -2,9 +2,10 @@
 
 A phase asking in a loop replays every earlier ask at each resume; a plain ask already
 answered with a success is found in the journal and given its recorded answer without
-the full path (``PhaseContext._replayed_text``). These tests resume a five-ask loop after
-four answers with the code changed in one way or another at its second ask, once with
-the lookup and once with it turned off, and expect the very same outcome: the lookup
+the full path (the rows of ``ReplayRows``, kept from one resume to the next, then
+``PhaseContext._replayed_text``). These tests resume a five-ask loop after four answers
+with the code changed in one way or another at its second ask, once with the lookup and
+once with it turned off, and expect the very same outcome: the lookup
 must defer every case it does not settle (another prompt or agent, an agent not
 declared, a timeout out of range, a typed or confidence-checked answer) to the path that
 checks, fails or re-opens. And it is taken: replayed asks build no ``Ask``, and a prompt
@@ -107,6 +108,7 @@ def test_the_lookup_gives_what_the_full_path_gives(
 ) -> None:
     looked_up = resume_changed(tmp_path / "lookup", VARIANTS[variant])
     monkeypatch.setattr(context.PhaseContext, "_replayed_text", lambda *_: None)
+    monkeypatch.setattr(context.ReplayRows, "of", lambda *_, **__: [])
     full = resume_changed(tmp_path / "full", VARIANTS[variant])
     assert looked_up == full
     if variant in ("the same code", "a deadline for the answer"):
@@ -155,3 +157,77 @@ def test_replayed_asks_build_no_ask_and_answer_as_recorded(
         assert not replayed.intersection(digested)
     assert outcome.status == "completed", outcome.message
     assert outcome.outputs["loop"] == {"answers": [answer(n) for n in range(1, ASKS + 1)]}
+
+
+def test_a_resume_in_process_replays_from_rows_kept_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each resume looks up its earlier asks in the rows the last one left: only the ask
+    past the journal's end goes the checking way, so a loop's replay costs no step of
+    Python per earlier entry beyond its index and compares."""
+    checked: list[int] = []
+    real = context.PhaseContext._replayed_text
+
+    def watched(self: Any, agent: str, text: str, timeout_seconds: int) -> Any:
+        checked.append(self._position)
+        return real(self, agent, text, timeout_seconds)
+
+    monkeypatch.setattr(context.PhaseContext, "_replayed_text", watched)
+    harness = WorkflowHarness(Loop, tmp_path)
+    outcome = harness.run()
+    for number in range(1, ASKS + 1):
+        checked.clear()
+        harness.respond(outcome.pending[0].request_id, answer(number))
+        outcome = harness.resume()
+        assert checked == ([number] if number < ASKS else [])
+    assert outcome.status == "completed", outcome.message
+    assert outcome.outputs["loop"] == {"answers": [answer(n) for n in range(1, ASKS + 1)]}
+
+
+class Mixed(Workflow):
+    """Three asks to one agent, then two to another."""
+
+    name = "replay-mixed"
+    agents = AGENTS
+
+    @phase(1)
+    def loop(self, ctx: Any) -> dict[str, Any]:
+        agents = ["writer"] * 3 + ["critic"] * 2
+        return {"answers": [ctx.ask(agent, prompt(n + 1)) for n, agent in enumerate(agents)]}
+
+
+def test_rows_kept_from_the_last_resume_follow_the_agents_declared_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent no longer declared is refused at an ask the last resume replayed: the rows
+    it left are not taken as they are."""
+    harness = WorkflowHarness(Mixed, tmp_path)
+    outcome = harness.run()
+    for number in range(1, 4):
+        harness.respond(outcome.pending[0].request_id, answer(number))
+        outcome = harness.resume()
+    assert outcome.pending[0].agent_name == "critic"
+    monkeypatch.setattr(Mixed, "agents", ("critic",))
+    harness.respond(outcome.pending[0].request_id, answer(4))
+    outcome = harness.resume()
+    assert outcome.status == "failed"
+    assert "asks agent 'writer', which the workflow does not declare" in outcome.message
+
+
+def test_a_row_goes_when_its_request_is_edited(tmp_path: Path) -> None:
+    """A request whose answer is no longer a success (its fields assigned since the rows
+    were made) replays no more from its row."""
+    harness = WorkflowHarness(Loop, tmp_path)
+    outcome = harness.run()
+    for number in range(1, 3):
+        harness.respond(outcome.pending[0].request_id, answer(number))
+        outcome = harness.resume()
+    engine = harness.engine()
+    assert engine._take_paused()
+    spec = Loop.phase_named("loop")
+    rows = engine.replay_rows.of(engine, spec, replayable=True)
+    assert [row and row[2] for row in rows] == [answer(1), answer(2), None]
+    first = engine._records_by_id()[engine._require_record().journal[0].request_ids[0]]
+    first.status = context.HistoryStatus.FAILED
+    rows = engine.replay_rows.of(engine, spec, replayable=True)
+    assert [row and row[2] for row in rows] == [None, answer(2), None]

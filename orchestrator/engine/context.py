@@ -9,9 +9,12 @@ phase, the position and what changed.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from itertools import compress
+from itertools import count as count_from
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,7 +33,13 @@ from ..evidence.documents import (
     confidence_of,
     event_name_ok,
 )
-from ..formats.bridge import AgentRequestRecord, ErrorType, HistoryStatus, RequestStatus
+from ..formats.bridge import (
+    AgentRequestRecord,
+    ErrorType,
+    HistoryStatus,
+    RequestStatus,
+    record_edits,
+)
 from ..formats.bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
 from ..formats.convert import structure
 from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
@@ -57,6 +66,92 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+#: A plain ask answered before, as a replay hands it back: (agent, prompt, answer text).
+ReplayRow = tuple[str, str, str]
+
+
+class ReplayRows:
+    """The current phase's journal as a replay reads it: by position, each plain ``ask``
+    answered with a success as ``(agent, prompt, answer)``, anything else ``None``.
+
+    A phase that asks in a loop replays every earlier ask at each resume: with the rows,
+    each costs an index and two compares of texts, nothing per entry beyond. The engine
+    keeps them from one resume to the next in its process (a new engine takes them with
+    the state the last pause left), and brings them up to date at C speed: a row stays
+    while its entry is the very object it was (entries are frozen, and one that changes
+    is replaced) and no field of its request was assigned since (``record_edits``: an
+    answer that came in, a request marked failed).
+    """
+
+    __slots__ = ("_agents", "_edits", "_entries", "_positions", "_seen", "_spec", "rows")
+
+    def __init__(self) -> None:
+        self._spec: PhaseSpec | None = None
+        self._agents: Sequence[str] = ()  # the workflow's agents when the rows were made
+        self._entries: list[JournalEntry] = []  # the journal the rows were made from
+        self.rows: list[ReplayRow | None] = []
+        self._positions: dict[str, int] = {}  # request id -> the position that holds it
+        self._edits: list[Any] | None = None  # the edit log, and how much of it was seen
+        self._seen = 0
+
+    def of(self, engine: Engine, spec: PhaseSpec, *, replayable: bool) -> list[ReplayRow | None]:
+        """The rows of ``spec``'s journal now (none when its asks cannot replay as they
+        are: a phase that may not ask, a retried phase whose calls are checked anew)."""
+        record, state = engine._require_record(), engine._require_state()
+        journal, edits, agents = record.journal, record_edits(), engine.workflow_cls.agents
+        if record.reopened or not replayable:
+            self._spec = None  # made anew next time
+            return []
+        count = 0
+        if spec is self._spec and edits is self._edits and agents == self._agents:
+            count = min(len(self._entries), len(journal))
+            count = next(
+                compress(count_from(), map(operator.is_not, journal, self._entries)), count
+            )
+            positions = self._positions
+            for edited in edits[self._seen :]:
+                at = positions.get(edited.request_id, count)
+                count = min(count, at)
+        else:
+            self._positions = {}
+        rows, positions = self.rows, self._positions
+        del rows[count:]
+        by_id = engine._record_index.of(state.agent_requests)
+        for position in range(count, len(journal)):
+            rows.append(_replay_row(journal[position], position, by_id, agents, positions))
+        self._spec, self._agents, self._entries = spec, agents, list(journal)
+        self._edits, self._seen = edits, len(edits)
+        return rows
+
+
+def _replay_row(
+    entry: JournalEntry,
+    position: int,
+    by_id: dict[str, AgentRequestRecord],
+    agents: Sequence[str],
+    positions: dict[str, int],
+) -> ReplayRow | None:
+    """``entry``'s row (see :class:`ReplayRows`): an ask whose one request was answered
+    with a success, and passes every check the same ask made now would."""
+    if entry.kind != "ask" or entry.position != position or len(entry.request_ids) != 1:
+        return None
+    request_id = entry.request_ids[0]
+    positions[request_id] = position  # an edit of its request makes the row again
+    record = by_id.get(request_id)
+    if record is None or record.status is not HistoryStatus.COMPLETED:
+        return None
+    request, response = record.x_request, record.x_response
+    if (
+        request is None
+        or response is None
+        or response.status is not RequestStatus.SUCCESS
+        or request.agent_name not in agents
+        or len(request.prompt) < PROMPT_MIN_LENGTH
+    ):
+        return None
+    return request.agent_name, request.prompt, response.response or ""
+
+
 class PhaseContext:
     """What a phase sees: ``ask``, ``ask_all``, ``step``, earlier outputs and inputs."""
 
@@ -78,6 +173,7 @@ class PhaseContext:
         self._agents = workflow_cls.agents
         self._may_ask = workflow_cls.may_ask(spec)
         self._sha256 = _durable.sha256_constructor()
+        self._rows = engine.replay_rows.of(engine, spec, replayable=self._may_ask)
 
     def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
         """The recorded output of an earlier phase, structured into ``output_type`` if given."""
@@ -112,6 +208,17 @@ class PhaseContext:
         retry.
         """
         if output_type is None and min_confidence is None and answer_within is None:
+            position, rows = self._position, self._rows
+            if position < len(rows):  # an ask answered before: two compares (ReplayRows)
+                row = rows[position]
+                if (
+                    row is not None
+                    and row[1] == prompt
+                    and row[0] == agent
+                    and TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
+                ):
+                    self._position = position + 1
+                    return row[2]
             replayed = self._replayed_text(agent, prompt, timeout_seconds)
             if replayed is not None:
                 return replayed
@@ -434,11 +541,11 @@ class PhaseContext:
     def _replayed_text(self, agent: str, prompt: str, timeout_seconds: int) -> str | None:
         """The recorded answer of a plain ``ask`` replayed where nothing can go otherwise:
         the journal holds this very call at this position, answered with a success, and
-        the call passes every check a new one would. A phase asking in a loop replays
-        each earlier ask at every resume, so this is a lookup and one compare of the
-        prompt with the recorded request's (whose digest the entry's fingerprint holds:
-        the engine writes both from the same ask); a prompt that differs is checked
-        against the fingerprint itself.
+        the call passes every check a new one would. The asks of :class:`ReplayRows`
+        never come here; this checks the others (a request whose text went to the run's
+        history, say) with the recorded request's prompt, whose digest the entry's
+        fingerprint holds (the engine writes both from the same ask), and a prompt that
+        differs against the fingerprint itself.
 
         ``None`` (and nothing done) in every other case: the full path then checks,
         opens, pauses, fails or re-opens as it says.

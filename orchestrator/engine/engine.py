@@ -83,7 +83,7 @@ from ..formats.step_names import (
 from ..formats.strict_json import SettledItems
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage.runs import ENGINE_KEY
-from .context import PhaseContext
+from .context import PhaseContext, ReplayRows
 from .record import (
     EXIT_ERROR,
     EXIT_OK,
@@ -134,6 +134,8 @@ class Engine:
         self._consumed: list[ReceivedResponse] = []
         self._fatal: OrchestratorError | None = None
         self._record_index = RecordIndex()
+        #: The current phase's asks answered before, as a replay reads them.
+        self.replay_rows = ReplayRows()
         # _pending's last answer: (requests, their count, edit log, its length, pending)
         self._pending_kept: tuple[Any, int, list[Any], int, list[AgentRequestRecord]] | None = None
         # The engine tells what happens; the recorder writes the run's evidence.
@@ -944,6 +946,7 @@ class Engine:
                 journal_kept=self._journal_kept,
                 published=self.recorder.published,
                 record_index=self._record_index,
+                replay_rows=self.replay_rows,
             )
             while len(_paused) > _PAUSED_KEPT:
                 del _paused[next(iter(_paused))]
@@ -962,6 +965,7 @@ class Engine:
             return False
         if kept.state is not self._state:
             self._journal_kept, self._record_index = kept.journal_kept, kept.record_index
+            self.replay_rows = kept.replay_rows
             self._state, self._record = kept.state, kept.record
             self.recorder.attach(
                 kept.state, kept.record, published=kept.published, record_index=kept.record_index
@@ -1430,6 +1434,7 @@ class _Paused:
     journal_kept: _JournalKept | None
     published: int  # the recorder's: the last event known to be in the run's log
     record_index: RecordIndex  # of the state's agent_requests, kept as they grow
+    replay_rows: ReplayRows  # the current phase's asks answered before
 
 
 # bridge location -> the state its last clean pause left (see Engine._leave_paused); a few
