@@ -186,7 +186,7 @@ def test_a_workflow_reference_edited_to_another_module_is_never_imported(tmp_pat
     evil.write_text(EVIL)
     run.edit(lambda s: s["phase_data"][ENGINE_KEY].update(workflow=f"{evil}:Signed"))
     assert_refused_by_every_command(
-        run, "the workflow reference", "$.phase_data.x_orchestrator.workflow"
+        run, "the engine's record of the run (its workflow", "$.phase_data.x_orchestrator;"
     )
     assert not (evil.parent / "MARKER").exists()
     status = run.cli("status", "--workdir", run.workdir)  # status shows it, and says so
@@ -195,7 +195,7 @@ def test_a_workflow_reference_edited_to_another_module_is_never_imported(tmp_pat
     assert f"orchestrate trust {run.state_path}" in status.stdout
     shown = json.loads(run.cli("status", "--json", "--workdir", run.workdir).stdout)
     assert shown["signature"] == "not valid"
-    assert "the workflow reference" in shown["signature_problem"]
+    assert "the engine's record of the run" in shown["signature_problem"]
     assert not (evil.parent / "MARKER").exists()
 
 
@@ -205,7 +205,7 @@ def test_a_phase_moved_on_by_hand_is_refused(tmp_path: Path) -> None:
     run = Run(tmp_path)
     run.start()
     run.edit(lambda s: s.update(phase=2, phase_name="review"))
-    assert_refused_by_every_command(run, "the phase", "at $.phase;")
+    assert_refused_by_every_command(run, "signed it: the phase and the other top-level fields;")
 
 
 def test_a_recorded_answer_changed_by_hand_is_refused_then_trusted_and_resumed(
@@ -237,7 +237,7 @@ def test_a_workflow_file_that_moved_is_trusted_by_hand_and_the_run_goes_on(
     moved.write_text(FLOW)
     run.edit(lambda s: s["phase_data"][ENGINE_KEY].update(workflow=f"{moved}:Signed"))
     refused = run.cli("resume", "--workdir", run.workdir)
-    assert refused.returncode == 1 and "the workflow reference" in refused.stderr
+    assert refused.returncode == 1 and "the engine's record of the run" in refused.stderr
     assert run.cli("trust", run.state_path).returncode == 0
     run.answer("Tides are the sea rising and falling.")
     assert (moved.parent / "imports.log").exists()
@@ -280,7 +280,7 @@ def test_an_unsigned_edit_is_refused_in_process_too(tmp_path: Path) -> None:
         sys.path.remove(str(run.flow_dir))
     run.edit(lambda s: s.update(checkpoint_name="edited"))
     before = run.state_path.read_bytes()
-    with pytest.raises(StateUntrustedError, match="the rest of the state"):
+    with pytest.raises(StateUntrustedError, match="the phase and the other top-level fields"):
         WorkflowHarness(signed_flow.Signed, run.workdir).resume()
     assert run.state_path.read_bytes() == before
 
@@ -547,8 +547,8 @@ def test_a_signature_names_the_parts_that_changed(tmp_path: Path) -> None:
     data["phase"] = 2
     data["phase_data"][ENGINE_KEY]["inputs"]["x"] = "y"
     verdict = judge_signature(data)
-    assert [name for name, _, _ in verdict.changed] == ["phase", "inputs"]
-    data["phase_data"][ENGINE_KEY]["x_signature"]["parts"]["phase"] = "0" * 8
+    assert [name for name, _, _ in verdict.changed] == ["fields", "record"]
+    data["phase_data"][ENGINE_KEY]["x_signature"]["parts"]["fields"] = "0" * 8
     data["phase"] = 1
     del data["phase_data"][ENGINE_KEY]["inputs"]["x"]
     verdict = judge_signature(data)  # the hints alone changed: the signature is named
@@ -650,7 +650,7 @@ def test_a_state_is_signed_over_its_file_so_the_same_data_in_other_bytes_is_refu
     run.start()
     raw = run.state_path.read_bytes()
     assert judge_signature(json.loads(raw), raw).ok
-    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "file"
+    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "segments"
     squeezed = raw.replace(b'"agent_name": "writer"', b'"agent_name":"writer"', 1)
     assert squeezed != raw and json.loads(squeezed) == json.loads(raw)
     run.state_path.write_bytes(squeezed)
@@ -671,7 +671,39 @@ def test_a_state_signed_over_its_parts_still_resumes(tmp_path: Path) -> None:
     assert "covers" not in run.state()["phase_data"][ENGINE_KEY]["x_signature"]
     assert signature_holds(run.state_path)
     assert _resumed(run).returncode == 42
-    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "file"
+    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "segments"
+
+
+def test_a_state_signed_over_its_whole_file_still_resumes(tmp_path: Path) -> None:
+    """States written before the signature was cut into segments carry one over the
+    whole file (and the parts' digests beside it); they resume as they are, and are
+    signed over their segments from the next save on."""
+    from orchestrator.formats.strict_json import dumps_canonical
+    from orchestrator.storage import state_key
+
+    run = Run(tmp_path)
+    run.start()
+    data = run.state()
+    del data["phase_data"][ENGINE_KEY]["x_signature"]
+    unsigned = dumps_canonical(state_key.with_signature(data, state_key._MARK))
+    key = state_key.load_key(create=False)
+    fields = {
+        "key_id": state_key._key_id(key),
+        "parts": {name: digest[:8] for name, digest in state_key._digests(data)},
+        "covers": "file",
+    }
+    signature = {"hmac_sha256": state_key._file_mac(key, fields, unsigned), **fields}
+    text = b'"x_signature": ' + json.dumps(signature, separators=(", ", ": ")).encode()
+    old = unsigned.replace(state_key._member(state_key._MARK_TEXT), text)
+    run.state_path.write_bytes(old)
+    assert json.loads(old)["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "file"
+    assert state_key.data_if_signed(old) == json.loads(old)
+    assert signature_holds(run.state_path)
+    run.state_path.write_bytes(old.replace(b'"phase": 1', b'"phase": 2'))
+    assert not signature_holds(run.state_path)  # what changed is still told
+    run.state_path.write_bytes(old)
+    assert _resumed(run).returncode == 42
+    assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "segments"
 
 
 def test_a_second_copy_of_the_signature_in_the_file_is_refused(tmp_path: Path) -> None:
@@ -776,38 +808,133 @@ def test_bytes_a_save_wrote_are_read_without_the_careful_parser_and_others_are_n
 
 @given(
     st.lists(
-        st.tuples(st.integers(0, 3), st.binary(max_size=40), st.integers(0, 9)),
+        st.tuples(
+            st.integers(0, 3), st.binary(max_size=40), st.integers(0, 9), st.binary(max_size=9)
+        ),
         min_size=1,
         max_size=12,
     )
 )
 @settings(max_examples=200, deadline=None)
-def test_a_part_hashed_on_from_the_last_save_has_the_digest_of_its_bytes(
-    edits: list[tuple[int, bytes, int]],
+def test_a_segment_hashed_on_from_the_last_save_has_the_digest_of_its_bytes(
+    edits: list[tuple[int, bytes, int, bytes]],
 ) -> None:
-    """A part's hash goes on from where it agreed with the last save's bytes: whatever
-    changed where (appended, cut, changed at its head or its end), the digest is that of
-    the bytes, as a fresh hash gives it."""
+    """A segment's hash goes on from where it agreed with the last save's bytes: whatever
+    changed where (appended, cut, changed at its head or its end), and wherever the
+    segment lies in its file, the digest is that of its bytes, as a fresh hash gives
+    it."""
     import hashlib
 
     from orchestrator.storage import state_key
 
-    document = bytes(range(256)) * 2
+    segment = bytes(range(256)) * 2
     last = None
-    with pytest.MonkeyPatch.context() as patch:  # short parts, short steps: every path
+    with pytest.MonkeyPatch.context() as patch:  # short segments, short steps: every path
         patch.setattr(state_key, "_HASHED_ON_FROM", 64)
         patch.setattr(state_key, "_AGREE_STEP", 16)
-        for kind, text, where in edits:
-            at = len(document) * where // 10
+        for kind, text, where, before in edits:
+            at = len(segment) * where // 10
             if kind == 0:
-                document += text
+                segment += text
             elif kind == 1:
-                document = document[:at] + text
+                segment = segment[:at] + text
             elif kind == 2:
-                document = document[:at] + text + document[at + len(text) :]
+                segment = segment[:at] + text + segment[at + len(text) :]
             else:
-                document = text + document[len(text) :]
-            hasher, last = state_key._hashed_on(hashlib.sha256, document, last)
-            assert hasher.hexdigest() == hashlib.sha256(document).hexdigest()
+                segment = text + segment[len(text) :]
+            document = before + segment + text  # the file around it
+            start, end = len(before), len(before) + len(segment)
+            hasher, last = state_key._hashed_on(hashlib.sha256, document, start, end, last)
+            assert hasher.hexdigest() == hashlib.sha256(segment).hexdigest()
             if last is not None:
-                assert last[0] is document and 0 <= last[1] <= len(document)
+                kept, first, stop, offset, at_offset = last
+                assert (kept, first, stop) == (document, start, end)
+                assert 0 <= offset <= len(segment)
+                assert at_offset.hexdigest() == hashlib.sha256(segment[:offset]).hexdigest()
+
+
+LONG_FLOW = """
+from orchestrator import Workflow, phase
+
+
+class Long(Workflow):
+    name = "long"
+    agents = ("writer",)
+
+    @phase(1)
+    def loop(self, ctx):
+        notes = "Read the notes so far and add one line to them. " * 40
+        return [ctx.ask("writer", f"Note {n}. {notes}") for n in range(60)]
+"""
+
+
+class _Counted:
+    """A hash object that counts the bytes it takes (in ``seen``)."""
+
+    def __init__(self, inner: Any, seen: list[int]) -> None:
+        self.inner, self.seen = inner, seen
+
+    def update(self, data: Any) -> None:
+        self.seen.append(len(memoryview(data).cast("B")))
+        self.inner.update(data)
+
+    def copy(self) -> _Counted:
+        return _Counted(self.inner.copy(), self.seen)
+
+    def digest(self) -> bytes:
+        return self.inner.digest()  # type: ignore[no-any-return]
+
+    def hexdigest(self) -> str:
+        return self.inner.hexdigest()  # type: ignore[no-any-return]
+
+
+def test_a_long_state_read_back_is_hashed_once_and_its_save_goes_on_from_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a long state hashes its file once; the save that follows hashes on from
+    the hashes the check took, only what changed (the answer that came in, the next
+    request), where it would otherwise hash the file again, whole."""
+    import importlib.util
+
+    from orchestrator.engine.engine import forget_paused
+    from orchestrator.storage import state_key
+    from orchestrator.testing import WorkflowHarness
+
+    flow = tmp_path / "long_flow.py"
+    flow.write_text(LONG_FLOW)
+    spec = importlib.util.spec_from_file_location("long_flow", flow)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "work").mkdir()
+    harness = WorkflowHarness(module.Long, tmp_path / "work")
+    outcome = harness.run()
+    for _ in range(50):
+        harness.respond(outcome.pending[0].request_id, "Noted. " * 30)
+        outcome = harness.resume()
+    (state,) = (tmp_path / "work").glob(".*-state.json")
+    size = state.stat().st_size
+    assert size > 2 * state_key._HASHED_ON_FROM  # long enough to be hashed on
+
+    seen: list[int] = []
+    real = state_key.sha256_constructor
+
+    def counting(size: int = 0) -> Any:
+        constructor = real(size)
+
+        def sha256(data: Any = b"") -> _Counted:
+            counted = _Counted(constructor(), seen)
+            counted.update(data)
+            return counted
+
+        return sha256
+
+    monkeypatch.setattr(state_key, "sha256_constructor", counting)
+    forget_paused()  # as a new process: the state is read back, and checked
+    monkeypatch.setattr(state_key, "_verified", None)
+    harness.respond(outcome.pending[0].request_id, "Noted. " * 30)
+    outcome = harness.resume()
+    assert outcome.status == "paused" and len(outcome.pending) == 1
+    assert size < sum(seen) < size + size // 4, (sum(seen), size)
+    monkeypatch.setattr(state_key, "_verified", None)
+    assert state_key.data_if_signed(state.read_bytes()) is not None

@@ -1,10 +1,11 @@
-"""The user's signing key, and the signature over a state's parts made with it.
+"""The user's signing key, and the signature over a state's file made with it.
 
 The work directory is where hosts and agents write, so a state file there cannot be taken
-at its word: the engine signs every state it writes (HMAC-SHA256 over the parts that
-``orchestrator.formats.state_signature`` names) with a key that lives outside any work
-directory, and every command that acts on a state checks the signature before it imports
-a workflow or reads an answer from it.
+at its word: the engine signs every state it writes (HMAC-SHA256 over the file's bytes,
+cut into a few segments: see :func:`signed_bytes`) with a key that lives outside any
+work directory, and every command that acts on a state checks the signature before it
+imports a workflow or reads an answer from it. States signed before over the whole file,
+or over the parts that ``orchestrator.formats.state_signature`` names, are still read.
 
 The key is a file of 64 hex digits, readable by its owner alone:
 ``$ORCHESTRATOR_KEY_FILE`` when that is set (an absolute path), else
@@ -82,7 +83,9 @@ KEY_MIN_BYTES = 32
 _KEY_MAX_BYTES = 4096
 _MAC_CONTEXT = b"checkpoint-orchestrator state signature 1\n"
 _FILE_MAC_CONTEXT = b"checkpoint-orchestrator state signature 2, over the file\n"
-COVERS_FILE = "file"  # ``covers`` of a signature made over the file's bytes
+_SEGMENTS_MAC_CONTEXT = b"checkpoint-orchestrator state signature 3, over the file's segments\n"
+COVERS_FILE = "file"  # ``covers`` of a signature over the whole file (states written before)
+COVERS_SEGMENTS = "segments"  # ``covers`` of one over the file's segments
 # What stands in the file for the signature while its MAC is computed.
 _MARK = "checkpoint-orchestrator: the state signature goes here"
 _MARK_TEXT = b'"' + _MARK.encode() + b'"'
@@ -103,6 +106,9 @@ _verified: tuple[str, bytes | None] | None = None  # the last bytes whose signat
 # reader of the same bytes: ``resume`` reads the workflow's name, then the whole state.
 _peeked: tuple[bytes, Any] | None = None
 _decoded: tuple[bytes, str] | None = None  # the last bytes parsed, and their text
+# The last bytes checked over their segments, with what their next save may hash on from
+# (for EncodedItems.seed of the same bytes).
+_segments_read: tuple[bytes, dict[str, Any]] | None = None
 
 
 # -- the key ----------------------------------------------------------------------------
@@ -288,58 +294,124 @@ def _key_id(key: bytes) -> str:
     return sha256_constructor()(_KEY_ID_CONTEXT + key).hexdigest()[:16]  # type: ignore[no-any-return]
 
 
-def _digests(data: dict[str, Any], memo: dict[Any, Any] | None = None) -> list[tuple[str, str]]:
-    parts = signed_parts(data, memo=memo)
+def _digests(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The digest of each of the state's parts (a signature over its parts: states
+    written before the signature covered the file, and states holding the mark)."""
+    parts = signed_parts(data)
     sha256 = sha256_constructor(sum(len(encoded) for _, encoded in parts))
-    if memo is None:
-        return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
-    kept, made = memo.get(_PARTS_KEPT, {}), memo.setdefault(_PARTS_MADE, {})
-    digests = []
-    for name, encoded in parts:
-        hasher, made[name] = _hashed_on(sha256, encoded, kept.get(name))
-        digests.append((name, hasher.hexdigest()))
-    return digests
+    return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
 
 
-# memo keys: the parts' bytes at the last save with a hash taken up to where they agreed
-# with the save before (lent by whoever keeps the memo), and those of this save.
-_PARTS_KEPT = "parts-kept"
-_PARTS_MADE = "parts-made"
-_HASHED_ON_FROM = 1 << 16  # a shorter part is hashed whole
+# -- the file's segments ----------------------------------------------------------------
+
+#: Each segment a state's file is cut into for its MAC: its name, where it is (for
+#: messages), and what it holds, in words; in the order of the file.
+SEGMENTS: tuple[tuple[str, str, str], ...] = (
+    ("fields", "$", "the phase and the other top-level fields"),
+    (
+        "record",
+        f"$.phase_data.{ENGINE_KEY}",
+        "the engine's record of the run (its workflow, inputs and journal)",
+    ),
+    ("outputs", "$.phase_data", "the phases' outputs"),
+    ("completed_phases", "$.completed_phases", "the completed phases"),
+    ("agent_requests", "$.agent_requests", "the recorded requests and answers"),
+)
+_PHASE_DATA_OPENING = b'\n  "phase_data": {\n    '
+_LIST_OPENINGS = (
+    ("completed_phases", b'\n  "completed_phases": '),
+    ("agent_requests", b'\n  "agent_requests": '),
+)
+
+
+def _cuts(data: bytes) -> list[tuple[str, int, int]]:
+    """The segments of a state's bytes: ``(name, start, end)``, one after the other from
+    the first byte to the last.
+
+    Each segment but the first begins where the canonical layout begins what it holds:
+    the record at ``phase_data``'s opening line (the engine's record is its first
+    member, on one line), the outputs after that line, then ``completed_phases`` and
+    ``agent_requests``, each sought after the one before with a long needle, so the
+    search skips through the file rather than stepping. A segment not found is part of
+    the one before it: any bytes are cut some way, and the MAC covers every byte.
+    """
+    found = data.find(_PHASE_DATA_OPENING)
+    cuts = [("fields", 0)]
+    if found >= 0:
+        line_end = data.find(b"\n", found + len(_PHASE_DATA_OPENING))
+        cuts.append(("record", found))
+        if line_end >= 0:
+            cuts.append(("outputs", line_end))
+    for name, opening in _LIST_OPENINGS:
+        found = data.find(opening, cuts[-1][1])
+        if found >= 0:
+            cuts.append((name, found))
+    ends = [start for _, start in cuts[1:]] + [len(data)]
+    return [(name, start, end) for (name, start), end in zip(cuts, ends, strict=True)]
+
+
+#: memo keys: each segment as last hashed, with a hash taken up to where it agreed with
+#: the save before (lent by whoever keeps the memo), and those of this save.
+_SEGMENTS_KEPT = "segments-kept"
+_SEGMENTS_MADE = "segments-made"
+_HASHED_ON_FROM = 1 << 16  # a shorter segment is hashed whole
 _AGREE_STEP = 1 << 12
+
+if TYPE_CHECKING:
+    #: What the next save may go on from: a segment's bytes (``data[start:end]``), how
+    #: far it was hashed, and a copy of that hash.
+    _Hashed = tuple[bytes, int, int, int, Any]
 
 
 def _hashed_on(
-    sha256: Any, encoded: bytes, last: tuple[bytes, int, Any] | None
-) -> tuple[Any, tuple[bytes, int, Any] | None]:
-    """A hash object that has taken ``encoded``, and what the next save may go on from:
-    ``(encoded, offset, a copy of the hash at offset)``.
+    sha256: Any, data: bytes, start: int, end: int, last: _Hashed | None
+) -> tuple[Any, _Hashed | None]:
+    """A hash object that has taken ``data[start:end]`` (a segment), and what the next
+    save may go on from.
 
-    A long run's parts grow at their end (its requests, its outputs): the bytes up to
-    the first one that changed since the last save were hashed then. ``last`` is what
-    that save kept: when ``encoded`` begins with the same bytes up to its offset, its
-    hash goes on from there. How far the two agree beyond is found a few kilobytes at a
-    time, and the copy kept there, for the next save.
+    A long run's segments grow at their end (its requests, its outputs): the bytes up
+    to the first one that changed since the last save were hashed then. ``last`` is
+    what that save kept: when the segment begins with the same bytes up to its offset,
+    its hash goes on from there. How far the two agree beyond is found a few kilobytes
+    at a time (compared at C speed, where they lie), and a copy of the hash kept there.
     """
-    if len(encoded) < _HASHED_ON_FROM:
-        return sha256(encoded), None
-    view = memoryview(encoded)
-    start, hasher, before = 0, None, b""
+    view = memoryview(data)[start:end]
+    if end - start < _HASHED_ON_FROM:
+        return sha256(view), None
+    begin, agreed, hasher = 0, 0, None
     if last is not None:
-        before, offset, at_offset = last
-        if encoded.startswith(memoryview(before)[:offset]):  # compared at C speed
-            start, hasher = offset, at_offset.copy()
-    agreed, limit = start, min(len(before), len(encoded))
-    while agreed + _AGREE_STEP <= limit and (
-        encoded[agreed : agreed + _AGREE_STEP] == before[agreed : agreed + _AGREE_STEP]
-    ):
-        agreed += _AGREE_STEP
+        before, before_start, before_end, offset, at_offset = last
+        kept = memoryview(before)
+        if offset <= end - start and data.startswith(
+            kept[before_start : before_start + offset], start
+        ):
+            begin = agreed = offset
+            hasher = at_offset.copy()
+        limit = min(before_end - before_start, end - start)
+        while agreed + _AGREE_STEP <= limit and data.startswith(
+            kept[before_start + agreed : before_start + agreed + _AGREE_STEP], start + agreed
+        ):
+            agreed += _AGREE_STEP
     if hasher is None:
         hasher = sha256()
-    hasher.update(view[start:agreed])
-    kept = hasher.copy()
+    hasher.update(view[begin:agreed])
+    at_agreed = hasher.copy()
     hasher.update(view[agreed:])
-    return hasher, (encoded, agreed, kept)
+    return hasher, (data, start, end, agreed, at_agreed)
+
+
+def _segments_mac(key: bytes, fields: dict[str, Any], digests: list[bytes]) -> str:
+    return hmac_sha256_hex(key, _SEGMENTS_MAC_CONTEXT + _compact(fields) + b"\n", *digests)
+
+
+def _segment_fields(key: bytes, names: list[str], digests: list[bytes]) -> dict[str, Any]:
+    return {
+        "key_id": _key_id(key),
+        "parts": {
+            name: digest.hex()[:_HINT_DIGITS] for name, digest in zip(names, digests, strict=True)
+        },
+        "covers": COVERS_SEGMENTS,
+    }
 
 
 def _signature(key: bytes, digests: list[tuple[str, str]]) -> dict[str, Any]:
@@ -351,21 +423,21 @@ def _signature(key: bytes, digests: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
-def sign_state_data(data: dict[str, Any], memo: dict[Any, Any] | None = None) -> dict[str, Any]:
+def sign_state_data(data: dict[str, Any]) -> dict[str, Any]:
     """A copy of the top level of a state's ``data`` (JSON data, or the top level of a
-    state about to be written) that carries its signature, made with the key (made first
-    if there is none yet)."""
+    state about to be written) that carries a signature over its parts, made with the
+    key (made first if there is none yet)."""
     key = load_key(create=True)
-    return with_signature(data, _signature(key, _digests(data, memo)))
+    return with_signature(data, _signature(key, _digests(data)))
 
 
 def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
     """The bytes a state (a ``CheckpointState``) is written as, signed: the canonical
     encoding ``dump_document`` gives it, with a signature over those very bytes in its
-    engine record (see :func:`signed_bytes`). Each request and output is encoded once,
-    for its part and for the file; with ``encoded`` (kept by the writer from one save to
-    the next), a recorded request or a completed phase that has not changed since the
-    last save is not encoded again."""
+    engine record (see :func:`signed_bytes`). With ``encoded`` (kept by the writer from
+    one save to the next), a recorded request or a completed phase that has not changed
+    since the last save is not encoded again, and the file's long segments are hashed on
+    from where they agree with the last save's."""
     memo: dict[Any, Any] = {}
     try:
         data = shallow(state)
@@ -376,8 +448,10 @@ def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
         return signed_bytes(unstructure(state), {})
     if encoded is not None:
         encoded.keep(state, memo)
-    global _verified
+    global _verified, _segments_read
     _verified = (str(key_file()), document)  # signed here: reading it back needs no check
+    # A new engine in this process that reads these bytes back hashes on from here.
+    _segments_read = (document, memo.get(_SEGMENTS_MADE, {}))
     return document
 
 
@@ -385,14 +459,17 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     """The canonical encoding of a state's ``data``, signed over its own bytes.
 
     The file is what a reader checks, so the MAC covers the file: its bytes with the
-    signature's own text in place of a fixed mark, after the signature's other fields.
-    Checking it costs one search and one hash of the file, with no encoding, however
-    long the run. The parts' digests are still kept beside it, to name what changed.
-    Should the state's own data hold the mark's text, the state is signed over its
-    parts instead (as states written before were), which every reader also checks.
+    signature's own text in place of a fixed mark, cut into a few segments (see
+    :func:`_cuts`), each hashed, then the MAC made over the signature's other fields and
+    the segments' digests. Checking it costs one search and one hash of the file, with
+    no encoding, however long the run; and a save hashes a long segment on from where it
+    agrees with the last save's (a long run's requests and outputs grow at their end),
+    so what it hashes is what changed. The segments' digests are kept beside the MAC
+    (their first digits), to name what changed. Should the state's own data hold the
+    mark's text, the state is signed over its parts instead (as states written before
+    the signature covered the file were), which every reader also checks.
     """
     key = load_key(create=True)
-    digests = _digests(data, memo)
     unsigned = dumps_canonical(
         with_signature(data, _MARK), default=default, memo=memo, members="phase_data"
     )
@@ -401,14 +478,17 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     # and that it is there once.
     at = unsigned.find(mark)
     if at < 0 or unsigned.find(mark, at + len(mark)) >= 0:
-        signed = with_signature(data, _signature(key, digests))
+        signed = with_signature(data, _signature(key, _digests(data)))
         return dumps_canonical(signed, default=default, memo=memo)
-    fields = {
-        "key_id": _key_id(key),
-        "parts": {name: digest[:_HINT_DIGITS] for name, digest in digests},
-        "covers": COVERS_FILE,
-    }
-    signature = {"hmac_sha256": _file_mac(key, fields, unsigned), **fields}
+    segments = _cuts(unsigned)
+    sha256 = sha256_constructor(len(unsigned))
+    kept, made = memo.get(_SEGMENTS_KEPT, {}), memo.setdefault(_SEGMENTS_MADE, {})
+    digests = []
+    for name, start, end in segments:
+        hasher, made[name] = _hashed_on(sha256, unsigned, start, end, kept.get(name))
+        digests.append(hasher.digest())
+    fields = _segment_fields(key, [name for name, _, _ in segments], digests)
+    signature = {"hmac_sha256": _segments_mac(key, fields, digests), **fields}
     view = memoryview(unsigned)
     return b"".join((view[:at], _member(_compact(signature)), view[at + len(mark) :]))
 
@@ -445,9 +525,18 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
         key = load_key(create=False)
     except FileNotFoundError:
         return None
-    head = _FILE_MAC_CONTEXT + b"{" + match.group(2) + b"\n"
-    view = memoryview(raw)  # the pieces are hashed where they are
-    mac = hmac_sha256_hex(key, head, view[:start], _member(_MARK_TEXT), view[match.end() :])
+    fields = b"{" + match.group(2)
+    if match.group(3) == COVERS_FILE.encode():
+        view = memoryview(raw)  # the pieces are hashed where they are
+        head = _FILE_MAC_CONTEXT + fields + b"\n"
+        mac = hmac_sha256_hex(key, head, view[:start], _member(_MARK_TEXT), view[match.end() :])
+        hashed = None
+    else:
+        read = _segments_read_from(raw, start, match.end())
+        if read is None:
+            return None
+        digests, hashed = read
+        mac = hmac_sha256_hex(key, _SEGMENTS_MAC_CONTEXT + fields + b"\n", *digests)
     if not _compare_digest(match.group(1).decode("ascii"), mac):
         return None
     try:
@@ -455,9 +544,42 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     except ValueError:  # pragma: no cover - bytes a save wrote always parse
         return None
     _verified = (str(key_file()), raw)
+    if hashed is not None:
+        global _segments_read
+        _segments_read = (raw, hashed)
     if peek:
         _peeked = (raw, data)
     return data
+
+
+def _segments_read_from(
+    raw: bytes, start: int, end: int
+) -> tuple[list[bytes], dict[str, _Hashed]] | None:
+    """The digests of the segments of ``raw``, a state file whose signature is
+    ``raw[start:end]`` (hashed as the mark that stood there); and, for each long segment
+    but the signature's, a hash of it up to its last item's line, for the next save to
+    go on from (see :func:`_hashed_on`). ``None`` when the signature is not inside one
+    segment (no save writes that)."""
+    sha256 = sha256_constructor(len(raw))
+    view, digests, hashed = memoryview(raw), [], {}
+    for name, first, last in _cuts(raw):
+        if first <= start < last:
+            if end > last:
+                return None
+            hasher = sha256(view[first:start])
+            hasher.update(_member(_MARK_TEXT))
+            hasher.update(view[end:last])
+        elif last - first < _HASHED_ON_FROM:
+            hasher = sha256(view[first:last])
+        else:
+            # The last item's line is the one a next save changes first (an answer comes
+            # in); the lines before it stay.
+            split = max(raw.rfind(b"\n    ", first, last), first)
+            hasher = sha256(view[first:split])
+            hashed[name] = (raw, first, last, split - first, hasher.copy())
+            hasher.update(view[split:last])
+        digests.append(hasher.digest())
+    return digests, hashed
 
 
 def _parse(raw: bytes) -> Any:
@@ -499,7 +621,7 @@ def _signature_text() -> re.Pattern[bytes]:
         _signature_pattern = re.compile(
             _SIGNATURE_OPENING
             + rb'([0-9a-f]{64})", ("key_id": "[0-9a-f]{1,64}", "parts": \{[^{}]*\}, '
-            + rb'"covers": "file"\})'
+            + rb'"covers": "(file|segments)"\})'
         )
     return _signature_pattern
 
@@ -534,7 +656,7 @@ class EncodedItems:
     item by item (``SettledItems``).
     """
 
-    __slots__ = ("_lists", "_members", "_parts", "_settled")
+    __slots__ = ("_lists", "_members", "_segments", "_settled")
 
     def __init__(self) -> None:
         # list name -> _Lines of the list at the last save or load
@@ -545,8 +667,8 @@ class EncodedItems:
         self._members: dict[Any, tuple[list[Any], list[Any], list[str]]] = {}
         # The settled lists' item texts (a long phase's journal; see SettledItems).
         self._settled: dict[int, tuple[list[Any], list[str]]] = {}
-        # The signature's parts as last hashed (see _hashed_on).
-        self._parts: dict[str, tuple[bytes, int, Any] | None] = {}
+        # The file's segments as last hashed (see _hashed_on).
+        self._segments: dict[str, _Hashed | None] = {}
 
     def held(self) -> int:
         """How many items' texts are held."""
@@ -561,7 +683,7 @@ class EncodedItems:
                 lines.lend(getattr(state, name), memo)
         memo.update(self._members)
         memo[SETTLED_KEPT] = self._settled
-        memo[_PARTS_KEPT] = self._parts
+        memo[_SEGMENTS_KEPT] = self._segments
 
     def keep(self, state: Any, memo: dict[Any, Any]) -> None:
         """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
@@ -573,7 +695,7 @@ class EncodedItems:
                 self._lists[name] = _Lines(items, made[2])
         self._members = {key: memo[key] for key in _MEMBER_KEYS if key in memo}
         self._settled = memo.get(SETTLED_MADE, {})
-        self._parts = memo.get(_PARTS_MADE, {})
+        self._segments = memo.get(_SEGMENTS_MADE, {})
 
     def seed(self, state: Any, raw: bytes) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
@@ -583,7 +705,11 @@ class EncodedItems:
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        self._lists, self._members, self._settled, self._parts = {}, {}, {}, {}
+        global _segments_read
+        read, _segments_read = _segments_read, None
+        self._lists, self._members, self._settled = {}, {}, {}
+        # The segments' hashes as the check took them, to go on from.
+        self._segments = dict(read[1]) if read is not None and read[0] == raw else {}
         if _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = _text_of(raw)
@@ -751,6 +877,8 @@ def judge_signature(data: Any, raw: bytes | None = None) -> Verdict:
             f"{signature['key_id']}): a state from another user or machine, or the key "
             "was replaced",
         )
+    if signature.get("covers") == COVERS_SEGMENTS:
+        return _judge_segments(data, signature, key, raw)
     if signature.get("covers") == COVERS_FILE:
         if raw is None:
             raw = dumps_canonical(data)
@@ -786,6 +914,57 @@ def _judge_file(data: dict[str, Any], signature: dict[str, Any], key: bytes, raw
         if _compare_digest(signature["hmac_sha256"], _file_mac(key, restored, unsigned)):
             return _changed(())
     return _changed(_parts_changed(signature, digests))
+
+
+def _judge_segments(
+    data: dict[str, Any], signature: dict[str, Any], key: bytes, raw: bytes | None
+) -> Verdict:
+    """A signature over the file's segments (see :func:`signed_bytes`): its text must
+    stand in the file once, where the mark stood when the MAC was made. What changed is
+    named by the segments whose digests differ from the hints, in the state laid out as
+    a save lays it out (an editor that laid the whole file out otherwise changed its
+    bytes, not what it says)."""
+    fields = {name: value for name, value in signature.items() if name != "hmac_sha256"}
+    try:
+        text = _member(_compact(signature))
+    except (TypeError, ValueError):
+        return _changed(())
+    canonical = dumps_canonical(data)
+    if raw is None or raw == canonical:
+        raw = canonical
+    for document in (raw,) if raw is canonical else (raw, canonical):
+        names, digests = _segment_digests(document, text)
+        if digests and _compare_digest(
+            signature["hmac_sha256"], _segments_mac(key, fields, digests)
+        ):
+            # Laid out otherwise, the same data: the file is not what a save wrote.
+            return Verdict(ok=True) if document is raw else _changed(())
+    if not digests:
+        return _changed(())
+    true_fields = _segment_fields(key, names, digests)
+    if _compare_digest(signature["hmac_sha256"], _segments_mac(key, true_fields, digests)):
+        return _changed(())  # the state is as signed: the hints alone were edited
+    hints, true_hints = signature["parts"], true_fields["parts"]
+    return _changed(
+        tuple(
+            (name, where, words)
+            for name, where, words in SEGMENTS
+            if hints.get(name) != true_hints.get(name)
+        )
+    )
+
+
+def _segment_digests(document: bytes, text: bytes) -> tuple[list[str], list[bytes]]:
+    """The names and digests of the segments of ``document``, with the mark in place of
+    the signature's ``text``; none when that text is not there once."""
+    at = document.find(text)
+    if at < 0 or document.find(text, at + len(text)) >= 0:
+        return [], []
+    unsigned = b"".join((document[:at], _member(_MARK_TEXT), document[at + len(text) :]))
+    sha256 = sha256_constructor(len(unsigned))
+    segments = _cuts(unsigned)
+    names = [name for name, _, _ in segments]
+    return names, [sha256(unsigned[first:last]).digest() for _, first, last in segments]
 
 
 def _parts_changed(
