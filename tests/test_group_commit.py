@@ -468,7 +468,9 @@ def test_kept_lines_of_a_changing_history_give_the_bytes_of_a_fresh_encoding(
 ) -> None:
     """Whatever the engine does to the history between saves (append a request, answer
     or archive one anywhere in it, replace the list), a save that starts from the lines
-    kept from the last one writes what a fresh encoding writes."""
+    kept from the last one writes what a fresh encoding writes. The lines are kept in
+    pieces joined into one when they grow many: here, after a few."""
+    from orchestrator.formats import strict_json
     from orchestrator.formats.bridge import (
         AgentRequest,
         AgentRequestRecord,
@@ -513,20 +515,22 @@ def test_kept_lines_of_a_changing_history_give_the_bytes_of_a_fresh_encoding(
     encoded = EncodedItems()
     assert signed_document(state, encoded) == signed_document(state)
     made = 1
-    for change, where in changes:
-        items = state.agent_requests
-        target = items[where % len(items)]
-        if change == "append":
-            items.append(record(made))
-            made += 1
-        elif change == "answer":
-            target.status = HistoryStatus.COMPLETED
-        elif change == "archive":
-            target.x_request = None
-            target.x_archived = True
-        else:
-            state.agent_requests = list(items)
-        assert signed_document(state, encoded) == signed_document(state), change
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(strict_json, "_PIECES_KEPT", 6)
+        for change, where in changes:
+            items = state.agent_requests
+            target = items[where % len(items)]
+            if change == "append":
+                items.append(record(made))
+                made += 1
+            elif change == "answer":
+                target.status = HistoryStatus.COMPLETED
+            elif change == "archive":
+                target.x_request = None
+                target.x_archived = True
+            else:
+                state.agent_requests = list(items)
+            assert signed_document(state, encoded) == signed_document(state), change
 
 
 def check_every_stored_journal(monkeypatch: pytest.MonkeyPatch) -> None:

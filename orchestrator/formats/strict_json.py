@@ -189,7 +189,7 @@ def _layout(
                 lines = list(map(inner_line, value, value.values()))
             return f"  {key_text(key)}: {{\n", ",\n".join(lines), "\n  }"
         if isinstance(value, list) and value:
-            return f"  {key_text(key)}: [\n", _item_lines(value, encode, memo), "\n  ]"
+            return f"  {key_text(key)}: [\n", *_item_lines(value, encode, memo), "\n  ]"
         return (f"  {key_text(key)}: {encode(value)}",)
 
     def member(key: Any, value: Any) -> str:
@@ -243,28 +243,39 @@ def lines_key(items: list[Any]) -> tuple[str, int]:
     return ("lines", id(items))
 
 
-def _item_lines(items: list[Any], encode: Callable[[Any], str], memo: dict[Any, Any] | None) -> str:
-    """The lines of a list laid out one item a line, joined (without the brackets).
+#: The most pieces a list's lines are kept in (see :func:`_item_lines`).
+_PIECES_KEPT = 64
+
+
+def _item_lines(
+    items: list[Any], encode: Callable[[Any], str], memo: dict[Any, Any] | None
+) -> tuple[str, ...]:
+    """The lines of a list laid out one item a line, joined (without the brackets), in
+    pieces: the document joins them once.
 
     With a ``memo``, the lines of its first items may be there already, under
-    :func:`lines_key`, as ``(items, count, text)``: whoever put them there vouches that
-    those items are as they were when that text was made (a long run's history is
-    appended to, and its earlier items are not encoded again at every save). The lines
-    made here are left there in the same form, for the other documents of the memo and
-    for the caller to keep.
+    :func:`lines_key`, as ``(items, count, pieces)``: whoever put them there vouches
+    that those items are as they were when those lines were made (a long run's history
+    is appended to, and its earlier items are not encoded again at every save). The
+    lines made here are left there in the same form, for the other documents of the
+    memo and for the caller to keep: the pieces kept and those of the new items, so
+    that a save copies a long history once, when the document is joined. When they grow
+    many, all but the last few are joined into one.
     """
     if memo is None:
-        return ",\n".join(f"    {encode(v)}" for v in items)
+        return (",\n".join(f"    {encode(v)}" for v in items),)
     key = lines_key(items)
     kept = memo.get(key)
+    head: tuple[str, ...] = ()
+    start = 0
     if kept is not None and kept[0] is items and 0 < kept[1] <= len(items):
         head, start = kept[2], kept[1]
-    else:
-        head, start = "", 0
     tail = ",\n".join(f"    {encode(v)}" for v in items[start:])
-    text = f"{head},\n{tail}" if head and tail else head or tail
-    memo[key] = (items, len(items), text)
-    return text
+    pieces = (*head, ",\n", tail) if head and tail else head or (tail,)
+    if len(pieces) > _PIECES_KEPT:
+        pieces = ("".join(pieces[:-4]), *pieces[-4:])  # the last ones change first
+    memo[key] = (items, len(items), pieces)
+    return pieces
 
 
 def _string_encoder(ensure_ascii: bool) -> Callable[[str], str]:

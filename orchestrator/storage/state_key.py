@@ -723,7 +723,7 @@ class EncodedItems:
             if span is None:
                 return
             if items:
-                lists[name] = _Lines(items, text, *span)
+                lists[name] = _Lines(items, text=text, start=span[0], end=span[1])
             limit = text.find(f'\n  "{name}": ', 0, limit)
             if limit < 0:
                 return
@@ -749,13 +749,22 @@ class _Lines:
     ``agent_requests`` are noted in ``record_edits`` when one of their fields is.
     """
 
-    __slots__ = ("_edits", "_end", "_seen", "_start", "_text", "items")
+    __slots__ = ("_edits", "_end", "_pieces", "_seen", "_start", "_text", "items")
 
-    def __init__(self, items: list[Any], text: str, start: int = 0, end: int | None = None) -> None:
-        """``text[start:end]`` holds the lines (a file's text and where they are in it:
-        they are cut out once, when lent)."""
+    def __init__(
+        self,
+        items: list[Any],
+        pieces: tuple[str, ...] = (),
+        *,
+        text: str = "",
+        start: int = 0,
+        end: int = 0,
+    ) -> None:
+        """The lines in ``pieces`` (as the encoder keeps them, see
+        ``strict_json._item_lines``), or ``text[start:end]`` (a file's text and where
+        they are in it: they are cut out once, when lent)."""
         self.items = tuple(items)
-        self._text, self._start, self._end = text, start, len(text) if end is None else end
+        self._pieces, self._text, self._start, self._end = pieces, text, start, end
         self._edits = record_edits()  # the edit log as it is now, and how long
         self._seen = len(self._edits)
 
@@ -764,17 +773,19 @@ class _Lines:
         count = self._unchanged(items)
         if count == 0:
             return
-        text, start, end = self._text, self._start, self._end
-        if count < len(self.items):
-            # The line of item ``count`` begins after the newline that many lines from the
-            # end: a long run changes its last items, so this walks back a few lines, where
-            # splitting the text would copy all of it.
-            for _ in range(len(self.items) - count):
+        # A long run changes its last items: the lines of those are cut off the end,
+        # walking back a few lines, where splitting the text would copy all of it.
+        dropped = len(self.items) - count
+        pieces = self._pieces
+        if not pieces:
+            text, start, end = self._text, self._start, self._end
+            for _ in range(dropped):
                 end = text.rfind("\n", start, end)
-            end -= 1  # without its ",\n"
-        if start or end < len(text):
-            text = text[start:end]
-        memo[lines_key(items)] = (items, count, text)
+            end -= 1 if dropped else 0  # without its ",\n"
+            pieces = (text[start:end] if start or end < len(text) else text,)
+        elif dropped:
+            pieces = _without_last_lines(pieces, dropped)
+        memo[lines_key(items)] = (items, count, pieces)
 
     def _unchanged(self, items: list[Any]) -> int:
         """How many items, from the first, are the same objects, none edited since."""
@@ -789,6 +800,26 @@ class _Lines:
             ids = map(id, items[:count])
             count = next(compress(count_from(), map(edited.__contains__, ids)), count)
         return count
+
+
+def _without_last_lines(pieces: tuple[str, ...], dropped: int) -> tuple[str, ...]:
+    """``pieces`` (lines joined by ``",\\n"``, in pieces) without their last ``dropped``
+    lines (fewer than they hold)."""
+    kept = list(pieces)
+    while True:
+        last = kept.pop()
+        at = len(last)
+        while dropped and (at := last.rfind("\n", 0, at)) >= 0:
+            dropped -= 1
+        if not dropped:
+            break
+    # ``at`` is where the newline before the first line dropped is; the comma before it
+    # goes too (the lines are joined by ",\n", which is never cut in two).
+    if at > 1:
+        kept.append(last[: at - 1])
+    elif at == 0:  # the comma ended the piece before
+        kept[-1] = kept[-1][:-1]
+    return tuple(kept)
 
 
 _LISTS = ("completed_phases", "agent_requests")  # in the order of the file
