@@ -1,10 +1,14 @@
-"""What a state's signature covers: the parts of the state, each in its canonical encoding.
+"""Where a state's signature lives, and the parts of a state, each in its canonical
+encoding, that a signature over its parts covers.
 
-The engine signs every state it writes (``orchestrator.storage.state_key`` holds the key
-and computes the MAC); this module says what is signed, so that the writer and every
-reader cut a state into the same parts and encode them the same way. Every field of the
-state is in one part, the signature alone excepted, so a field added later is signed
-without anyone remembering to:
+The engine signs every state it writes over the file's bytes
+(``orchestrator.storage.state_key`` holds the key, cuts the file into segments and
+computes the MAC). States written before that were signed over their parts, and so is a
+state whose own data holds the text that stands for the signature while it is made;
+this module says what those parts are, so that every reader cuts a state into the same
+parts and encodes them the same way. Every field of the state is in one part, the
+signature alone excepted, so a field added later is signed without anyone remembering
+to:
 
 - ``workflow``: the workflow reference, its name and version (they decide which code is
   imported and run);
@@ -70,7 +74,6 @@ _RECORD = {
     "inputs": ("inputs", "workdir"),
     "journal": ("journal",),
 }
-_MEMBERS = {"outputs": ""}  # the parts whose member lines are kept
 _TOP_TAKEN = frozenset(key for keys in _TOP.values() for key in keys) | {"phase_data"}
 _RECORD_TAKEN = frozenset(key for keys in _RECORD.values() for key in keys) | {SIGNATURE_KEY}
 
@@ -89,16 +92,13 @@ def signature_of(data: Any) -> Any:
     return None if record is None else record.get(SIGNATURE_KEY)
 
 
-def signed_parts(
-    data: dict[str, Any], *, memo: dict[Any, Any] | None = None
-) -> list[tuple[str, bytes]]:
+def signed_parts(data: dict[str, Any]) -> list[tuple[str, bytes]]:
     """The canonical encoding of each part of ``data`` (see the module's docstring), in
     the order of :data:`PARTS`.
 
     ``data`` is a state's JSON data as read from its file, or, when it is written, its
     top level (values may still be attrs instances: they are encoded as they are
-    written). The signature itself is in no part. ``memo``: see ``dumps_canonical``
-    (the writer encodes the state's items once, for the parts and the file).
+    written). The signature itself is in no part.
     """
     phase_data = data.get("phase_data")
     phase_data = phase_data if isinstance(phase_data, dict) else {}
@@ -118,15 +118,7 @@ def signed_parts(
     if "phase_data" in data and not isinstance(data["phase_data"], dict):
         rest["phase_data"] = data["phase_data"]  # not a state: never equal to one that is
     chosen["rest"] = rest
-    # The outputs' lines are kept in the memo from one save to the next (see
-    # ``EncodedItems``): a long run's thousand outputs are not laid out again each time.
-    return [
-        (
-            name,
-            dumps_canonical(chosen[name], default=shallow, memo=memo, members=_MEMBERS.get(name)),
-        )
-        for name, _, _ in PARTS
-    ]
+    return [(name, dumps_canonical(chosen[name], default=shallow)) for name, _, _ in PARTS]
 
 
 def with_signature(data: dict[str, Any], signature: Any) -> dict[str, Any]:

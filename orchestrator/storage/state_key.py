@@ -824,7 +824,7 @@ def _without_last_lines(pieces: tuple[str, ...], dropped: int) -> tuple[str, ...
 
 _LISTS = ("completed_phases", "agent_requests")  # in the order of the file
 _PHASE_DATA_LINES = members_key("phase_data")
-_MEMBER_KEYS = (_PHASE_DATA_LINES, members_key(""))
+_MEMBER_KEYS = (_PHASE_DATA_LINES,)
 
 
 def _head(key: str) -> str:
