@@ -507,7 +507,7 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     read of the same bytes in this process takes this very parse (once) instead of
     parsing them again.
     """
-    global _verified, _peeked
+    global _verified, _peeked, _segments_read
     peeked, _peeked = _peeked, None
     if _verified is not None and _verified[1] == raw and _verified[0] == str(key_file()):
         # the bytes this process last signed or checked
@@ -545,7 +545,6 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
         return None
     _verified = (str(key_file()), raw)
     if hashed is not None:
-        global _segments_read
         _segments_read = (raw, hashed)
     if peek:
         _peeked = (raw, data)
@@ -991,11 +990,10 @@ def _segment_digests(document: bytes, text: bytes) -> tuple[list[str], list[byte
     at = document.find(text)
     if at < 0 or document.find(text, at + len(text)) >= 0:
         return [], []
-    unsigned = b"".join((document[:at], _member(_MARK_TEXT), document[at + len(text) :]))
-    sha256 = sha256_constructor(len(unsigned))
-    segments = _cuts(unsigned)
-    names = [name for name, _, _ in segments]
-    return names, [sha256(unsigned[first:last]).digest() for _, first, last in segments]
+    read = _segments_read_from(document, at, at + len(text))  # as the check reads a file
+    if read is None:
+        return [], []
+    return [name for name, _, _ in _cuts(document)], read[0]
 
 
 def _parts_changed(
