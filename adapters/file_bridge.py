@@ -329,19 +329,27 @@ class FileBridge:
         self, run_dir: Path, files: list[tuple[Path, bytes]], items: list[tuple[Path, bytes]]
     ) -> None:
         made: dict[Path, None] = {}  # new directories: their entries must last too
+        make: dict[Path, None] = {}  # new directories the group commit makes
         known = self._known_dirs
         for path, _ in files:
-            if path.parent in known:
+            folder = path.parent
+            if folder in known:
+                continue
+            if folder.parent in known:  # a step's new directory, made with its files
+                make[folder] = None
                 continue
             for directory in reversed(path.relative_to(run_dir).parents[:-1]):
                 absolute = run_dir / directory
                 if absolute not in known and _made(absolute):
                     made[absolute] = None
                 known.add(absolute)
-            if path.parent not in made:
+            if folder not in made:
                 # Written again after a crash: a killed writer's temporary may be here.
-                sweep_temporaries(path.parent)
-        write_together(items, directories=list(dict.fromkeys(d.parent for d in made)))
+                sweep_temporaries(folder)
+        write_together(
+            items, directories=list(dict.fromkeys(d.parent for d in made)), make=list(make)
+        )
+        known.update(make)
 
     def saved_token(self) -> object | None:
         # The bytes this bridge last wrote or read: what state_token reads while no one

@@ -443,10 +443,10 @@ def captured_cycles(workflow: type[Any], ref: str, root: Path) -> list[list[Oper
     def relative(path: Path) -> str:
         return str(Path(path).relative_to(workdir))
 
-    def write_together(items: Any, *, directories: Any = ()) -> None:
+    def write_together(items: Any, *, directories: Any = (), make: Any = ()) -> None:
         files = [(relative(path), data) for path, data in items]
         cycle.append(("group", files, [relative(d) for d in directories]))
-        originals[0](items, directories=directories)
+        originals[0](items, directories=directories, make=make)
 
     def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         cycle.append(

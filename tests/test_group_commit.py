@@ -219,6 +219,149 @@ def test_the_environment_can_turn_syncfs_off(tmp_path: Path) -> None:
     assert on.stdout.strip() == expected, on.stderr
 
 
+@pytest.fixture
+def two_lanes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The group commit's two lanes always on; the threads that made each temporary."""
+    import threading
+
+    monkeypatch.setattr(durable, "_lanes_forced", True)
+    makers: list[int] = []
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fsdecode(path).endswith(".tmp"):
+            makers.append(threading.get_ident())
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    return makers
+
+
+@needs_syncfs
+def test_files_of_several_directories_are_written_in_two_lanes_and_renamed_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_lanes: list[int]
+) -> None:
+    """The temporaries of different directories are made by two threads; the waits and
+    the renames are as with one, in the order given."""
+    import threading
+
+    for sub in ("one", "two"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "state.json").write_bytes(b"old")
+    calls = Calls(monkeypatch, tmp_path)
+    items = [
+        (tmp_path / "state.json", b"new"),
+        (tmp_path / "one" / "a.json", b"a"),
+        (tmp_path / "two" / "b.json", b"b"),
+        (tmp_path / "two" / "c.json", b"c"),
+    ]
+    durable.write_together(items)
+    assert calls.log == [
+        ("syncfs", ""),
+        ("rename", "state.json"),
+        ("rename", "one/a.json"),
+        ("rename", "two/b.json"),
+        ("rename", "two/c.json"),
+        ("syncfs", ""),
+    ]
+    assert [path.read_bytes() for path, _ in items] == [b"new", b"a", b"b", b"c"]
+    assert len(two_lanes) == 4
+    # This thread wrote the state's lane (state.json, one/), the helper two/'s files.
+    here = threading.get_ident()
+    assert two_lanes.count(here) == 2 and len(set(two_lanes)) == 2
+    assert sorted(os.listdir(tmp_path / "two")) == ["b.json", "c.json"]
+
+
+@pytest.mark.parametrize("refused", ["one/a.json", "two/c.json"])
+def test_a_file_refused_in_either_lane_renames_nothing_and_leaves_no_temporary(
+    tmp_path: Path, two_lanes: list[int], refused: str
+) -> None:
+    """Whichever lane meets the refusal, the other lane's temporaries go too, nothing is
+    renamed, and the error names the file."""
+    for sub in ("one", "two"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "state.json").write_bytes(b"old")
+    (tmp_path / refused).mkdir()  # a directory where a file belongs
+    items = [
+        (tmp_path / "state.json", b"new"),
+        (tmp_path / "one" / "a.json", b"a"),
+        (tmp_path / "two" / "b.json", b"b"),
+        (tmp_path / "two" / "c.json", b"c"),
+    ]
+    with pytest.raises(Exception, match=refused.replace(".", r"\.")):
+        durable.write_together(items)
+    assert (tmp_path / "state.json").read_bytes() == b"old"
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == sorted(["one", "two", "state.json", refused])
+    assert len(set(two_lanes)) == 2  # both lanes ran
+
+
+@pytest.mark.parametrize("lanes", [True, False], ids=["two lanes", "one lane"])
+def test_a_directory_to_make_is_made_with_its_files_and_one_already_there_is_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lanes: bool
+) -> None:
+    """``make``: a new directory is made before its files (its entry synced with them
+    where there is no syncfs); one that is there already loses a dead writer's
+    temporary, and keeps a live writer's."""
+    from powercut import DEAD_PID
+
+    monkeypatch.setattr(durable, "_lanes_forced", lanes)
+    (tmp_path / "steps" / "old").mkdir(parents=True)
+    dead = tmp_path / "steps" / "old" / f".results.json.{DEAD_PID}.tmp"
+    live = tmp_path / "steps" / "old" / f".results.json.{os.getppid()}.tmp"
+    dead.write_bytes(b"half")
+    live.write_bytes(b"being written")
+    new, old = tmp_path / "steps" / "new", tmp_path / "steps" / "old"
+    durable.write_together(
+        [
+            (tmp_path / "state.json", b"s"),
+            (new / "results.json", b"n"),
+            (old / "results.json", b"o"),
+        ],
+        make=[new, old],
+    )
+    assert (new / "results.json").read_bytes() == b"n"
+    assert (old / "results.json").read_bytes() == b"o"
+    assert sorted(os.listdir(new)) == ["results.json"]
+    assert sorted(os.listdir(old)) == sorted(["results.json", live.name])
+
+
+def test_without_syncfs_a_directory_made_in_the_commit_has_its_entry_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(durable, "_syncfs_function", None)
+    (tmp_path / "steps").mkdir()
+    calls = Calls(monkeypatch, tmp_path)
+    new = tmp_path / "steps" / "new"
+    durable.write_together([(new / "a.json", b"a")], make=[new])
+    # The file, its rename, its directory, and the new directory's entry in its parent.
+    assert calls.log == [
+        ("fsync", "steps/new/.a.json." + str(os.getpid()) + ".tmp"),
+        ("rename", "steps/new/a.json"),
+        ("fsync", "steps/new"),
+        ("fsync", "steps"),
+    ]
+
+
+def test_the_lanes_start_when_writing_a_file_is_slow_and_stop_when_it_is_fast(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(durable, "_write_ns", 0)
+    monkeypatch.setattr(durable, "_brief", False)
+    assert not durable._lanes_pay()
+    durable._note_write_time(6 * 400_000, 6, in_lanes=False)  # 0.4 ms a file
+    assert durable._lanes_pay()
+    durable._note_write_time(3 * 400_000, 6, in_lanes=True)  # as slow, written in two
+    assert durable._lanes_pay()
+    for _ in range(4):  # fast again: 20 us a file
+        durable._note_write_time(6 * 10_000, 6, in_lanes=True)
+    assert not durable._lanes_pay()
+    # A process that lives for one command never starts the helper.
+    durable._note_write_time(6 * 900_000, 6, in_lanes=False)
+    monkeypatch.setattr(durable, "_brief", True)
+    assert not durable._lanes_pay()
+
+
 def _open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 

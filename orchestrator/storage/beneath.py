@@ -187,6 +187,12 @@ def open_directory(path: Path | str, *, create: bool = False) -> int:
         return _step(fd, name, os.path.abspath(path), create=create)
 
 
+def open_directory_in(fd: int, name: str, path: Path | str) -> int:
+    """A descriptor of the directory ``name`` inside directory ``fd`` (``path`` is its
+    path, for a refusal), never through a link; the caller closes it."""
+    return _step(fd, name, os.path.abspath(path), create=False)
+
+
 def make_directories(path: Path | str) -> None:
     """``mkdir -p`` without following a link at any component."""
     os.close(open_directory(path, create=True))

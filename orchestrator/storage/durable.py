@@ -14,7 +14,8 @@ import contextlib
 import errno
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from .beneath import (
     list_directory,
     make_directories,
     open_directory,
+    open_directory_in,
     parent,
     unlink,
 )
@@ -151,7 +153,10 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
 
 
 def write_together(
-    items: Sequence[tuple[Path, bytes]], *, directories: Sequence[Path] = ()
+    items: Sequence[tuple[Path, bytes]],
+    *,
+    directories: Sequence[Path] = (),
+    make: Collection[Path] = (),
 ) -> None:
     """Replace several files at once, durably, waiting on the disk twice (a group commit).
 
@@ -164,6 +169,16 @@ def write_together(
     never be seen without another file is written by a later call (the event lines after
     their state, say).
 
+    ``make``: directories of the files that may not be there yet (each one's parent is).
+    Each is made before its files are written, and its entry lasts with them; one that is
+    there already is swept of a dead writer's temporaries first.
+
+    In a process that lives on (see :func:`live_briefly`), the files of different
+    directories may be written in two lanes at once, this thread and a helper
+    (:class:`_Beside`): making a file or a directory is the file system's work, and on a
+    file system that has freed many files lately it is most of a commit's
+    (:func:`_lanes_pay`). The renames keep their order, in this thread.
+
     Where ``syncfs`` is used, the first wait also makes durable whatever was written
     before it on that file system: appends made without a sync of their own
     (:func:`group_sync_covers_earlier_writes`) are durable before these files are visible.
@@ -171,48 +186,205 @@ def write_together(
     if not items:
         return
     grouped = group_sync_covers_earlier_writes()
-    opened: dict[Path, int] = {}  # each directory reached once (storage.beneath's walk)
-    staged: list[tuple[int, str, str, Path]] = []
-    try:
-        # One crash point for the writes: until a rename, a crash anywhere in them leaves
-        # only temporaries (swept later), as one before the first write does.
-        crash_point(f"before-write {items[0][0].name}")
-        try:
-            for path, data in items:
-                directory = opened.get(path.parent)
-                if directory is None:
-                    directory = opened[path.parent] = open_directory(path.parent)
+    # The files of each directory, in the order given; the directories in the order their
+    # first file comes.
+    folders: dict[Path, list[int]] = {}
+    for index, (path, _data) in enumerate(items):
+        folders.setdefault(path.parent, []).append(index)
+    opened: dict[Path, int] = {}  # each directory reached once
+    above: dict[Path, int] = {}  # the parents of the directories to make
+    made: list[Path] = []
+    staged: list[tuple[int, str, str, Path] | None] = [None] * len(items)
+
+    def write(lanes: list[tuple[Path, list[int]]]) -> None:
+        for folder, indexes in lanes:
+            directory = opened.get(folder)
+            if directory is None:
+                directory = opened[folder] = _made_in(above[folder.parent], folder, made)
+            for index in indexes:
+                path, data = items[index]
                 try:
                     tmp = _write_temporary(directory, path.name, path, data, sync=not grouped)
                 except OSError as exc:
                     if exc.filename is None:  # name the file a full disk refused
                         exc.filename = str(path)
                     raise
-                staged.append((directory, tmp, path.name, path))
+                staged[index] = (directory, tmp, path.name, path)
+
+    try:
+        # One crash point for the writes: until a rename, a crash anywhere in them leaves
+        # only temporaries (swept later), as one before the first write does.
+        crash_point(f"before-write {items[0][0].name}")
+        try:
+            # Reached by this thread: storage.beneath keeps its walks per thread.
+            for folder in folders:
+                if folder not in make:
+                    opened[folder] = open_directory(folder)
+                elif folder.parent not in above:
+                    above[folder.parent] = open_directory(folder.parent)
+            lanes = list(folders.items())
+            beside = _beside() if len(lanes) > 1 and _lanes_pay() else None
+            started = time.perf_counter_ns()
+            if beside is None:
+                write(lanes)
+            else:
+                mine, theirs = _split_lanes(lanes)
+                beside.run(lambda: write(mine), lambda: write(theirs))
+            _note_write_time(time.perf_counter_ns() - started, len(items), beside is not None)
             if grouped:
                 _sync_file_systems(opened)
-            while staged:
-                directory, tmp, name, path = staged[0]
+            for position, entry in enumerate(staged):
+                assert entry is not None
+                directory, tmp, name, path = entry
                 crash_point(f"before-rename {path.name}")
                 os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
-                staged.pop(0)
+                staged[position] = None
                 crash_point(f"after-rename {path.name}")
         except BaseException:
-            for directory, tmp, _name, _path in staged:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=directory)
+            for entry in staged:
+                if entry is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry[1], dir_fd=entry[0])
             raise
         if grouped:
             _sync_file_systems(opened)
             return
         for fd in opened.values():
             os.fsync(fd)
+        for folder in made:  # a new directory's entry
+            os.fsync(above[folder.parent])
         for extra in directories:
-            if extra not in opened:
+            if extra not in opened and extra not in above:
                 fsync_directory(extra)
     finally:
-        for fd in opened.values():
+        for fd in (*opened.values(), *above.values()):
             os.close(fd)
+
+
+def _made_in(parent_fd: int, folder: Path, made: list[Path]) -> int:
+    """Make ``folder`` in its parent ``parent_fd`` (noting it in ``made``) and open it; if
+    it is there already, open it and sweep it (written again after a crash, a killed
+    writer's temporary may be there)."""
+    try:
+        os.mkdir(folder.name, 0o755, dir_fd=parent_fd)
+    except FileExistsError:
+        fd = open_directory_in(parent_fd, folder.name, folder)
+        sweep_temporaries(folder)
+        return fd
+    made.append(folder)
+    return open_directory_in(parent_fd, folder.name, folder)
+
+
+# What writing one temporary took lately, in ns (smoothed): the lanes are used while it
+# is long. A handoff to the helper costs about a tenth of a millisecond (the two threads
+# take turns with the interpreter's lock between their system calls); on a file system
+# that has freed many files in the last minute, making one file can cost several times
+# that, and the lanes save half of it.
+_LANES_AFTER_NS = 100_000
+_write_ns = 0
+_lanes_forced: bool | None = None  # the tests' switch: always, never, or as measured
+
+
+def _lanes_pay() -> bool:
+    """Whether a group's files go in two lanes: in a process that lives on (a brief one
+    commits once or twice, and a thread costs it more than it saves), once writing a file
+    has been seen to be slow."""
+    if _lanes_forced is not None:
+        return _lanes_forced
+    return not _brief and _write_ns > _LANES_AFTER_NS
+
+
+def _note_write_time(elapsed: int, files: int, in_lanes: bool) -> None:
+    """Take the time one group's temporaries took into the estimate of one file's (for
+    files written in two lanes, what one after the other would have taken)."""
+    global _write_ns
+    each = (2 * elapsed if in_lanes else elapsed) // files
+    _write_ns = (_write_ns + each) // 2
+
+
+def _split_lanes(
+    lanes: list[tuple[Path, list[int]]],
+) -> tuple[list[tuple[Path, list[int]]], list[tuple[Path, list[int]]]]:
+    """The directories cut into two lanes of about as many files each, in order: this
+    thread's (the first directory's, where the state is) and the helper's."""
+    total = sum(len(indexes) for _, indexes in lanes)
+    count = cut = 0
+    while cut < len(lanes) - 1 and 2 * (count + len(lanes[cut][1])) <= total:
+        count += len(lanes[cut][1])
+        cut += 1
+    cut = max(cut, 1)
+    return lanes[:cut], lanes[cut:]
+
+
+class _Beside:
+    """One helper thread that runs a function beside the caller's: :meth:`run`. Made at
+    the first use in a process (a fork's child makes its own); one caller at a time, and
+    a caller that finds it busy runs both functions itself."""
+
+    def __init__(self) -> None:
+        import _thread
+
+        self._busy = _thread.allocate_lock()
+        self._go = _thread.allocate_lock()
+        self._done = _thread.allocate_lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._job: Any = None
+        self._failure: BaseException | None = None
+        _thread.start_new_thread(self._serve, ())
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            try:
+                self._job()
+            except BaseException as exc:  # handed to the caller, which raises it
+                self._failure = exc
+            self._done.release()
+
+    def run(self, mine: Any, theirs: Any) -> None:
+        """Run ``theirs`` in the helper and ``mine`` here; return when both have ended,
+        raising the first failure (this thread's first)."""
+        if not self._busy.acquire(blocking=False):
+            mine()
+            theirs()
+            return
+        try:
+            self._job, self._failure = theirs, None
+            self._go.release()
+            failure: BaseException | None = None
+            try:
+                mine()
+            except BaseException as exc:
+                failure = exc
+            while True:  # the helper's files must be known before anyone cleans up
+                try:
+                    self._done.acquire()
+                    break
+                except BaseException as exc:  # an interrupt while waiting: raised after
+                    failure = failure or exc
+            failure = failure or self._failure
+            self._job = self._failure = None
+            if failure is not None:
+                raise failure
+        finally:
+            self._busy.release()
+
+
+_helper: tuple[int, _Beside] | None = None
+
+
+def _beside() -> _Beside | None:
+    """This process's helper (made now if there is none), or ``None`` where no thread can
+    be started."""
+    global _helper
+    pid = os.getpid()
+    if _helper is None or _helper[0] != pid:
+        try:
+            _helper = (pid, _Beside())
+        except RuntimeError:  # pragma: no cover - the system refuses a thread
+            return None
+    return _helper[1]
 
 
 def group_sync_covers_earlier_writes() -> bool:
