@@ -21,6 +21,10 @@ pause to the next: answer every pending request, resume, run to the next pause.
   first K and the last K cycles are measured side by side, so a machine that drifts
   during the bench weighs on both alike. After each process, one ``python -c 'import
   orchestrator.cli.main'`` (its floor, to tell a slower cycle from a busier machine).
+- floors beside them: the state file of the first and of the last tenth written durably
+  alone; for a loop, replaying the asks before with no engine; and the group floor, each
+  cycle of the first and of the last tenth of another run done again raw, its durable I/O
+  alone (``bench/_group_floor.py``, as ``bench/resume_cycle.py`` line 3a').
 - ``--peers``: the same shapes on LangGraph + ``SqliteSaver`` right after each of ours
   (``bench/peers/langgraph_long.py``); without its requirements, one line says how to
   install them.
@@ -52,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _group_floor import Capture, GroupFloor, Operation
 from _machine import Series, fs_type, load_average
 from peers import INSTALL_HINT, langgraph_installed
 
@@ -211,6 +216,10 @@ class Figures:
     first_replay: Series = field(default_factory=Series)
     last_replay: Series = field(default_factory=Series)
     replayed: tuple[int, int] = (0, 0)
+    # The group floor: each cycle of the first and of the last tenth, its durable I/O (the
+    # same files, bytes and order, recorded from another run) done raw, with no Python work.
+    first_group: Series = field(default_factory=Series)
+    last_group: Series = field(default_factory=Series)
     peer: Any = None
 
 
@@ -336,6 +345,35 @@ def in_process_run(
         raise BenchFailure(f"{shape.title}: {len(samples)} pauses, not {shape.cycles}")
     shutil.rmtree(workdir)
     return samples, whole, (states[0], states[-1])
+
+
+def captured_tenths(
+    shape: Shape, workflow: type[Any], root: Path
+) -> tuple[list[list[Operation]], list[list[Operation]]]:
+    """Another in-process run of the shape, as the timed one runs, recording what each
+    cycle of its first and last tenth hands to the durable layer."""
+    workdir = fresh_dir(root, f"capture-{shape.kind}-{shape.size}")
+    capture = Capture(workdir)
+    harness = WorkflowHarness(workflow, workdir)
+    with capture.installed():
+        outcome = harness.run()
+        while outcome.status == "paused":
+            capture.next_cycle()
+            for request in outcome.pending:
+                harness.respond(request.request_id, ANSWER)
+            outcome = harness.resume()
+    check_completed(outcome, shape, f"{shape.title}, captured")
+    capture.cycles.pop()  # the last one completes the run
+    shutil.rmtree(workdir)
+    return capture.cycles[: shape.tenth], capture.cycles[-shape.tenth :]
+
+
+def group_floor(root: Path, cycles: list[list[Operation]]) -> Series:
+    """Each of ``cycles`` done raw once, in order, in a directory of its own."""
+    floor = GroupFloor(root, cycles)
+    for _ in cycles:
+        floor.replay()
+    return floor.close()
 
 
 def state_bytes(workdir: Path) -> bytes:
@@ -581,6 +619,8 @@ def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
             f"floor: the same, last tenth ({figures.state_sizes[1] / 1024:,.0f} KiB)",
             figures.last_write,
         ),
+        row("floor: a cycle's durable I/O as one group, raw, first tenth", figures.first_group),
+        row("floor: the same, last tenth", figures.last_group),
     ]
     if figures.first_replay:
         lines += [
@@ -631,12 +671,42 @@ def shape_section(shape: Shape, figures: Figures, judged: bool) -> list[str]:
             f"with the replay of the asks before (its floor, last - first: {replay:+.2f} ms), "
             f"at least {(base + forced + replay) / base:.2f}x the first"
         )
+    group_first = statistics.median(figures.first_group)
+    group_last = statistics.median(figures.last_group)
+    lines.append(
+        f"ours in process / its group floor: first tenth {base / group_first:.2f}x, last tenth "
+        f"{statistics.median(ours_last) / group_last:.2f}x"
+    )
     if peer is not None and not isinstance(peer, str):
         lines.append(
             "LangGraph / ours (medians; target >= 2x): "
             + ", ".join(f"{name} {value:.2f}x" for name, value in peer_ratios(shape, figures))
         )
+        halves = [
+            statistics.median(head(peer.in_process, tenth)) / PEER_TARGET,
+            statistics.median(tail(peer.in_process, tenth)) / PEER_TARGET,
+        ]
+        lines.append(
+            f"in process, {PEER_TARGET:g}x as fast as LangGraph is a cycle of at most "
+            f"{halves[0]:.2f} ms (first tenth) and {halves[1]:.2f} ms (last tenth); the same "
+            f"files made durable as one group with no Python work take {group_first:.2f} and "
+            f"{group_last:.2f} ms: "
+            + ", ".join(
+                f"{name} {beneath_floor(half, floor)}"
+                for name, half, floor in (
+                    ("first", halves[0], group_first),
+                    ("last", halves[1], group_last),
+                )
+            )
+        )
     return lines
+
+
+def beneath_floor(target: float, floor: float) -> str:
+    """Where a target cycle lies against the floor of its own durable I/O."""
+    if target < floor:
+        return f"beneath that floor (the I/O alone takes {floor / target:.2f}x it)"
+    return f"{target / floor:.2f}x that floor"
 
 
 def growth(last: Series, first: Series, target: float | None) -> str:
@@ -810,12 +880,15 @@ def run(args: argparse.Namespace, shapes: list[Shape], root: Path) -> int:
         progress(f"{shape.title}: in process, {shape.cycles} cycles")
         in_process, whole, states = in_process_run(shape, workflows[shape], root)
         first_write, last_write = write_floor(root, states, WRITE_FLOOR_SAMPLES)
+        first_cycles, last_cycles = captured_tenths(shape, workflows[shape], root)
+        first_group, last_group = group_floor(root, first_cycles), group_floor(root, last_cycles)
         progress(f"{shape.title}: {samples} + {samples} cycles as processes")
         first, last, first_floor, last_floor = cross_process_run(
             shape, workflows[shape], root, samples, cli, env
         )
         figures = Figures(in_process, whole, first, last, first_floor, last_floor)
         figures.first_write, figures.last_write = first_write, last_write
+        figures.first_group, figures.last_group = first_group, last_group
         figures.state_sizes = (len(states[0]), len(states[1]))
         if shape.kind == "loop":
             figures.first_replay, figures.last_replay = replay_floor(

@@ -32,7 +32,6 @@ that fails, an unexpected exit code, a run that does not complete with every out
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import importlib.util
 import io
@@ -55,6 +54,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from _group_floor import Capture, GroupFloor, Operation
 from _machine import Series, fs_type, load_average
 from orchestrator.adapters.file_bridge import FileBridge
 from peers import measure_peers, peer_lines
@@ -418,138 +418,21 @@ def floor_atomic_writes(root: Path, states: list[bytes]) -> Series:
     return samples
 
 
-# One durable-I/O operation of a cycle, relative to the work directory: ("group", files,
-# directories) for a group commit, ("append", path, data, durable), ("write", path, data)
-# for a file renamed into place without a sync, ("unlink", path).
-Operation = tuple[Any, ...]
-
-
 def captured_cycles(workflow: type[Any], ref: str, root: Path) -> list[list[Operation]]:
     """One in-process run (one engine), recording what each cycle hands to the durable
     layer: the same files, bytes and order as the timed runs, for the group floor."""
-    from orchestrator.adapters import file_bridge
-
-    from orchestrator.storage import ndjson
-
     workdir = fresh_dir(root, "capture")
-    cycle: list[Operation] = []
-    originals = (
-        file_bridge.write_together,
-        file_bridge.atomic_write,
-        file_bridge.remove_file,
-        ndjson.append_joined_lines,
-    )
-
-    def relative(path: Path) -> str:
-        return str(Path(path).relative_to(workdir))
-
-    def write_together(items: Any, *, directories: Any = (), make: Any = ()) -> None:
-        files = [(relative(path), data) for path, data in items]
-        cycle.append(("group", files, [relative(d) for d in directories]))
-        originals[0](items, directories=directories, make=make)
-
-    def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-        cycle.append(
-            ("group", [(relative(path), data)], []) if durable else ("write", relative(path), data)
-        )
-        originals[1](path, data, durable=durable)
-
-    def remove_file(path: Path) -> bool:
-        cycle.append(("unlink", relative(path)))
-        return originals[2](path)
-
-    def append_joined_lines(path: Path, data: bytes, *, durable: bool = True) -> None:
-        cycle.append(("append", relative(path), data, durable))
-        originals[3](path, data, durable=durable)
-
-    cycles: list[list[Operation]] = []
-    file_bridge.write_together = write_together
-    file_bridge.atomic_write = atomic_write
-    file_bridge.remove_file = remove_file
-    ndjson.append_joined_lines = append_joined_lines
-    try:
+    capture = Capture(workdir)
+    with capture.installed():
         engine = new_engine(workflow, workdir)
         outcome = engine.start(workflow_ref=ref, workdir=workdir)
         while outcome.status == "paused":
             write_response(workdir, outcome.pending[0].request_id)
-            cycle = []
+            capture.next_cycle()
             outcome = engine.resume()
-            if outcome.status == "paused":
-                cycles.append(cycle)
-    finally:
-        (
-            file_bridge.write_together,
-            file_bridge.atomic_write,
-            file_bridge.remove_file,
-            ndjson.append_joined_lines,
-        ) = originals
+        capture.cycles.pop()  # the last one completes the run
     shutil.rmtree(workdir)
-    return cycles
-
-
-class GroupFloor:
-    """Each captured cycle's durable I/O done raw, with no Python work around it: every
-    group's files written to temporaries, one ``syncfs``, the renames, one ``syncfs``;
-    the event lines appended; the request renamed into place; the response unlinked.
-    :meth:`replay` does the next cycle's; it runs right after line 1, so that both see the
-    disk as it is then (its speed drifts on a shared machine)."""
-
-    _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-
-    def __init__(self, root: Path, cycles: list[list[Operation]]) -> None:
-        self.cycles = cycles
-        self.samples = Series()
-        self.directory = fresh_dir(root, "floor-group")
-        self.root_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-
-    def replay(self) -> None:
-        from orchestrator.storage.durable import sync_filesystem
-
-        if len(self.samples) >= len(self.cycles):
-            return
-        operations = self.cycles[len(self.samples)]
-        directory, flags = self.directory, self._FLAGS
-        (directory / RESPONSE_FILE).write_bytes(b"{}")
-        start, cpu = time.perf_counter_ns(), time.process_time_ns()
-        for operation in operations:
-            kind = operation[0]
-            if kind == "group":
-                renames = []
-                for name, data in operation[1]:
-                    target = os.path.join(directory, name)
-                    folder = os.path.dirname(target)
-                    if not os.path.isdir(folder):
-                        os.makedirs(folder)
-                    tmp = os.path.join(folder, "." + os.path.basename(target) + ".tmp")
-                    fd = os.open(tmp, flags, 0o644)
-                    os.write(fd, data)
-                    os.close(fd)
-                    renames.append((tmp, target))
-                sync_filesystem(self.root_fd)
-                for tmp, target in renames:
-                    os.replace(tmp, target)
-                sync_filesystem(self.root_fd)
-            elif kind == "append":
-                fd = os.open(directory / operation[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-                os.write(fd, operation[2])
-                if operation[3]:
-                    os.fdatasync(fd)
-                os.close(fd)
-            elif kind == "write":
-                tmp = directory / f".{operation[1]}.tmp"
-                fd = os.open(tmp, flags, 0o644)
-                os.write(fd, operation[2])
-                os.close(fd)
-                os.replace(tmp, directory / operation[1])
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(directory / operation[1])
-        self.samples.add(ms(time.perf_counter_ns() - start), ms(time.process_time_ns() - cpu))
-
-    def close(self) -> Series:
-        os.close(self.root_fd)
-        shutil.rmtree(self.directory)
-        return self.samples
+    return capture.cycles
 
 
 def floor_processes(command: list[str], count: int, cwd: Path, env: dict[str, str]) -> Series:

@@ -25,6 +25,9 @@ OURS = (
     "floor: the same, beside the last 1",
     "whole run in process (run() to completion): ours ",
     "last / first (medians, wall and cpu): ours in process ",
+    "floor: a cycle's durable I/O as one group, raw, first tenth",
+    "floor: the same, last tenth  ",
+    "ours in process / its group floor: first tenth ",
 )
 REPLAY = (
     "floor: replaying the asks before, first tenth (",
@@ -36,6 +39,7 @@ PEER = (
     "LangGraph processes, first 1",
     "LangGraph processes, last 1",
     "LangGraph / ours (medians; target >= 2x): ",
+    "in process, 2x as fast as LangGraph is a cycle of at most ",
 )
 
 

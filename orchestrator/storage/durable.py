@@ -73,9 +73,8 @@ def sha256_constructor(size: int = 0) -> Any:
     ``hashlib``'s (OpenSSL's, five times faster) in a process that lives on, as a host
     does. A process that lives for one command (see :func:`live_briefly`) saves its
     load, a few milliseconds, with the interpreter's built-in one, unless one call is
-    about to hash :data:`HASHLIB_FOR` bytes or more (a process that checks a state that
-    long hashes it twice more when it saves: for the signature's parts and for its MAC),
-    or the built-in one has hashed :data:`HASHLIB_AFTER` bytes in this process."""
+    about to hash :data:`HASHLIB_FOR` bytes or more, or the built-in one has hashed
+    :data:`HASHLIB_AFTER` bytes in this process."""
     loaded = sys.modules.get("hashlib")
     if loaded is not None:
         return loaded.sha256
@@ -104,9 +103,10 @@ _hashed_builtin = 0  # bytes the built-in SHA-256 has hashed in this process
 #: The load costs what hashing about 1 MB with the built-in one does (2.5 ms on the
 #: 2-core machine, where the built-in one hashes 0.36 GB/s and OpenSSL's 1.9 GB/s).
 HASHLIB_AFTER = 4 * 1024 * 1024
-#: The size of one hash that loads ``hashlib`` at once: a state this long is hashed three
-#: times by a process that resumes it (its check, the parts, the MAC), about 1 MB in all.
-HASHLIB_FOR = 384 * 1024
+#: The size of one hash that loads ``hashlib`` at once. A process that resumes a state
+#: hashes it about once (its check; its save hashes on from the check's hashes), so the
+#: load pays for itself from about a megabyte.
+HASHLIB_FOR = 1024 * 1024
 
 
 def _find_sha256() -> Any:
