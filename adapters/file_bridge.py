@@ -359,9 +359,13 @@ class FileBridge:
     def take_over(self, previous: Bridge) -> bool:
         if type(previous) is not FileBridge or previous.state_path != self.state_path:
             return False
-        # What it knows of the state alone, which the caller has found unchanged: of the
-        # work directory's other files, this bridge looks for itself.
+        # What it knows of the state, which the caller has found unchanged; and what it
+        # learnt of the work directory, as one bridge kept from resume to resume knows it
+        # (a directory of the run's that went away meanwhile is looked for again, as then).
         self._saved, self._encoded = previous._saved, previous._encoded
+        self._swept, self._requests_listed = previous._swept, previous._requests_listed
+        self._known_dirs = set(previous._known_dirs)
+        self._key_checked = previous._key_checked
         return True
 
     def state_token(self) -> object | None:

@@ -583,6 +583,47 @@ def test_a_new_engine_takes_the_state_a_pause_in_this_process_left_without_readi
     assert first._take_paused() and not second._take_paused()
 
 
+def test_a_new_engine_keeps_what_the_last_bridge_learnt_of_the_work_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine per resume (the harness) takes over, with the state, what the bridge
+    before it learnt of the work directory, as one engine kept from resume to resume
+    knows it: leftovers are not looked for again, nor the run's directories. A directory
+    of the run's that goes away meanwhile is made again."""
+    import shutil
+
+    from orchestrator.testing import WorkflowHarness
+
+    sweeps: list[Path] = []
+    sweep = durable.sweep_temporaries
+
+    def counted(directory: Path) -> list[Path]:
+        sweeps.append(directory)
+        return sweep(directory)
+
+    monkeypatch.setattr(durable, "sweep_temporaries", counted)
+    from orchestrator.adapters import file_bridge
+
+    monkeypatch.setattr(file_bridge, "sweep_temporaries", counted)
+    harness = WorkflowHarness(AskInALoop, tmp_path)
+    outcome = harness.run()
+    harness.respond(outcome.pending[0].request_id, "answer 0")
+    outcome = harness.resume()
+    assert sweeps, "the first bridge of the process looks for leftovers"
+    sweeps.clear()
+    harness.respond(outcome.pending[0].request_id, "answer 1")
+    outcome = harness.resume()
+    assert outcome.status == "paused" and sweeps == [], sweeps
+
+    # The run's step directories go away between two resumes: made again.
+    (run,) = (tmp_path / ".orchestrator" / "runs").iterdir()
+    shutil.rmtree(run / "agents")
+    harness.respond(outcome.pending[0].request_id, "answer 2")
+    outcome = harness.resume()
+    assert outcome.status == "paused"
+    assert [p.name for p in (run / "agents").iterdir()] != []
+
+
 def test_what_a_phase_returned_is_recorded_as_it_was_when_returned(tmp_path: Path) -> None:
     """The engine keeps a copy of a phase's output: a workflow that changes the object
     afterwards changes neither the state nor the run's history."""
