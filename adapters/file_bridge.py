@@ -364,7 +364,7 @@ class FileBridge:
         # (a directory of the run's that went away meanwhile is looked for again, as then).
         self._saved, self._encoded = previous._saved, previous._encoded
         self._swept, self._requests_listed = previous._swept, previous._requests_listed
-        self._known_dirs = set(previous._known_dirs)
+        self._known_dirs = previous._known_dirs  # only ever added to, or emptied
         self._key_checked = previous._key_checked
         return True
 
