@@ -296,6 +296,42 @@ def test_a_file_refused_in_either_lane_renames_nothing_and_leaves_no_temporary(
     assert len(set(two_lanes)) == 2  # both lanes ran
 
 
+@pytest.mark.parametrize("full", ["one/a.json", "two/c.json"])
+def test_a_full_disk_in_either_lane_names_the_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_lanes: list[int], full: str
+) -> None:
+    """A write the disk refuses (ENOSPC) in either lane: the error names the file it was
+    for, no temporary is left in any directory, and nothing is renamed."""
+    import errno
+
+    for sub in ("one", "two"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "state.json").write_bytes(b"old")
+    real_write = os.write
+    refused = f".{os.path.basename(full)}.{os.getpid()}.tmp"
+
+    def write(fd: int, data: Any) -> int:
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == refused:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    items = [
+        (tmp_path / "state.json", b"new"),
+        (tmp_path / "one" / "a.json", b"a"),
+        (tmp_path / "two" / "b.json", b"b"),
+        (tmp_path / "two" / "c.json", b"c"),
+    ]
+    with pytest.raises(OSError) as caught:
+        durable.write_together(items)
+    assert caught.value.errno == errno.ENOSPC
+    assert caught.value.filename == str(tmp_path / full)
+    assert (tmp_path / "state.json").read_bytes() == b"old"
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == ["one", "state.json", "two"]
+    assert len(set(two_lanes)) == 2  # both lanes ran
+
+
 @pytest.mark.parametrize("lanes", [True, False], ids=["two lanes", "one lane"])
 def test_a_directory_to_make_is_made_with_its_files_and_one_already_there_is_swept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lanes: bool
