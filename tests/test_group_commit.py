@@ -802,6 +802,57 @@ def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_
     assert fresh_saves[:3] == [1, 1, 1], fresh_saves
 
 
+class AskTwelveTimes(Workflow):
+    """One phase asking in a loop, long enough that a new process would encode its
+    journal in one call."""
+
+    name = "ask-twelve"
+    agents = ("writer",)
+
+    @phase(1)
+    def gather(self, ctx: Any) -> list[str]:
+        return [ctx.ask("writer", prompt(f"note {n} — « {n} »")) for n in range(12)]
+
+
+def test_a_resume_that_reads_the_state_cuts_the_journal_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume that reads the state (as a new process does) takes the journal's entries'
+    texts from the record's line instead of encoding them again, and every save still
+    stores and writes what a fresh encoding gives."""
+    from orchestrator.engine import engine as engine_module
+    from orchestrator.formats import strict_json
+    from orchestrator.storage.state_key import signed_document
+    from orchestrator.testing import WorkflowHarness
+
+    encoded_whole: list[int] = []
+    real_split = strict_json._split_items
+
+    def counting(values: list[Any], encode: Any) -> Any:
+        encoded_whole.append(len(values))
+        return real_split(values, encode)
+
+    monkeypatch.setattr(strict_json, "_split_items", counting)
+    check_every_stored_journal(monkeypatch)
+    harness = WorkflowHarness(AskTwelveTimes, tmp_path)
+    outcome = harness.run()
+    cycles = 0
+    while outcome.status == "paused":
+        for request in outcome.pending:
+            harness.respond(request.request_id, f"Réponse {cycles}.")
+        engine_module._paused.clear()  # nothing left by the last pause: the file is read
+        outcome = harness.resume()
+        cycles += 1
+        if outcome.status == "paused":
+            path = tmp_path / ".ask-twelve-state.json"
+            state = FileBridge(tmp_path, "ask-twelve").load_state()
+            assert path.read_bytes() == signed_document(state)
+    assert outcome.status == "completed", outcome.message
+    assert cycles == 12
+    # Only a journal of one entry (and the new one) is encoded: there is nothing to cut.
+    assert [n for n in encoded_whole if n > 2] == [], "a journal read from the file was encoded"
+
+
 class AskWithRetries(Workflow):
     """A phase asking in a loop, whose agent fails now and then: each failure is retried,
     and the journal's entry then names the retry."""

@@ -758,6 +758,70 @@ def test_a_list_encoded_in_one_call_splits_into_its_items_texts_or_not_at_all(
             assert nested, "a list of plain objects was not split"
 
 
+_CUT_KEYS = st.sampled_from(["position", "kind", 'po"s'])
+_CUT_NAMES = _CUT_KEYS | st.text(alphabet='{}, "pos', max_size=4)
+# Values whose objects may begin with an item's first key: a list of them in an item, or
+# beside the list, holds the very text that separates two items.
+_CUT_VALUES = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_CUT_NAMES, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    _CUT_KEYS,
+    st.lists(st.dictionaries(_CUT_NAMES, _CUT_VALUES, max_size=3), min_size=2, max_size=8),
+    st.dictionaries(_CUT_NAMES, _CUT_VALUES, max_size=3),
+    st.booleans(),
+    st.integers(min_value=0, max_value=12),
+)
+def test_items_cut_from_a_line_are_each_items_own_text_or_none_is(
+    key: str, rests: list[dict[str, Any]], around: dict[str, Any], last: bool, other: int
+) -> None:
+    """A journal's entries are cut from the record's line a state file holds instead of
+    encoded again: every cut is each entry's own text, whatever the entries and the rest
+    of the line hold (the separating text too, or an entry that begins with another
+    key); where it cannot be cut so, nothing is."""
+    items = [{key: rest.get(key, 0), **rest} for rest in rests]
+    if other < len(items):  # this one begins with another key
+        items[other] = {"other": 0, **items[other]}
+    encode = strict_json._compact_encoder(ensure_ascii=False, default=None)
+    record = {**around, "journal": items} if last else {"journal": items, **around}
+    line = f"    {encode('x_orchestrator')}: {encode(record)},"
+    texts = strict_json.item_texts_in(line, items)
+    if texts is not None:
+        assert texts == [encode(item) for item in items]
+    elif other >= len(items):
+        separator = "}, " + encode({key: 0})[:-2]
+        assert line.count(separator) != len(items) - 1, "the line was not cut"
+
+
+def test_a_journal_is_cut_from_the_line_that_holds_it() -> None:
+    """The engine record's shape: a long journal amid the record's other fields."""
+    entries = [
+        {"position": n, "kind": "ask", "fingerprint": [f"agent {n}"], "request_ids": [str(n)]}
+        for n in range(40)
+    ]
+    encode = strict_json._compact_encoder(ensure_ascii=False, default=None)
+    record = {"run_id": "r", "journal": entries, "events": [{"seq": 1}], "next_seq": 2}
+    line = f'    "x_orchestrator": {encode(record)},'
+    assert strict_json.item_texts_in(line, entries) == [encode(entry) for entry in entries]
+    # An output that holds the separating text: the line is not cut.
+    record["inputs"] = {"note": [{"a": 1}, {"position": 2}]}
+    line = f'    "x_orchestrator": {encode(record)},'
+    assert strict_json.item_texts_in(line, entries) is None
+    assert strict_json.item_texts_in(line, entries[:1]) is None  # one entry: encoded
+    # An entry that begins with another key, and holds one separating text more: as
+    # many as the boundaries, but not all at them.
+    odd = {"kind": "step", "result": [{"a": 1}, {"position": 2}], **entries[2]}
+    mixed = [entries[0], entries[1], odd, entries[3]]
+    line = f'    "x_orchestrator": {encode({"journal": mixed})},'
+    assert line.count('}, {"position": ') == len(mixed) - 1
+    assert strict_json.item_texts_in(line, mixed) is None
+
+
 def test_a_long_list_of_plain_objects_is_split() -> None:
     """The journal's shape: each entry's text, from one call."""
     entries = [

@@ -48,6 +48,7 @@ from ..formats.strict_json import (
     SETTLED_KEPT,
     SETTLED_MADE,
     dumps_canonical,
+    item_texts_in,
     lines_key,
     loads_strict,
     members_key,
@@ -738,6 +739,12 @@ class EncodedItems:
         if lines and keys[0] == ENGINE_KEY and all(map(str.startswith, lines, map(_head, keys))):
             lines[:-1] = [line[:-1] for line in lines[:-1]]  # without the separating comma
             self._members = {_PHASE_DATA_LINES: (keys, values, lines)}
+            # A long phase's journal: its entries' texts, cut from the record's line.
+            journal = values[0].get("journal") if type(values[0]) is dict else None
+            if type(journal) is list:
+                texts = item_texts_in(lines[0], journal)
+                if texts is not None:
+                    self._settled = {id(journal[0]): (list(journal), texts)}
 
 
 class _Lines:
