@@ -710,7 +710,8 @@ class EncodedItems:
         self._lists, self._members, self._settled = {}, {}, {}
         # The segments' hashes as the check took them, to go on from.
         self._segments = dict(read[1]) if read is not None and read[0] == raw else {}
-        if _SURROGATE_ESCAPE.search(raw) is not None:
+        # (A file without a backslash has no escape at all: one pass of memchr.)
+        if b"\\" in raw and _SURROGATE_ESCAPE.search(raw) is not None:
             return
         text = _text_of(raw)
         # The members are in this order, one line each or one item a line: each block
