@@ -26,7 +26,7 @@ import operator
 import os
 import re
 import stat
-from itertools import compress
+from itertools import compress, islice
 from itertools import count as count_from
 from json.encoder import encode_basestring as _quote
 from pathlib import Path
@@ -804,8 +804,12 @@ class _Lines:
             return 0  # the log was replaced since: what changed is not known
         edited = set(map(id, edits[self._seen :]))
         if edited and count:
-            ids = map(id, items[:count])
-            count = next(compress(count_from(), map(edited.__contains__, ids)), count)
+            # The requests edited are the latest, mostly: sought from the last item back,
+            # the search stops once it has found each of them (it goes through all only
+            # when one is not among these items).
+            flags = map(edited.__contains__, map(id, reversed(items[:count])))
+            found = list(islice(compress(range(count - 1, -1, -1), flags), len(edited)))
+            count = min(found, default=count)
         return count
 
 
