@@ -738,6 +738,71 @@ def test_a_state_holding_the_mark_is_signed_over_its_parts(tmp_path: Path) -> No
     assert judge_signature(json.loads(written), written).ok
 
 
+@settings(max_examples=600, deadline=None)
+@given(
+    st.binary(min_size=2, max_size=40).map(lambda b: bytes(97 + x % 3 for x in b)),
+    st.sampled_from([b"ab", b"aba", b"ca"]),
+    st.data(),
+)
+def test_a_second_mark_is_found_wherever_the_last_save_does_not_vouch(
+    text: bytes, mark: bytes, data: st.DataObject
+) -> None:
+    """A save looks for a second mark only outside the ranges that agree with the last
+    save's segments (which held none): where no mark lies wholly in a range, it finds
+    one wherever a whole search finds one, one that straddles a range's edge too."""
+    from hypothesis import assume
+
+    from orchestrator.storage.state_key import _mark_elsewhere
+
+    at = text.find(mark)
+    assume(at >= 0)
+    edges = data.draw(st.lists(st.integers(0, len(text)), max_size=8).map(sorted))
+    vouched = []
+    for start, end in zip(edges[::2], edges[1::2], strict=False):
+        if start < end and text.find(mark, start, end) < 0:  # none wholly inside
+            vouched.append((start, end))
+    everywhere = [p for p in range(len(text)) if text.startswith(mark, p)]
+    assert _mark_elsewhere(text, mark, at, vouched) == (everywhere != [at])
+
+
+def test_a_mark_in_an_output_late_in_a_long_run_has_the_state_signed_over_its_parts(
+    tmp_path: Path,
+) -> None:
+    """Saves of a long run look for a second mark in what changed since the last save:
+    an output that holds the mark's text, late in the run (its outputs long enough to be
+    hashed on from the last save's), has that state and every later one signed over its
+    parts, which every reader checks; the states before it, over the file's segments."""
+    from orchestrator import Workflow, phase
+    from orchestrator.storage import state_key
+    from orchestrator.testing import WorkflowHarness
+
+    def make(number: int) -> Callable[[Any, Any], Any]:
+        def run(self: Any, ctx: Any) -> Any:
+            ctx.ask("writer", f"Write the note of phase {number} for the survey, one line. " * 2)
+            if number == 25:
+                return {"note": {"x_signature": state_key._MARK}}
+            return {"text": f"{number} " * 1500}
+
+        return run
+
+    methods = {f"p{n:02d}": phase(n, name=f"p{n:02d}")(make(n)) for n in range(1, 31)}
+    flow = type("Thirty", (Workflow,), {"name": "thirty", "agents": ("writer",), **methods})
+    harness = WorkflowHarness(flow, tmp_path)
+    outcome, covers = harness.run(), []
+    while outcome.status == "paused":
+        harness.respond(outcome.pending[0].request_id, "A note.")
+        outcome = harness.resume()
+        if outcome.status == "paused":
+            raw = (tmp_path / ".thirty-state.json").read_bytes()
+            signature = json.loads(raw)["phase_data"][ENGINE_KEY]["x_signature"]
+            covers.append(signature.get("covers"))
+            assert judge_signature(json.loads(raw), raw).ok
+    assert outcome.status == "completed", outcome.message
+    # The 25th output is saved when the 26th phase asks: the 25th pause after the first.
+    assert covers[:24] == ["segments"] * 24
+    assert covers[24:] == [None] * 5
+
+
 def test_a_peek_hands_its_parse_to_the_next_read_of_the_same_bytes_once(
     tmp_path: Path,
 ) -> None:

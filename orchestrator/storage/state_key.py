@@ -401,6 +401,28 @@ def _hashed_on(
     return hasher, (data, start, end, agreed, at_agreed)
 
 
+def _mark_elsewhere(unsigned: bytes, mark: bytes, at: int, vouched: list[tuple[int, int]]) -> bool:
+    """Whether ``unsigned`` holds ``mark`` anywhere but at ``at`` (its first place).
+
+    ``vouched``: ranges ``(start, end)``, in order and apart, whose bytes are those of a
+    segment of the last save or of a check that did not hold the mark (see
+    :func:`signed_bytes`): no mark lies wholly in one, and the search steps over them.
+    A long run's save thus looks for a second mark in what changed since the last one,
+    not in the whole file; a mark that begins before a range and ends in it is found.
+    """
+    size = len(mark)
+    begin = 0
+    for start, end in [*vouched, (len(unsigned), len(unsigned))]:
+        stop = start + size - 1  # a mark beginning before ``start`` may end in the range
+        found = unsigned.find(mark, begin, stop)
+        while found >= 0:
+            if found != at:
+                return True
+            found = unsigned.find(mark, found + 1, stop)
+        begin = max(start, end - size + 1)
+    return False
+
+
 def _segments_mac(key: bytes, fields: dict[str, Any], digests: list[bytes]) -> str:
     return hmac_sha256_hex(key, _SEGMENTS_MAC_CONTEXT + _compact(fields) + b"\n", *digests)
 
@@ -475,18 +497,25 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
         with_signature(data, _MARK), default=default, memo=memo, members="phase_data"
     )
     mark = _member(_MARK_TEXT)
-    # The mark is near the top (the engine's record leads phase_data): one pass finds it
-    # and that it is there once.
-    at = unsigned.find(mark)
-    if at < 0 or unsigned.find(mark, at + len(mark)) >= 0:
+    at = unsigned.find(mark)  # near the top: the engine's record leads phase_data
+    segments = _cuts(unsigned) if at >= 0 else []
+    sha256 = sha256_constructor(len(unsigned))
+    kept = memo.get(_SEGMENTS_KEPT, {})
+    hashed, vouched = [], []
+    for name, start, end in segments:
+        last = kept.get(name)
+        hasher, made = _hashed_on(sha256, unsigned, start, end, last)
+        if made is not None and last is not None and made[3]:
+            vouched.append((start, start + made[3]))  # as the last save's, which held no mark
+        # The segment that holds the mark is not kept: each one kept holds none.
+        hashed.append((name, hasher, None if start <= at < end else made))
+    if at < 0 or _mark_elsewhere(unsigned, mark, at, vouched):
         signed = with_signature(data, _signature(key, _digests(data)))
         return dumps_canonical(signed, default=default, memo=memo)
-    segments = _cuts(unsigned)
-    sha256 = sha256_constructor(len(unsigned))
-    kept, made = memo.get(_SEGMENTS_KEPT, {}), memo.setdefault(_SEGMENTS_MADE, {})
+    made_now = memo.setdefault(_SEGMENTS_MADE, {})
     digests = []
-    for name, start, end in segments:
-        hasher, made[name] = _hashed_on(sha256, unsigned, start, end, kept.get(name))
+    for name, hasher, made in hashed:
+        made_now[name] = made
         digests.append(hasher.digest())
     fields = _segment_fields(key, [name for name, _, _ in segments], digests)
     signature = {"hmac_sha256": _segments_mac(key, fields, digests), **fields}
