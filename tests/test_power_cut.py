@@ -232,11 +232,11 @@ def outcome_of(workdir: Path) -> Outcome:
     )
 
 
-def answers_on_disk(workdir: Path) -> dict[str, str]:
+def answers_on_disk(workdir: Path, state_file: str = STATE_FILE) -> dict[str, str]:
     """Request id -> response digest (or "file") of every answer the disk holds: those a
     readable state records, and response files a host wrote. None may be asked again."""
     answers: dict[str, str] = {}
-    states = [workdir / STATE_FILE, *(workdir / ".orchestrator" / "runs").glob("*/state.json")]
+    states = [workdir / state_file, *(workdir / ".orchestrator" / "runs").glob("*/state.json")]
     for path in states:
         try:
             state = json.loads(path.read_bytes())
@@ -668,6 +668,168 @@ def replaced_everywhere(original: Any, replacement: Any) -> Any:
             setattr(module, name, original)
 
 
+# -- a long run ------------------------------------------------------------------------------
+
+LONG_ASKS, LONG_PHASES = 16, 4
+LONG_WORKFLOW = f'''
+"""A long run: a phase asking in a loop, then phases asking once each."""
+
+from orchestrator import Workflow, phase
+
+PROMPT = (
+    "You are the survey's note taker. Read the question below and answer with one short "
+    "line of plain text, nothing else. Question number {{}}: what does the survey say?"
+)
+
+
+def _single(number):
+    def run(self, ctx):
+        return {{"phase": number, "answer": ctx.ask("writer", PROMPT.format(f"p{{number}}"))}}
+
+    return run
+
+
+def _loop(self, ctx):
+    notes = [ctx.ask("writer", PROMPT.format(n)) for n in range({LONG_ASKS})]
+    return {{"notes": notes, "total": ctx.step("count", lambda: sum(map(len, notes)))}}
+
+
+_namespace = {{
+    "__module__": __name__,
+    "__qualname__": "Long",
+    "name": "long",
+    "agents": ("writer",),
+    "archive_after": 2,
+    "loop": phase(1, name="loop")(_loop),
+}}
+for _n in range(2, {LONG_PHASES + 2}):
+    _namespace[f"single_{{_n}}"] = phase(_n, name=f"single_{{_n}}")(_single(_n))
+Long = type("Long", (Workflow,), _namespace)
+'''
+
+
+def long_answer(prompt: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
+    return f"Note {digest}: the survey says « {digest} »."
+
+
+def long_host(workdir: Path, reference: str, *, fresh: bool) -> tuple[int, list[str], str]:
+    """The long run to its end as a host runs it (see :func:`host`), each command reading
+    the state back as a new process does (nothing is taken from the last pause in this
+    interpreter)."""
+    from orchestrator.engine import engine as engine_module
+
+    def orchestrate(*argv: str) -> tuple[int, str]:
+        engine_module._paused.clear()
+        return globals()["orchestrate"](*argv)
+
+    answered: list[str] = []
+    start_long = ("run", reference, "--workdir", str(workdir))
+    code, err = (
+        orchestrate(*start_long) if fresh else orchestrate("resume", "--workdir", str(workdir))
+    )
+    for _ in range(2 * (LONG_ASKS + LONG_PHASES) + HOST_ROUNDS):
+        if code == 2 and not fresh:
+            if list((workdir / ".orchestrator" / "runs").glob("*/state.json")):
+                return 0, answered, err
+            fresh = True
+            code, err = orchestrate(*start_long)
+            continue
+        if code != 42:
+            return code, answered, err
+        for request_id, request in pending_requests(workdir).items():
+            code, err = orchestrate(
+                "respond", "--workdir", str(workdir), "--request-id", request_id,
+                "--text", long_answer(request["prompt"]),
+            )  # fmt: skip
+            assert code == 0, f"respond to {request_id}: exit {code}: {err}"
+            answered.append(request_id)
+        code, err = orchestrate("resume", "--workdir", str(workdir))
+    return code, answered, err + "\n(still paused after every round)"
+
+
+def long_outcome(workdir: Path) -> dict[str, Any]:
+    runs = sorted((workdir / ".orchestrator" / "runs").iterdir())
+    assert len(runs) == 1, f"{len(runs)} run directories: {[r.name for r in runs]}"
+    history = json.loads((runs[0] / "state.json").read_bytes())
+    events = check_run_evidence(runs[0])
+    kept = f".orchestrator/runs/{runs[0].name}/"
+    tree = read_tree(workdir)
+    return {
+        "outputs": {k: v for k, v in history["phase_data"].items() if k != "x_orchestrator"},
+        "phases": normalised(history["completed_phases"]),
+        "requests": normalised(history["agent_requests"]),
+        "story": story(without_retries(events)),
+        "leftovers": sorted(
+            p
+            for p in tree
+            if (not p.startswith(kept) and p != ".orchestrator/long.lock") or ".tmp" in p
+        ),
+        "history": history,
+    }
+
+
+def judge_long(workdir: Path, reference_ref: str, want: dict[str, Any]) -> list[tuple[str, str]]:
+    before = answers_on_disk(workdir, ".long-state.json")
+    code, asked, err = long_host(workdir, reference_ref, fresh=False)
+    if code != 0:
+        last = err.strip().splitlines()[-1:] or ["(nothing on stderr)"]
+        return [("does not complete", f"exit {code}: {last[0][:300]}")]
+    try:
+        got = long_outcome(workdir)
+    except AssertionError as exc:
+        return [("evidence", str(exc).splitlines()[0][:300])]
+    problems = []
+    again = sorted(set(asked) & set(before))
+    if again:
+        problems.append(("answer asked again", f"{again} were answered on the disk"))
+    recorded = {r["request_id"]: r for r in got["history"]["agent_requests"]}
+    for request_id in before:
+        record = recorded.get(request_id)
+        if record is None or record["status"] != "completed":
+            problems.append(("answer lost", f"{request_id} answered on the disk, not in the end"))
+    for name in ("outputs", "phases", "requests", "story"):
+        if got[name] != want[name]:
+            problems.append((f"{name} differ", _difference(got[name], want[name])))
+    if got["leftovers"]:
+        problems.append(("files left over", str(got["leftovers"][:5])))
+    return problems
+
+
+def explore_long(base: Path, budget: int) -> Report:
+    """Record the long run as a host runs it, then judge ``budget`` disks."""
+    started = time.monotonic()
+    base.mkdir(parents=True)
+    (base / "long.py").write_text(LONG_WORKFLOW, encoding="utf-8")
+    reference_ref = f"{base / 'long.py'}:Long"
+    workdir = base / "work"
+    workdir.mkdir()
+    with powercut.recording(workdir) as rec:
+        code, _, err = long_host(workdir, reference_ref, fresh=True)
+    assert code == 0, err
+    want = long_outcome(workdir)
+    assert want["leftovers"] == []
+    report = Report("long run", operations=len(rec.log))
+    report.crash_points = len(powercut.crash_points(rec.log))
+    disks = powercut.explore(rec, seed=SEED, budget=budget)
+    for crash in disks:
+        powercut.materialise(crash.disk, workdir)
+        try:
+            with powercut.syncs_skipped():
+                problems = judge_long(workdir, reference_ref, want)
+        except Exception as exc:
+            problems = [("recovery raised", f"{type(exc).__name__}: {exc}"[:300])]
+            traceback.print_exc()
+        for kind, what in problems:
+            report.kinds[kind] += 1
+            report.bad.append(f"{kind}: {what}; {crash.describe(rec.log)}")
+    report.disks = len(disks)
+    report.seconds = time.monotonic() - started
+    return report
+
+
 # -- the tests -------------------------------------------------------------------------------
 
 
@@ -794,6 +956,33 @@ def test_in_two_lanes_the_example_recovers_from_every_power_cut(tmp_path: Path) 
         shutil.rmtree(base, ignore_errors=True)
     assert len(LANE_COMMITS) >= 5, LANE_COMMITS  # the checkpoints did go in two lanes
     assert report.disks >= 150, report.disks
+    assert not report.bad, f"{len(report.bad)} bad disks; one of each kind:\n{_verdict(report)}"
+
+
+@pytest.mark.slow
+def test_a_long_run_recovers_from_every_power_cut(tmp_path: Path) -> None:
+    """A phase asking in a loop, then phases whose finished requests go to the history in
+    batches: the saves that take what they can from the last one (kept lines, the
+    journal cut from the record's line, hashes gone on from) recover from every disk a
+    cut leaves, each recovery a host that reads the state back at every pause."""
+    import shutil
+
+    from orchestrator.storage import state_key
+
+    base = scratch(tmp_path)
+    try:
+        # Short segments hashed on too, so this small run takes the paths a long one does.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(state_key, "_HASHED_ON_FROM", 256)
+            patch.setattr(state_key, "_AGREE_STEP", 64)
+            report = explore_long(base / "long", 250)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"\n[power-cut] {report.subject}: {report.operations} operations, "
+        f"{report.crash_points} crash points, {report.disks} distinct disks, {report.seconds:.0f} s"
+    )
+    assert report.disks >= 200, report.disks
     assert not report.bad, f"{len(report.bad)} bad disks; one of each kind:\n{_verdict(report)}"
 
 
