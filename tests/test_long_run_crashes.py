@@ -20,7 +20,6 @@ left over.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from typing import Any
 
 import pytest
 from evidence_support import check_run_evidence, story, without_retries
+from long_run_support import answer_for, long_workflow
 
 ASKS = 24  # the loop's asks: more than enough for every long-run path of a save
 PHASES = 6  # single-ask phases after the loop
@@ -41,54 +41,18 @@ POINTS = 36  # crash points killed at, spread over the run
 RUN_TIMEOUT = 180
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
-WORKFLOW = f'''
-"""A long run: a phase asking in a loop, then phases asking once each."""
-
-from orchestrator import Workflow, phase
-
-PROMPT = (
-    "You are the survey's note taker. Read the question below and answer with one short "
-    "line of plain text, nothing else. Question number {{}}: what does the survey say?"
-)
-
-
-def _single(number):
-    def run(self, ctx):
-        answer = ctx.ask("writer", PROMPT.format(f"phase {{number}}"))
-        return {{"phase": number, "answer": answer}}
-
-    return run
-
-
-def _loop(self, ctx):
-    notes = [ctx.ask("writer", PROMPT.format(n)) for n in range({ASKS})]
-    total = ctx.step("count", lambda: sum(map(len, notes)))
-    return {{"notes": notes, "total": total}}
-
-
-_namespace = {{
-    "__module__": __name__,
-    "__qualname__": "Long",
-    "name": "long",
-    "agents": ("writer",),
-    "archive_after": 2,
-    "loop": phase(1, name="loop")(_loop),
-}}
-for _number in range(2, {PHASES + 2}):
-    _namespace[f"single_{{_number}}"] = phase(_number, name=f"single_{{_number}}")(_single(_number))
-Long = type("Long", (Workflow,), _namespace)
-'''
-
 HANDLER = """
-import hashlib, json, sys
+import json, sys
+
+sys.path.insert(0, @TESTS@)
+from long_run_support import answer_for
 
 request = json.load(sys.stdin)
-digest = hashlib.sha256(request["prompt"].encode()).hexdigest()[:12]  # as answer_for
 print(json.dumps({
     "request_id": request["request_id"],
     "version": "1.0",
     "status": "success",
-    "response": f"Note {digest}: the survey says what it says « {digest} ».",
+    "response": answer_for(request["prompt"]),
     "created_at": "2026-01-01T00:00:00Z",
 }))
 """
@@ -96,8 +60,9 @@ print(json.dumps({
 
 def write_subject(base: Path) -> tuple[str, str]:
     """The workflow file and the handler script; (workflow reference, handler command)."""
-    (base / "long.py").write_text(WORKFLOW, encoding="utf-8")
-    (base / "handler.py").write_text(HANDLER, encoding="utf-8")
+    (base / "long.py").write_text(long_workflow(ASKS, PHASES), encoding="utf-8")
+    tests = repr(str(Path(__file__).resolve().parent))
+    (base / "handler.py").write_text(HANDLER.replace("@TESTS@", tests), encoding="utf-8")
     return f"{base / 'long.py'}:Long", f"{sys.executable} {base / 'handler.py'}"
 
 
@@ -115,12 +80,6 @@ def drive(
     return subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
     )
-
-
-def answer_for(prompt: str) -> str:
-    """The handler's answer to ``prompt``."""
-    digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
-    return f"Note {digest}: the survey says what it says « {digest} »."
 
 
 def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:

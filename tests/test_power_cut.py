@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the spawned workers 
 
 import powercut
 from evidence_support import VOLATILE, check_run_evidence, story, without_retries
+from long_run_support import answer_for, long_workflow
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = ROOT / "examples" / "template_create"
@@ -253,6 +254,28 @@ def answers_on_disk(workdir: Path, state_file: str = STATE_FILE) -> dict[str, st
     return answers
 
 
+def answer_problems(
+    before: dict[str, str], asked: list[str], history: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """What a recovery did wrong with the answers the disk held (``before``, see
+    :func:`answers_on_disk`), having asked ``asked``, and ending with ``history``."""
+    problems = []
+    again = sorted(set(asked) & set(before))
+    if again:
+        problems.append(("answer asked again", f"{again} were answered on the disk"))
+    recorded = {r["request_id"]: r for r in history["agent_requests"]}
+    for request_id, digest in before.items():
+        record = recorded.get(request_id)
+        if record is None or record["status"] != "completed":
+            problems.append(("answer lost", f"{request_id} answered on the disk, not in the end"))
+        elif digest != "file" and record["x_response_sha256"] != digest:
+            problems.append(("answer lost", f"{request_id} ends with another answer"))
+    digests = Counter(r["x_response_sha256"] for r in recorded.values() if r["x_response_sha256"])
+    if any(n > 1 for n in digests.values()):
+        problems.append(("answer used twice", "one response recorded twice"))
+    return problems
+
+
 def judge_template(workdir: Path, reference: Outcome) -> list[tuple[str, str]]:
     """Recover the disk at ``workdir`` and judge it: (kind, what) of each problem."""
     before = answers_on_disk(workdir)
@@ -264,20 +287,7 @@ def judge_template(workdir: Path, reference: Outcome) -> list[tuple[str, str]]:
         got = outcome_of(workdir)
     except AssertionError as exc:
         return [("evidence", str(exc).splitlines()[0][:300])]
-    problems = []
-    again = sorted(set(asked) & set(before))
-    if again:
-        problems.append(("answer asked again", f"{again} were answered on the disk"))
-    recorded = {r["request_id"]: r for r in got.history["agent_requests"]}
-    for request_id, digest in before.items():
-        record = recorded.get(request_id)
-        if record is None or record["status"] != "completed":
-            problems.append(("answer lost", f"{request_id} answered on the disk, not in the end"))
-        elif digest != "file" and record["x_response_sha256"] != digest:
-            problems.append(("answer lost", f"{request_id} ends with another answer"))
-    digests = Counter(r["x_response_sha256"] for r in recorded.values() if r["x_response_sha256"])
-    if any(n > 1 for n in digests.values()):
-        problems.append(("answer used twice", "one response recorded twice"))
+    problems = answer_problems(before, asked, got.history)
     for name in ("outputs", "phases", "requests", "results", "story", "template"):
         if getattr(got, name) != getattr(reference, name):
             problems.append(
@@ -671,48 +681,6 @@ def replaced_everywhere(original: Any, replacement: Any) -> Any:
 # -- a long run ------------------------------------------------------------------------------
 
 LONG_ASKS, LONG_PHASES = 16, 4
-LONG_WORKFLOW = f'''
-"""A long run: a phase asking in a loop, then phases asking once each."""
-
-from orchestrator import Workflow, phase
-
-PROMPT = (
-    "You are the survey's note taker. Read the question below and answer with one short "
-    "line of plain text, nothing else. Question number {{}}: what does the survey say?"
-)
-
-
-def _single(number):
-    def run(self, ctx):
-        return {{"phase": number, "answer": ctx.ask("writer", PROMPT.format(f"p{{number}}"))}}
-
-    return run
-
-
-def _loop(self, ctx):
-    notes = [ctx.ask("writer", PROMPT.format(n)) for n in range({LONG_ASKS})]
-    return {{"notes": notes, "total": ctx.step("count", lambda: sum(map(len, notes)))}}
-
-
-_namespace = {{
-    "__module__": __name__,
-    "__qualname__": "Long",
-    "name": "long",
-    "agents": ("writer",),
-    "archive_after": 2,
-    "loop": phase(1, name="loop")(_loop),
-}}
-for _n in range(2, {LONG_PHASES + 2}):
-    _namespace[f"single_{{_n}}"] = phase(_n, name=f"single_{{_n}}")(_single(_n))
-Long = type("Long", (Workflow,), _namespace)
-'''
-
-
-def long_answer(prompt: str) -> str:
-    import hashlib
-
-    digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
-    return f"Note {digest}: the survey says « {digest} »."
 
 
 def long_host(workdir: Path, reference: str, *, fresh: bool) -> tuple[int, list[str], str]:
@@ -742,7 +710,7 @@ def long_host(workdir: Path, reference: str, *, fresh: bool) -> tuple[int, list[
         for request_id, request in pending_requests(workdir).items():
             code, err = orchestrate(
                 "respond", "--workdir", str(workdir), "--request-id", request_id,
-                "--text", long_answer(request["prompt"]),
+                "--text", answer_for(request["prompt"]),
             )  # fmt: skip
             assert code == 0, f"respond to {request_id}: exit {code}: {err}"
             answered.append(request_id)
@@ -781,15 +749,7 @@ def judge_long(workdir: Path, reference_ref: str, want: dict[str, Any]) -> list[
         got = long_outcome(workdir)
     except AssertionError as exc:
         return [("evidence", str(exc).splitlines()[0][:300])]
-    problems = []
-    again = sorted(set(asked) & set(before))
-    if again:
-        problems.append(("answer asked again", f"{again} were answered on the disk"))
-    recorded = {r["request_id"]: r for r in got["history"]["agent_requests"]}
-    for request_id in before:
-        record = recorded.get(request_id)
-        if record is None or record["status"] != "completed":
-            problems.append(("answer lost", f"{request_id} answered on the disk, not in the end"))
+    problems = answer_problems(before, asked, got["history"])
     for name in ("outputs", "phases", "requests", "story"):
         if got[name] != want[name]:
             problems.append((f"{name} differ", _difference(got[name], want[name])))
@@ -802,7 +762,7 @@ def explore_long(base: Path, budget: int) -> Report:
     """Record the long run as a host runs it, then judge ``budget`` disks."""
     started = time.monotonic()
     base.mkdir(parents=True)
-    (base / "long.py").write_text(LONG_WORKFLOW, encoding="utf-8")
+    (base / "long.py").write_text(long_workflow(LONG_ASKS, LONG_PHASES), encoding="utf-8")
     reference_ref = f"{base / 'long.py'}:Long"
     workdir = base / "work"
     workdir.mkdir()
