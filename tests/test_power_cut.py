@@ -333,14 +333,28 @@ def explore_template(base: Path, budget: int, swap: Callable[[], Any] | None = N
     workdir = base / "work"
     with swap() if swap is not None else contextlib.nullcontext():
         rec, reference = record_template(workdir)
-    report = Report("template-create", operations=len(rec.log))
+    return judged("template-create", rec, workdir, budget, started, judge_template, reference)
+
+
+def judged(
+    subject: str,
+    rec: powercut.Recording,
+    workdir: Path,
+    budget: int,
+    started: float,
+    judge: Callable[..., list[tuple[str, str]]],
+    *args: Any,
+) -> Report:
+    """``budget`` disks of ``rec``, each materialised at ``workdir`` and judged by
+    ``judge(workdir, *args)``, as a report."""
+    report = Report(subject, operations=len(rec.log))
     report.crash_points = len(powercut.crash_points(rec.log))
     disks = powercut.explore(rec, seed=SEED, budget=budget)
     for crash in disks:
         powercut.materialise(crash.disk, workdir)
         try:
             with powercut.syncs_skipped():
-                problems = judge_template(workdir, reference)
+                problems = judge(workdir, *args)
         except Exception as exc:  # a judge's own failure is a finding too, never lost
             problems = [("recovery raised", f"{type(exc).__name__}: {exc}"[:300])]
             traceback.print_exc()
@@ -771,23 +785,7 @@ def explore_long(base: Path, budget: int) -> Report:
     assert code == 0, err
     want = long_outcome(workdir)
     assert want["leftovers"] == []
-    report = Report("long run", operations=len(rec.log))
-    report.crash_points = len(powercut.crash_points(rec.log))
-    disks = powercut.explore(rec, seed=SEED, budget=budget)
-    for crash in disks:
-        powercut.materialise(crash.disk, workdir)
-        try:
-            with powercut.syncs_skipped():
-                problems = judge_long(workdir, reference_ref, want)
-        except Exception as exc:
-            problems = [("recovery raised", f"{type(exc).__name__}: {exc}"[:300])]
-            traceback.print_exc()
-        for kind, what in problems:
-            report.kinds[kind] += 1
-            report.bad.append(f"{kind}: {what}; {crash.describe(rec.log)}")
-    report.disks = len(disks)
-    report.seconds = time.monotonic() - started
-    return report
+    return judged("long run", rec, workdir, budget, started, judge_long, reference_ref, want)
 
 
 # -- the tests -------------------------------------------------------------------------------
