@@ -66,24 +66,14 @@ def write_subject(base: Path) -> tuple[str, str]:
     return f"{base / 'long.py'}:Long", f"{sys.executable} {base / 'handler.py'}"
 
 
-def drive(
-    workdir: Path, subject: tuple[str, str], *, crash_at: str | int | None = None, log: Path
+def orchestrate(
+    *args: str, crash_at: str | int | None = None, log: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    reference, handler = subject
+    """``python -m orchestrator ARGS`` as a new process; with ``crash_at``, killed there
+    (or, with ``count``, listing its crash points in ``log``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
     if crash_at is not None:
         env["ORCHESTRATOR_CRASH_AT"], env["ORCHESTRATOR_CRASH_LOG"] = str(crash_at), str(log)
-    command = [
-        sys.executable, "-m", "orchestrator", "drive", reference,
-        "--workdir", str(workdir), "--handler", handler,
-    ]  # fmt: skip
-    return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
-    )
-
-
-def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         env=env,
@@ -92,6 +82,16 @@ def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=RUN_TIMEOUT,
         check=False,
     )
+
+
+def drive(
+    workdir: Path, subject: tuple[str, str], *, crash_at: str | int | None = None, log: Path
+) -> subprocess.CompletedProcess[str]:
+    reference, handler = subject
+    return orchestrate(
+        "drive", reference, "--workdir", str(workdir), "--handler", handler,
+        crash_at=crash_at, log=log,
+    )  # fmt: skip
 
 
 def host_finish(workdir: Path, subject: tuple[str, str]) -> str | None:

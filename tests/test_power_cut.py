@@ -703,32 +703,30 @@ def long_host(workdir: Path, reference: str, *, fresh: bool) -> tuple[int, list[
     interpreter)."""
     from orchestrator.engine import engine as engine_module
 
-    def orchestrate(*argv: str) -> tuple[int, str]:
+    def command(*argv: str) -> tuple[int, str]:
         engine_module._paused.clear()
-        return globals()["orchestrate"](*argv)
+        return orchestrate(*argv)
 
     answered: list[str] = []
     start_long = ("run", reference, "--workdir", str(workdir))
-    code, err = (
-        orchestrate(*start_long) if fresh else orchestrate("resume", "--workdir", str(workdir))
-    )
+    code, err = command(*start_long) if fresh else command("resume", "--workdir", str(workdir))
     for _ in range(2 * (LONG_ASKS + LONG_PHASES) + HOST_ROUNDS):
         if code == 2 and not fresh:
             if list((workdir / ".orchestrator" / "runs").glob("*/state.json")):
                 return 0, answered, err
             fresh = True
-            code, err = orchestrate(*start_long)
+            code, err = command(*start_long)
             continue
         if code != 42:
             return code, answered, err
         for request_id, request in pending_requests(workdir).items():
-            code, err = orchestrate(
+            code, err = command(
                 "respond", "--workdir", str(workdir), "--request-id", request_id,
                 "--text", answer_for(request["prompt"]),
             )  # fmt: skip
             assert code == 0, f"respond to {request_id}: exit {code}: {err}"
             answered.append(request_id)
-        code, err = orchestrate("resume", "--workdir", str(workdir))
+        code, err = command("resume", "--workdir", str(workdir))
     return code, answered, err + "\n(still paused after every round)"
 
 
