@@ -4,9 +4,6 @@ and pass as written, every option says what it does, and ``--version`` answers."
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,54 +128,7 @@ def test_a_plain_text_answer_to_a_typed_ask_is_reported_as_not_json(
     assert "confidence" not in outcome.message
 
 
-# -- the README, followed literally ---------------------------------------------------------
-
-README = Path(__file__).parent.parent / "README.md"
-
-
-def section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end > 0 else len(text)]
-
-
-def blocks(text: str, language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.S | re.M)
-
-
-def test_the_readme_quickstart_and_testing_sections_run_as_written(tmp_path: Path) -> None:
-    """Each Python block is written to the file its first line names, each shell line runs
-    (exit code and printed JSON as its comment says), and the test file passes."""
-    sections = [section("Quickstart"), section("Testing your workflows")]
-    python = [block for text in sections for block in blocks(text, "python")]
-    assert len(python) == 2
-    for block in python:
-        name = re.match(r"# (\S+\.py)\n", block)
-        assert name is not None, block
-        (tmp_path / name.group(1)).write_text(block, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    lines = [
-        line for text in sections for block in blocks(text, "sh") for line in block.splitlines()
-    ]
-    assert lines
-    for line in lines:
-        command, _, comment = line.partition("#")
-        done = subprocess.run(
-            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-        )
-        expected = re.match(r"\s*exit (\d+)", comment)
-        assert done.returncode == (int(expected.group(1)) if expected else 0), (line, done.stderr)
-        if comment.strip().startswith("{"):
-            assert json.loads(done.stdout) == json.loads(comment), (line, done.stdout)
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_review.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "2 passed" in tests.stdout
+# The README's blocks run as written in tests/test_readme_blocks.py.
 
 
 def test_the_cli_reference_is_the_parser_s_own() -> None:
