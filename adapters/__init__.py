@@ -1,6 +1,7 @@
 """Adapters: implementations of the ports in ``orchestrator._ports``.
 
-Installed as ``orchestrator.adapters``. Each module implements one port and nothing else:
+Imported as ``orchestrator.adapters``: ``orchestrator/adapters`` is a link to this folder,
+so the checkout and an installed wheel (which holds a copy) agree. Each module implements one port and nothing else:
 the file bridge and the in-memory bridge (``Bridge``), the subprocess and HTTP agents
 (``AgentInvoker``). The CLI and the tests choose which to use; the engine never names one.
 
