@@ -49,7 +49,6 @@ class Capture:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         from orchestrator.adapters import file_bridge
-
         from orchestrator.storage import ndjson
 
         originals = (

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from _machine import fs_type, load_average
-from orchestrator.adapters.file_bridge import FileBridge
 
 from orchestrator import Engine
+from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.evals.workflow import WORKFLOW_REFERENCE, RegressionRun, run_inputs
 
 CONCURRENCIES = (1, 4, 16)

@@ -239,7 +239,6 @@ def record_one_run(dsn: str, workdir: Path) -> tuple[str, list[list[tuple[str, A
     from orchestrator.adapters.postgres.bridge import PostgresBridge
     from orchestrator.adapters.postgres.store import PostgresStore
     from orchestrator.adapters.subprocess_agent import SubprocessInvoker
-
     from orchestrator.engine.engine import Engine
     from orchestrator.engine.loader import load_workflow
 

@@ -56,10 +56,10 @@ from typing import Any
 
 from _group_floor import Capture, GroupFloor, Operation
 from _machine import Series, fs_type, load_average
-from orchestrator.adapters.file_bridge import FileBridge
 from peers import measure_peers, peer_lines
 
 from orchestrator import Engine
+from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.engine.engine import forget_paused
 from orchestrator.testing import MockAgentInvoker
 

@@ -43,9 +43,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 def finished_run(workdir: Path) -> str:
     """One real run of the tests' Chatter workflow, answered in-process: its id."""
-    from orchestrator.adapters.file_bridge import FileBridge
     from store_flows import Chatter, echo_answer
 
+    from orchestrator.adapters.file_bridge import FileBridge
     from orchestrator.engine.engine import Engine
     from orchestrator.testing import MockAgentInvoker
 

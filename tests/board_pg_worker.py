@@ -14,9 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.adapters.postgres.board import PostgresBoardStore
-
 from orchestrator._errors import BoardError
+from orchestrator.adapters.postgres.board import PostgresBoardStore
 from orchestrator.board.board import Board
 from orchestrator.board.ledger import TERMINAL
 from orchestrator.formats.board import WorklogEntry

@@ -33,16 +33,27 @@ settings.register_profile("project", derandomize=True, deadline=None, print_blob
 settings.load_profile("project")
 
 
+def _fail_a_missing_need(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Under ``CI=true`` a skip for a missing need (``needs``) fails: CI has them all."""
+    if not report.skipped or os.environ.get("CI") != "true":
+        return
+    from needs import is_a_need
+
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+    if is_a_need(str(reason)):
+        report.outcome = "failed"
+        report.longrepr = f"a test may not skip for a missing need under CI=true: {reason}"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
-    """Under ``CI=true`` a PostgreSQL test that skips fails: CI always has a server."""
     outcome = yield
-    report = outcome.get_result()  # type: ignore[attr-defined]
-    if report.skipped and os.environ.get("CI") == "true":
-        from pg_support import SKIP_PREFIX
+    _fail_a_missing_need(outcome.get_result())  # type: ignore[attr-defined]
+    return None
 
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
-        if str(reason).startswith(f"Skipped: {SKIP_PREFIX}") or str(reason).startswith(SKIP_PREFIX):
-            report.outcome = "failed"
-            report.longrepr = f"PostgreSQL tests may not skip under CI=true: {reason}"
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> object:
+    outcome = yield
+    _fail_a_missing_need(outcome.get_result())  # type: ignore[attr-defined]
     return None

@@ -8,15 +8,17 @@ server and a skip there would hide that nothing was tested.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
+from needs import POSTGRESQL
 
 DEFAULT_SERVER = "postgresql:///test"
-SKIP_PREFIX = "PostgreSQL:"
+SKIP_PREFIX = POSTGRESQL
 
 
 def server_dsn() -> str:
@@ -29,8 +31,10 @@ def with_schema(dsn: str, schema: str) -> str:
     return f"{dsn}{joiner}options={quote(f'-csearch_path={schema}')}"
 
 
+@functools.cache
 def unavailable_reason() -> str | None:
-    """Why PostgreSQL tests cannot run here, or ``None`` when they can."""
+    """Why PostgreSQL tests cannot run here, or ``None`` when they can (asked once a
+    process: a server that does not answer costs the connect timeout each time)."""
     try:
         import psycopg
     except ImportError:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestrator.adapters.file_bridge import FileBridge
 
 from orchestrator import Engine
+from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.testing import WorkflowHarness
 
 FIXTURE = Path(__file__).parent / "fixtures" / "archive" / "many_asks.py"

@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adapters.postgres.board import PostgresBoardStore
-from orchestrator.adapters.postgres.connection import shown
 from test_dispatch import BoardFlow, result_for, task
 
 from orchestrator import phase
+from orchestrator.adapters.postgres.board import PostgresBoardStore
+from orchestrator.adapters.postgres.connection import shown
 from orchestrator.board.board import Board
 from orchestrator.engine.engine import Engine
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
@@ -147,9 +147,9 @@ def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
     answers its pending request TIMEOUT in the store, and ``orchestrate board submit
     --store`` delivers a subagent's result to the request waiting for it; each resume
     then goes on from those answers."""
-    from orchestrator.adapters.postgres.store import PostgresStore
     from test_board_store_cli import orchestrate
 
+    from orchestrator.adapters.postgres.store import PostgresStore
     from orchestrator.cli.board import watch_store_board
 
     run_id = str(uuid.uuid4())

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestrator.adapters.file_bridge import FileBridge
-from orchestrator.adapters.memory import MemoryBridge
 
 from orchestrator import (
     CheckpointState,
@@ -28,6 +26,8 @@ from orchestrator import (
 )
 from orchestrator._errors import NoInstanceError
 from orchestrator._ports import ConsumeInput, FinishInput, PublishInput, SaveStateInput
+from orchestrator.adapters.file_bridge import FileBridge
+from orchestrator.adapters.memory import MemoryBridge
 from orchestrator.testing import FakeClock, SequentialIds
 
 REQUEST_ID = "00000000-0000-4000-8000-000000000001"

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import pytest
+import needs
 
 from tests.eval_support import compare, copy_runs
 
-CHROMIUM = Path("/usr/bin/chromium")
-sync_api = pytest.importorskip("playwright.sync_api", reason="needs the report-test extra")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+CHROMIUM = needs.CHROMIUM
+sync_api = needs.extra("playwright.sync_api", "report-test")
+pytestmark = needs.chromium
 
 
 def _inside(url: str, folder: Path) -> Path | None:

@@ -32,10 +32,10 @@ from eval_agent_server import (
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
-from orchestrator.adapters.file_bridge import FileBridge
 from process_support import orchestrate
 
 from orchestrator import ContractError, Engine
+from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.evals.attempts import Timing
 from orchestrator.evals.transport import HttpTransport, SubprocessTransport, TransportFailure
 from orchestrator.evals.workflow import RegressionRun, run_inputs

@@ -595,9 +595,8 @@ def test_a_cancel_cut_short_is_finished_never_run_on(tmp_path: Path) -> None:
 def test_a_killed_writers_temporary_is_swept_when_its_directory_is_written_again(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.adapters.file_bridge import FileBridge
-
     from orchestrator._ports import EvidenceInput
+    from orchestrator.adapters.file_bridge import FileBridge
 
     bridge = FileBridge(tmp_path, "wf")
     bridge.write_evidence(EvidenceInput(run_id="r", files=[("agents/0001-a/prompt.md", b"p")]))

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from orchestrator.adapters.file_bridge import FileBridge
 
 from orchestrator import Engine, RetryPolicy, Workflow, phase
+from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.storage import durable
 from orchestrator.testing import MockAgentInvoker
 
@@ -476,7 +476,6 @@ def test_a_save_reuses_the_text_of_unchanged_items_and_writes_the_same_bytes(
     next) gives the very bytes a fresh encoding gives, as requests are answered and
     archived; and later saves do reuse texts."""
     from orchestrator.adapters import file_bridge
-
     from orchestrator.storage import state_key
 
     original = state_key.signed_document
@@ -532,7 +531,6 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
     item's text from the file; every save still gives the bytes a fresh encoding gives,
     and the texts are reused, but not once the state is written all in ASCII."""
     from orchestrator.adapters import file_bridge
-
     from orchestrator.engine.engine import forget_paused
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
@@ -573,7 +571,6 @@ def test_a_new_engine_takes_the_state_a_pause_in_this_process_left_without_readi
     again, and every save is still the bytes a fresh encoding gives. A state that another
     writer changed since is read from its file; what is handed over is taken once."""
     from orchestrator.adapters import file_bridge
-
     from orchestrator.engine import engine as engine_module
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 from http_fake_server import Drop, FakeChatServer, HalfBody, Slow, ok, reply
-from orchestrator.adapters.file_bridge import FileBridge
-from orchestrator.adapters.http_agent import HttpInvoker
 
 from orchestrator import AgentAnswer, AgentInvocationError, AgentInvoker, Engine, Workflow, phase
+from orchestrator.adapters.file_bridge import FileBridge
+from orchestrator.adapters.http_agent import HttpInvoker
 
 KEY_ENV = "CHECKPOINT_TEST_LLM_KEY"
 KEY = "sk-test-Zq8vN3kT1rW5yB7mD2fH9jL4pX6cV0aG"

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import needs
 import pytest
 from evidence_support import EXAMPLE_HANDLER, example_args
 
@@ -499,7 +500,7 @@ def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.Monk
 
 
 def test_the_sdk_receives_the_same_spans(driven: Path) -> None:
-    pytest.importorskip("opentelemetry.sdk")
+    needs.extra("opentelemetry.sdk", "otel")
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import StatusCode
 

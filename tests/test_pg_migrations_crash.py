@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
+import needs
+
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
-from psycopg import sql
+
+psycopg = needs.psycopg()
+sql = psycopg.sql
 
 
 def columns(dsn: str) -> list[tuple[Any, ...]]:

@@ -603,7 +603,6 @@ def group_renamed_before_its_sync() -> Any:
     # Loaded first: a module imported inside the block would bind the swapped function
     # for good (``from ... import`` copies the name once).
     import orchestrator.adapters.file_bridge  # noqa: F401
-
     from orchestrator.storage import durable
 
     original = durable.write_together

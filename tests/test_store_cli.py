@@ -494,6 +494,7 @@ def test_a_store_that_refuses_a_checkpoint_fails_the_command_not_the_run(
     command says so in one line and exits 1; the run is as its last checkpoint left it,
     not failed, and goes on once the store takes writes again."""
     import psycopg
+
     from orchestrator.adapters.postgres.migrations import upgrade
 
     upgrade(pg_fresh_dsn)

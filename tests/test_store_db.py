@@ -12,9 +12,12 @@ import sys
 import time
 from typing import Any
 
-import psycopg
-from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
+import needs
 from process_support import orchestrate
+
+from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
+
+psycopg = needs.psycopg()
 
 
 def snapshot(dsn: str) -> dict[str, Any]:

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
+import needs
 import pytest
 from process_support import example_answer as answer
 from process_support import orchestrate
+
+psycopg = needs.psycopg()
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "template_create"

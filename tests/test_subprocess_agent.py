@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestrator.adapters.file_bridge import FileBridge
-from orchestrator.adapters.subprocess_agent import SubprocessInvoker
 
 from orchestrator import AgentAnswer, AgentInvocationError, AgentInvoker, Workflow, phase
 from orchestrator._errors import UsageError
+from orchestrator.adapters.file_bridge import FileBridge
+from orchestrator.adapters.subprocess_agent import SubprocessInvoker
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
 

@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+import needs
 import pytest
 
-pytest.importorskip("starlette", reason="needs the ui extra")
+needs.extra("starlette", "ui")
 
-from ui_support import Served, paused_template_create, serving
+from ui_support import Served, paused_template_create, serving  # noqa: E402
 
 
 @pytest.fixture

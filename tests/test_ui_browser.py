@@ -19,15 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import needs
 import pytest
 
-pytest.importorskip("starlette", reason="needs the ui extra")
-sync_api = pytest.importorskip("playwright.sync_api", reason="needs the report-test extra")
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
-    pytest.mark.slow,
-]
+needs.extra("starlette", "ui")
+sync_api = needs.extra("playwright.sync_api", "report-test")
+CHROMIUM = needs.CHROMIUM
+pytestmark = [needs.chromium, pytest.mark.slow]
 
 from ui_support import REPO, Served, fake_answer, paused_template_create, serving  # noqa: E402
 
