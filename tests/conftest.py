@@ -33,6 +33,17 @@ settings.register_profile("project", derandomize=True, deadline=None, print_blob
 settings.load_profile("project")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The soak sweeps (a crash at every point, where the default run takes one point of
+    each kind) run only when a marker expression names them: ``pytest -m soak``."""
+    if "soak" in (config.option.markexpr or ""):
+        return
+    soaked = [item for item in items if item.get_closest_marker("soak")]
+    if soaked:
+        config.hook.pytest_deselected(items=soaked)
+        items[:] = [item for item in items if not item.get_closest_marker("soak")]
+
+
 def _fail_a_missing_need(report: pytest.TestReport | pytest.CollectReport) -> None:
     """Under ``CI=true`` a skip for a missing need (``needs``) fails: CI has them all."""
     if not report.skipped or os.environ.get("CI") != "true":

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sweeps
 from evidence_support import check_run_evidence, story, without_retries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -622,16 +623,19 @@ def distribution(labels: Iterable[str]) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
 def test_sigkill_at_every_crash_point_resumes_to_the_same_outputs(
-    baseline: Baseline, tmp_path: Path
+    baseline: Baseline, tmp_path: Path, sweep: str
 ) -> None:
     started = time.monotonic()
-    points = range(1, len(baseline.labels) + 1)
+    # A kill between the state write and the request write is always among them.
+    windows = request_windows(baseline.annotated, state_exists_at_start=False)
+    points = sweeps.chosen(sweep, baseline.labels, also=[min(windows)])
     first = run_all((f"N={n}", partial(layer_one, tmp_path, baseline, n)) for n in points)
     assert_no_errors(first)
 
     jobs = []
-    chosen = spread(len(points), LAYER_TWO_RUNS)
+    chosen = {points[i - 1] for i in spread(len(points), sweeps.fewer(sweep, LAYER_TWO_RUNS, 12))}
     for outcome, n in zip(first, points, strict=True):
         assert outcome.resume_labels is not None and outcome.resume_annotated is not None
         if n not in chosen:
@@ -649,7 +653,9 @@ def test_sigkill_at_every_crash_point_resumes_to_the_same_outputs(
     window_kills = sum(o.in_request_window for o in outcomes)
     step_hits = Counter(h for o in outcomes for h in o.step_window_hits)
     retries = sum(o.retries for o in outcomes)
-    assert len(outcomes) >= 200, "at least 200 killed-and-resumed runs"
+    if sweep == sweeps.EVERY_POINT:
+        assert len(outcomes) >= 200, "at least 200 killed-and-resumed runs"
+    assert {baseline.labels[n - 1] for n in points} == set(baseline.labels), "a kind was missed"
     assert window_kills >= 1, "no kill landed between the state write and the request write"
     # Both ways of landing there that the brief names were hit.
     hit = Counter(k for o in outcomes for k in o.kills)
@@ -744,14 +750,17 @@ def external_kill(base: Path, baseline: Baseline, index: int, start: str, delay_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
 def test_external_sigkill_after_a_delay_resumes_to_the_same_outputs(
-    baseline: Baseline, tmp_path: Path
+    baseline: Baseline, tmp_path: Path, sweep: str
 ) -> None:
     started = time.monotonic()
     plan = [
         (start, round(1000 * (value if start == "spawn" else value * baseline.seconds)))
         for start, value in EXTERNAL_PLAN
     ]
+    taken = spread(len(plan), sweeps.fewer(sweep, len(plan), 6))
+    plan = [kill for i, kill in enumerate(plan, start=1) if i in taken]
     outcomes = run_all(
         (f"external #{i}", partial(external_kill, tmp_path, baseline, i, start, ms))
         for i, (start, ms) in enumerate(plan)
