@@ -241,10 +241,10 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
             "NAME of .NAME-state.json), not a file",
         )
 
-    def add_store(sub: Any, *, run: bool = True) -> None:
+    def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
         from .store_runs import add_store_argument
 
-        add_store_argument(sub, run=run)
+        add_store_argument(sub, run=run, needed=needed)
 
     def add_agent(sub: Any) -> None:
         sub.add_argument(
@@ -637,7 +637,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     if not isinstance(worker, _Unused):
         from .worker import add_worker_arguments
 
-        add_store(worker, run=False)
+        add_store(worker, run=False, needed=True)
         add_agent(worker)
         add_worker_arguments(worker)
     db = command(

@@ -64,7 +64,7 @@ def add_db_commands(db: Any, formatter: Any) -> None:
         formatter_class=formatter,
     )
     upgrade.set_defaults(run_command=cmd_db_upgrade)
-    add_store_argument(upgrade, run=False)
+    add_store_argument(upgrade, run=False, needed=True)
     status = subs.add_parser(
         "status",
         help="Show the store's schema version, the latest this version knows, and its runs "
@@ -74,14 +74,14 @@ def add_db_commands(db: Any, formatter: Any) -> None:
         formatter_class=formatter,
     )
     status.set_defaults(run_command=cmd_db_status)
-    add_store_argument(status, run=False)
+    add_store_argument(status, run=False, needed=True)
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
 def add_export_arguments(export: Any) -> None:
     from .store_runs import add_store_argument
 
-    add_store_argument(export, run=False)
+    add_store_argument(export, run=False, needed=True)
     export.add_argument("--run", required=True, metavar="ID", help="the run's id")
     export.add_argument(
         "--to",

@@ -26,14 +26,20 @@ STORE_ENV = "ORCHESTRATOR_STORE"
 EXIT_OK = 0
 
 
-def add_store_argument(sub: Any, *, run: bool = True, run_required: bool = False) -> None:
-    """``--store`` (and ``--run``) on a command that works on both stores."""
+def add_store_argument(
+    sub: Any, *, run: bool = True, run_required: bool = False, needed: bool = False
+) -> None:
+    """``--store`` (and ``--run``) on a command that works on both stores; ``needed``: on a
+    command that works on a PostgreSQL store only (a worker, ``db``, ``export``)."""
+    without = (
+        "one of the two is required" if needed else "without either: the work directory's files"
+    )
     sub.add_argument(
         "--store",
         default=None,
         metavar="DSN",
         help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
-        "without either: the work directory's files)",
+        f"{without})",
     )
     if run:
         sub.add_argument(
