@@ -118,6 +118,18 @@ def test_a_command_that_needs_a_store_says_so_in_its_help(command: list[str]) ->
     assert refused.returncode == 2 and "--store" in refused.stderr, refused.stderr
 
 
+@pytest.mark.parametrize("command", ["resume", "respond"])
+def test_workflow_option_says_what_it_does_in_a_one_instance_directory(
+    tmp_path: Path, command: str
+) -> None:
+    shown = option_help(f"orchestrate {command}", "--workflow")
+    assert "several" not in shown and "one instance" in shown, shown
+    (tmp_path / ".demo-state.json").write_text("{}")  # refused before it is read
+    answer = ["--text", "x"] if command == "respond" else []
+    refused = orchestrate(command, "--workdir", tmp_path, "--workflow", "other", *answer)
+    assert refused.returncode == 2 and "no other instance here" in refused.stderr
+
+
 @attrs.frozen
 class Verdict:
     verdict: str

@@ -237,8 +237,9 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         sub.add_argument(
             "--workflow",
             default=None,
-            help="which instance, when a directory holds several: its workflow's name (the "
-            "NAME of .NAME-state.json), not a file",
+            help="the instance's workflow name (the NAME of .NAME-state.json), not a file; "
+            "not needed, since a work directory holds one instance: given, the command "
+            "refuses a directory whose instance is another workflow's",
         )
 
     def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
