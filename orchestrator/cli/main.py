@@ -262,7 +262,8 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         sub.add_argument(
             "workflow",
             nargs=None if required else "?",
-            help="pkg.module:Class, path/file.py:Class, or a registered workflow name",
+            help="pkg.module:Class, path/file.py:Class, path/file.py (the one workflow the "
+            "file defines), or a registered workflow name",
         )
         sub.add_argument(
             "--input",
@@ -866,11 +867,10 @@ def _parse_inputs(pairs: list[str]) -> dict[str, str]:
 
 
 def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
     from ..formats.bridge import state_file_name
 
-    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
-    workflow_cls = load_workflow(reference)
+    reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
     others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
     if others:
@@ -1042,11 +1042,11 @@ def _cmd_fork(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
     from ..engine.replay import load_recorded_run, replay_run
 
     load_recorded_run(args.run, signed_only=True)  # a run that was changed is not replayed
-    workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+    _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     report = replay_run(args.run, workflow_cls, signed_only=True)
     print(f"orchestrate: {printable(report.describe())}", file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_ERROR
@@ -1230,9 +1230,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     workflow_cls = None
     if args.workflow:
-        from ..engine.loader import load_workflow, resolve_reference
+        from ..engine.loader import locate_workflow
 
-        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+        _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     problems = validate_file(args.file, kind=args.kind, workflow_cls=workflow_cls)
     if problems:
         for problem in problems:
@@ -1248,9 +1248,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     from ..formats.workflow_schemas import seed_schema, workflow_schemas
 
     if args.workflow:
-        from ..engine.loader import load_workflow, resolve_reference
+        from ..engine.loader import locate_workflow
 
-        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+        _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
         schema = workflow_schemas(workflow_cls)[args.kind]
     else:
         schema = seed_schema(args.kind)

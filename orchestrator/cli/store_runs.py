@@ -158,11 +158,10 @@ def report(outcome: Outcome, run_id: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace, dsn: str) -> int:
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
     from .main import _parse_inputs
 
-    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
-    workflow_cls = load_workflow(reference)
+    reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     inputs = _parse_inputs(args.input)
     output = str(Path(args.output).resolve()) if args.output else None
     workdir = str((args.workdir or Path.cwd()).resolve())
@@ -355,11 +354,10 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
             else:
                 outcome = engine.resume()
         elif args.workflow:
-            from ..engine.loader import load_workflow, resolve_reference
+            from ..engine.loader import locate_workflow
             from .main import _parse_inputs
 
-            reference = resolve_reference(args.workflow, base_dir=Path.cwd())
-            workflow_cls = load_workflow(reference)
+            reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
             run_id = str(uuid.uuid4())
             engine = engine_for(store, run_id, workflow_cls, args.agent)
             outcome = engine.start(
