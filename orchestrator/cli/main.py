@@ -893,6 +893,11 @@ def _report(outcome: Outcome, workdir: Path) -> int:
     print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     if outcome.status == "paused":
         from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR
+        from .instance import next_step
+
+        # On stderr: stdout holds only the request files' paths, which hosts read.
+        then = next_step("paused", bool(outcome.pending), wake_at=outcome.wake_at)
+        print(f"orchestrate: next: {then}", file=sys.stderr)
 
         if len(outcome.pending) == 1:
             print(workdir / REQUEST_FILE)
@@ -1133,10 +1138,7 @@ def _format_status(summary: dict[str, Any]) -> str:
     if summary.get("next"):
         lines.append(f"next       {summary['next']}")
     if summary.get("sleeping_until"):
-        lines.append(
-            f"sleeping   until {summary['sleeping_until']} (a timer: 'orchestrate resume' "
-            "goes on from then)"
-        )
+        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
     lines.append(f"requests   {counts or 'none yet'}")
     return "\n".join(lines)

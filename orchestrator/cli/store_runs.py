@@ -149,7 +149,12 @@ def start_queued(store: PostgresStore, run_id: str, engine: Engine) -> Outcome:
 
 
 def report(outcome: Outcome, run_id: str) -> int:
+    from .instance import next_step
+
     print(f"orchestrate: run {run_id}: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    if outcome.status == "paused":  # on stderr: stdout is the run's id alone, hosts read it
+        then = next_step("paused", bool(outcome.pending), store_run=run_id, wake_at=outcome.wake_at)
+        print(f"orchestrate: next: {then}", file=sys.stderr)
     print(run_id)
     return outcome.exit_code
 
@@ -334,6 +339,7 @@ def describe_run(store: PostgresStore, run_id: str) -> dict[str, Any]:
         answer_at=lambda request_id: (
             f"orchestrate respond --store ... --run {run_id} --request {request_id}"
         ),
+        store_run=run_id,
     )
 
 

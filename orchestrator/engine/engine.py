@@ -904,14 +904,13 @@ class Engine:
                 status="paused",
                 exit_code=EXIT_PAUSED,
                 message=f"stopped in phase {state.phase} ({state.phase_name}) at a "
-                "checkpoint, as asked; 'orchestrate resume' goes on from there",
+                "checkpoint, as asked; the run goes on from there when next resumed",
             )
         if not pending and record.waiting_until is not None:
             return Outcome(
                 status="paused",
                 exit_code=EXIT_PAUSED,
-                message=f"{where}: sleeping until {record.waiting_until}; "
-                "'orchestrate resume' goes on from then",
+                message=f"{where}: sleeping until {record.waiting_until}",
                 wake_at=record.waiting_until,
             )
         names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
