@@ -211,6 +211,18 @@ def test_create_refuses_an_invalid_task_and_writes_nothing(workdir: Path) -> Non
     assert (workdir / ".board" / "ledger.ndjson").read_bytes() == before
 
 
+def test_create_names_a_bad_enum_s_field_and_its_values(workdir: Path) -> None:
+    bad = {**task("T-8", ["b"]), "type": "PARALLELIZABLE", "priority": "urgent"}
+    result = orchestrate("board", "create", "--workdir", workdir, stdin=json.dumps([bad]))
+    refused(
+        result,
+        "SCHEMA_INVALID",
+        "type: 'PARALLELIZABLE' is not one of 'parallelizable', 'serial' (did you mean "
+        "'parallelizable'?) at $.type",
+        "priority: 'urgent' is not one of 'low', 'normal', 'high', 'critical' at $.priority",
+    )
+
+
 # -- status, ledger, locks, assign -----------------------------------------------------
 
 
