@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,11 +181,24 @@ def test_init_then_create_from_a_file(tmp_path: Path) -> None:
 
 
 def test_init_refuses_a_run_id_that_is_not_a_uuid(tmp_path: Path) -> None:
+    """The task board documents' format requires a UUID in every packet's, result's and
+    worklog entry's run_id: the refusal says so, and how to go on."""
     result = orchestrate(
         "board", "init", "--workdir", tmp_path, "--run-id", "run-1", "--objective", "x"
     )
-    refused(result, "SCHEMA_INVALID", "'run-1'", "UUID")
+    refused(result, "SCHEMA_INVALID", "'run-1' is not a UUID", "format requires one",
+            "leave the run id out")  # fmt: skip
     assert not (tmp_path / ".board" / "board.json").exists()
+
+
+def test_init_without_a_run_id_makes_one_and_opens_the_board_again(tmp_path: Path) -> None:
+    made = orchestrate("board", "init", "--workdir", tmp_path, "--objective", "x")
+    assert made.returncode == 0, made.stderr
+    run_id = read(tmp_path / ".board" / "board.json")["run_id"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", run_id), run_id
+    again = orchestrate("board", "init", "--workdir", tmp_path, "--objective", "x")
+    assert again.returncode == 0, again.stderr
+    assert read(tmp_path / ".board" / "board.json")["run_id"] == run_id
 
 
 def test_create_refuses_a_cycle_naming_it_and_writes_nothing(workdir: Path) -> None:

@@ -65,7 +65,13 @@ def add_board_commands(board: Any, formatter: Any) -> None:
         return parser
 
     init = sub("init", _cmd_init, "Make a board (for tasks no workflow dispatches).")
-    init.add_argument("--run-id", required=True, help="the run's UUID")
+    init.add_argument(
+        "--run-id",
+        default=None,
+        help="the run id every packet, result and worklog entry of the board carries: a "
+        "UUID, as their format requires (default: the board's own if it is there, else a "
+        "fresh one)",
+    )
     init.add_argument("--objective", required=True, help="the run's objective, given to every task")
     init.add_argument("--constraint", action="append", default=[], help="repeatable")
     init.add_argument("--workspace", type=Path, default=None, help="where results' files live")
