@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .._errors import AgentInvocationError, ContractError
 from .._http import endpoint_of, header_value_ok, opener_without_redirects
 from .._ports import AgentAnswer
+from .._text import plural
 from ..formats.bridge import ErrorType
 from ..formats.secrets import redact
 from ..formats.strict_json import loads_strict
@@ -204,8 +205,7 @@ class HttpInvoker:
         except _Retryable as last:
             made = attempts()
             raise AgentInvocationError(
-                f"{where}: gave up after {made} attempt{'s' if made != 1 else ''}; "
-                f"last: {last.cause}",
+                f"{where}: gave up after {plural(made, 'attempt')}; last: {last.cause}",
                 error_type=(
                     ErrorType.TIMEOUT if last.timed_out else ErrorType.INVOCATION_FAILED
                 ).value,

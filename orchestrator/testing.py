@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import AgentInvocationError
+from ._text import plural
 from .engine.engine import Engine
 from .engine.record import Outcome
 from .engine.replay import ReplayReport, replay_run
@@ -282,7 +283,7 @@ class WorkflowHarness:
                 env=full_env,
                 check=False,
             )
-        raise AssertionError(f"still paused after {max_cycles} cycles")
+        raise AssertionError(f"still paused after {plural(max_cycles, 'cycle')}")
 
     def _pending_request_files(self) -> list[Path]:
         many = self.workdir / ".agent-requests"

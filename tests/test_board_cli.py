@@ -516,7 +516,7 @@ def test_watchdog_now_times_out_a_silent_task(workdir: Path) -> None:
         "TASK_TIMEOUT",
     )
     assert delta["timed_out"] is True and delta["last_heartbeat_at"] == started
-    assert late.stderr == "orchestrate: 1 tasks timed out\n"
+    assert late.stderr == "orchestrate: 1 task timed out\n"
     assert board.lock_table() == []
     again = orchestrate("board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--workdir", workdir)
     assert (again.returncode, again.stdout) == (0, "")
@@ -585,7 +585,7 @@ def test_a_second_maintenance_pass_waits_then_says_busy(workdir: Path) -> None:
     assert "another maintenance pass" in line and "maintenance.lock" in line, line
     assert (workdir / ".board" / "ledger.ndjson").read_bytes() == ledger
     free = orchestrate("board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--workdir", workdir)
-    assert free.returncode == 0 and free.stderr == "orchestrate: 1 tasks timed out\n"
+    assert free.returncode == 0 and free.stderr == "orchestrate: 1 task timed out\n"
 
 
 def test_filelock_and_the_bare_flock_are_one_lock(tmp_path: Path) -> None:
@@ -1204,7 +1204,7 @@ def test_a_bad_document_is_refused_with_its_code(case: str) -> None:
 def test_a_replayed_delta_is_a_duplicate_not_a_conflict() -> None:
     verdict = check("ledger", ndjson(CREATE, START, REPLAYED))
     assert verdict["allow"] is True
-    assert verdict["reason"].startswith("2 deltas apply cleanly (1 duplicates ignored)")
+    assert verdict["reason"].startswith("2 deltas apply cleanly (1 duplicate ignored)")
 
 
 def test_a_lock_conflict_names_both_tasks() -> None:

@@ -24,6 +24,7 @@ import attrs
 
 from .._errors import BoardError, ContractError
 from .._ports import BoardDocumentInput, BoardStore, Clock, HeartbeatInput, WorklogInput
+from .._text import plural
 from ..formats.board import (
     BOARD_SCHEMA_VERSION,
     AcceptanceTarget,
@@ -674,7 +675,7 @@ class Board:
                     task_id=row.task_id,
                     status=TaskStatus.FAILED,
                     owner=row.owner,
-                    reason=f"gave up after {row.attempts} attempts; last: {row.reason}",
+                    reason=f"gave up after {plural(row.attempts, 'attempt')}; last: {row.reason}",
                     delta_id=f"{row.task_id}/{row.attempts}/failed",
                     x_base_version=row.version,
                     x_code=row.code,

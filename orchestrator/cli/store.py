@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._errors import InstanceExistsError, NoInstanceError, OrchestratorError, UsageError
-from .._text import printable
+from .._text import plural, printable
 
 if TYPE_CHECKING:
     from ..adapters.postgres.migrations import Migration
@@ -447,7 +447,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     what = rows.status if rows.state is None else "live"
     count = len(plan.evidence) + len(plan.mailbox) + 1
     print(
-        f"{run_id} ({what}): {count} files written to {printable(str(target))}",
+        f"{run_id} ({what}): {plural(count, 'file')} written to {printable(str(target))}",
         file=sys.stderr,
     )
     print(plan.state[0])

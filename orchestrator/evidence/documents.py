@@ -30,6 +30,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ContractError
+from .._text import plural
 from ..formats.bridge_codec import error_type_of
 from ..formats.step_names import (
     EVENT_NAME_PATTERN,
@@ -136,7 +137,7 @@ def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
     if record.status is HistoryStatus.FAILED:  # an answer the phase could not use
         return STATUS_FAIL, f"answer refused: {note}" if note else "answer refused"
     words = len((response.response or "").split())
-    return STATUS_PASS, f"{record.agent_name} answered{took} ({words} words)"
+    return STATUS_PASS, f"{record.agent_name} answered{took} ({plural(words, 'word')})"
 
 
 def agent_files(

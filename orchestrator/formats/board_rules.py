@@ -46,6 +46,7 @@ from typing import Any, NoReturn, TypeVar
 import attrs
 
 from .._errors import ContractError, UnknownVersionError
+from .._text import plural
 from .board import (
     BOARD_SCHEMA_VERSION,
     BOARD_SUPPORTED_MAJOR,
@@ -141,17 +142,22 @@ def _task_id(value: str, at: _At) -> None:
 
 def _length(value: str, at: _At, low: int = 1, high: int | None = None) -> None:
     if len(value) < low:
-        what = "is empty" if not value else f"has {len(value)} characters"
-        at.fail(f"{at.name} {what}; write at least {low} character(s)", "minLength")
+        what = "is empty" if not value else f"has {plural(len(value), 'character')}"
+        at.fail(f"{at.name} {what}; write at least {plural(low, 'character')}", "minLength")
     if high is not None and len(value) > high:
-        at.fail(f"{at.name} has {len(value)} characters; at most {high} are allowed", "maxLength")
+        at.fail(
+            f"{at.name} has {plural(len(value), 'character')}; at most {high} are allowed",
+            "maxLength",
+        )
 
 
 def _items(values: list[Any], at: _At, low: int = 0, high: int | None = None) -> None:
     if len(values) < low:
-        at.fail(f"{at.name} has {len(values)} items; list at least {low}", "minItems")
+        at.fail(f"{at.name} has {plural(len(values), 'item')}; list at least {low}", "minItems")
     if high is not None and len(values) > high:
-        at.fail(f"{at.name} has {len(values)} items; at most {high} are allowed", "maxItems")
+        at.fail(
+            f"{at.name} has {plural(len(values), 'item')}; at most {high} are allowed", "maxItems"
+        )
 
 
 def _minimum(value: int, at: _At, low: int) -> None:

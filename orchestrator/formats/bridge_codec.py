@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import attrs
 
 from .._errors import ContractError
+from .._text import plural
 from .bridge import (
     AgentRequest,
     AgentRequestRecord,
@@ -107,7 +108,8 @@ def validate_request(
         )
     if len(request.prompt) < PROMPT_MIN_LENGTH:
         raise ContractError(
-            f"prompt has {len(request.prompt)} characters; the contract asks for at least "
+            f"prompt has {plural(len(request.prompt), 'character')}; the contract asks for "
+            "at least "
             f"{PROMPT_MIN_LENGTH}",
             source=source,
             json_path="$.prompt",
