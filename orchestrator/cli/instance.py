@@ -184,7 +184,7 @@ def next_step(
 
 def describe_ended_run(workdir: Path) -> dict[str, Any]:
     """The last run of ``workdir`` that ended (completed or cancelled), for ``status``
-    when no instance is live: how and when it ended, its outputs in short."""
+    when no instance is live: how and when it ended, its outputs."""
     from ..evidence.history import load_run
 
     state, source = load_run(workdir)
@@ -204,14 +204,14 @@ def describe_ended(state: Any, *, source: str) -> dict[str, Any]:
         "status": record.status,
         "ended_at": state.created_at,
         "completed_phases": [p.phase_name for p in state.completed_phases],
-        "outputs": {name: _in_short(value) for name, value in outputs.items()},
+        "outputs": outputs,  # JSON values, as 'orchestrate output --json' prints them
         "history": source,
         "next": "'orchestrate output [PHASE]' prints the outputs; 'orchestrate history' "
         "tells the run; 'orchestrate run WORKFLOW' starts a new one here",
     }
 
 
-def _in_short(value: Any) -> str:
+def in_short(value: Any) -> str:
     """One line of an output: a text's start, or a JSON value's."""
     import json
 

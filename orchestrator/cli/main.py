@@ -1106,13 +1106,15 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _format_ended(summary: dict[str, Any]) -> str:
+    from .instance import in_short
+
     lines = [
         f"workflow   {summary['workflow']}  (run {summary['run_id']}; no live instance here)",
         f"status     {summary['status']}, at {summary['ended_at']}",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
     ]
-    for name, shown in summary["outputs"].items():
-        lines.append(f"output     {name}: {printable(shown)}")
+    for name, value in summary["outputs"].items():
+        lines.append(f"output     {name}: {printable(in_short(value))}")
     lines.append(f"history    {summary['history']}")
     lines.append(f"next       {summary['next']}")
     return "\n".join(lines)

@@ -307,7 +307,7 @@ def cmd_status(args: argparse.Namespace, dsn: str) -> int:
 
 def describe_run(store: PostgresStore, run_id: str) -> dict[str, Any]:
     """``status`` of one run: live (its phase, what it waits for), ended (how, its
-    outputs in short) or queued."""
+    outputs) or queued."""
     from .instance import describe_ended, summarize_state
 
     row = store.run(run_id)
