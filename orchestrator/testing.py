@@ -124,10 +124,11 @@ class FakeClock:
     def now(self) -> datetime:
         return self.current
 
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
+    def advance(self, by: timedelta | float) -> None:
+        """Move the clock on by ``by``: a ``timedelta``, or a number of seconds."""
+        self.current += by if isinstance(by, timedelta) else timedelta(seconds=by)
 
-    def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: timedelta | float) -> None:
         """Waiting on a fake clock moves it, at once."""
         self.advance(seconds)
 
