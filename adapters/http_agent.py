@@ -119,7 +119,7 @@ class HttpInvoker:
         self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any
     ) -> str:
         """Ask ``agent_name``'s model; raise :class:`orchestrator.AgentInvocationError`
-        with the seed's ``error_type`` on failure."""
+        with the agent bridge's ``error_type`` on failure."""
         model = self.models.get(agent_name, self.model)
         where = f"POST {self.endpoint}/chat/completions (agent {agent_name!r}, model {model!r})"
         key = self._api_key(where)

@@ -1,4 +1,5 @@
-"""Testing helpers: the seed's ``MockAgentInvoker``, a fake clock, and a workflow harness.
+"""Testing helpers: the agent bridge's ``MockAgentInvoker``, a fake clock, and a workflow
+harness.
 
 All of them are also pytest fixtures (``mock_invoker``, ``fake_clock``,
 ``workflow_harness``) through the plugin this package registers.
@@ -34,7 +35,8 @@ __all__ = [
 
 
 class MockAgentInvoker:
-    """Canned answers per agent, with every invocation recorded (seed 004's API).
+    """Canned answers per agent, with every invocation recorded (the agent bridge's
+    mock invoker API).
 
     ``responses`` maps an agent name to its answer text. An answer may also be an
     ``AgentInvocationError`` instance (raised) or a callable ``(prompt) -> str``.

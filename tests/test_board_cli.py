@@ -13,7 +13,7 @@ was printed and the files left behind. It proves that:
   request TIMEOUT, so the next resume reassigns it;
 - ``check KIND`` (every kind) prints exactly one line of compact JSON ``{allow, code,
   reason[, details]}`` and exits 0 only when allowed: good documents pass, bad ones are
-  refused with their seed 003 codes, ``--strict`` refuses an unknown field that the
+  refused with their task board error codes, ``--strict`` refuses an unknown field that the
   default accepts, and ``check result|submit --packet`` runs the gateway;
 - the task-board example runs end to end offline (``run_offline.sh``, marked slow).
 """
@@ -794,7 +794,8 @@ def check(kind: str, document: Any, *flags: str | Path) -> dict[str, Any]:
 
 
 def filled(shape: Any, values: dict[str, Any], prefix: str = "") -> Any:
-    """Seed 002's canonical ``shape`` with every leaf replaced by ``values[path]``."""
+    """The canonical ``shape`` of a task IO document, every leaf replaced by
+    ``values[path]``."""
     if isinstance(shape, dict):
         return {k: filled(v, values, f"{prefix}{k}.") for k, v in shape.items()}
     return values[prefix[:-1]]
@@ -845,7 +846,8 @@ VERDICT = filled(
     },
 )
 TASK_INPUT_TEXT = (SEED002 / "task-input-example.json").read_text(encoding="utf-8")
-# The seed's example has one syntax error ('"files": [ ... }', README.md there); fixed here.
+# The format's printed example has one syntax error ('"files": [ ... }', README.md
+# there); fixed here.
 TASK_INPUT = json.loads(
     TASK_INPUT_TEXT.replace('evidence_spec.md"\n  },', 'evidence_spec.md"\n  ],')
 )

@@ -1,4 +1,4 @@
-"""The public surface: a pinned ``__all__``, lazy imports, the seed's mock API, fixtures."""
+"""The public surface: a pinned ``__all__``, lazy imports, the agent bridge's mock API, fixtures."""
 
 from __future__ import annotations
 

@@ -874,7 +874,7 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
     own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
     others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
     if others:
-        # The seed's request and response files have one name per directory: two
+        # The agent bridge's request and response files have one name per directory: two
         # instances would answer each other's requests.
         raise InstanceExistsError(
             f"{workdir}: an instance already lives here ({', '.join(sorted(others))}); "

@@ -258,7 +258,7 @@ class PhaseContext:
         workspace: Path | None = None,
         board_dir: Path | None = None,
     ) -> DispatchReport:
-        """Hand ``tasks`` (seed 003 tasks) to subagents on the task board, in waves, until
+        """Hand ``tasks`` (task board task objects) to subagents on the task board, in waves, until
         every task is done, failed or canceled; see ``docs/board.md``.
 
         Each wave starts the ready tasks whose locks are free, asks ``agent`` (or

@@ -1,4 +1,4 @@
-"""Read, validate and write the seed 004 documents.
+"""Read, validate and write the agent bridge files.
 
 ``parse_*`` take JSON-like data already read by the strict reader, structure it through
 the converter and apply the checks the type system cannot express (formats, ranges,
@@ -133,7 +133,7 @@ def validate_request(
 
 
 def validate_response(response: AgentResponse, *, source: str) -> None:
-    """The response schema's rules beyond types, and the seed's status/error pairing."""
+    """The response schema's rules beyond types, and the format's status/error pairing."""
     check_uuid(response.request_id, source=source, json_path="$.request_id")
     check_version(response.version, source=source)
     check_date_time(response.created_at, source=source, json_path="$.created_at")

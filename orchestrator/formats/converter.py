@@ -3,7 +3,7 @@
 Structuring is strict: a key the contract does not name is refused unless it carries the
 ``x_`` extension prefix (then it is ignored), a wrong type names its JSON path, and the
 JSON type is checked before anything is built. Unstructuring omits ``None`` fields,
-because the seed's schemas forbid nulls. Imported only when the fast path
+because the formats' schemas forbid nulls. Imported only when the fast path
 (:mod:`orchestrator.formats.fastpath`) steps aside: cattrs is not free to import.
 """
 
