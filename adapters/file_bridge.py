@@ -1,9 +1,11 @@
-"""The file bridge: seed 004's files in a work directory, and the invoker that defers to them.
+"""The file bridge: the agent bridge files in a work directory, and the invoker that defers
+to them.
 
 Layout of a work directory::
 
     .<workflow>-state.json        the state (source of truth), written durably
-    .agent-request.json           the first pending request (what a seed-only host reads)
+    .agent-request.json           the first pending request (what a host that knows only
+                                  the format reads)
     .agent-requests/<id>.json     every pending request, when several are pending
     .agent-response.json          a host's answer to the first pending request (the one
                                   in .agent-request.json)
@@ -99,7 +101,7 @@ class FileBridgeInvoker:
 
 
 class FileBridge:
-    """One workflow instance in ``workdir``, speaking through seed 004's files."""
+    """One workflow instance in ``workdir``, speaking through the agent bridge files."""
 
     def __init__(
         self, workdir: Path, workflow_name: str, *, max_response_bytes: int = MAX_RESPONSE_BYTES

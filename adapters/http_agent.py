@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .._errors import AgentInvocationError, ContractError
 from .._http import endpoint_of, header_value_ok, opener_without_redirects
 from .._ports import AgentAnswer
+from .._text import plural
 from ..formats.bridge import ErrorType
 from ..formats.secrets import redact
 from ..formats.strict_json import loads_strict
@@ -118,7 +119,7 @@ class HttpInvoker:
         self, agent_name: str, prompt: str, timeout_seconds: int = 120, **kwargs: Any
     ) -> str:
         """Ask ``agent_name``'s model; raise :class:`orchestrator.AgentInvocationError`
-        with the seed's ``error_type`` on failure."""
+        with the agent bridge's ``error_type`` on failure."""
         model = self.models.get(agent_name, self.model)
         where = f"POST {self.endpoint}/chat/completions (agent {agent_name!r}, model {model!r})"
         key = self._api_key(where)
@@ -204,8 +205,7 @@ class HttpInvoker:
         except _Retryable as last:
             made = attempts()
             raise AgentInvocationError(
-                f"{where}: gave up after {made} attempt{'s' if made != 1 else ''}; "
-                f"last: {last.cause}",
+                f"{where}: gave up after {plural(made, 'attempt')}; last: {last.cause}",
                 error_type=(
                     ErrorType.TIMEOUT if last.timed_out else ErrorType.INVOCATION_FAILED
                 ).value,

@@ -145,7 +145,8 @@ def p90(samples: Sequence[float]) -> float:
 
 
 def write_response(workdir: Path, request_id: str) -> None:
-    """What a seed host does: write ``.agent-response.json`` (shape of WorkflowHarness.respond)."""
+    """What a host of the agent bridge files does: write ``.agent-response.json`` (shape of
+    WorkflowHarness.respond)."""
     document = {
         "request_id": request_id,
         "version": "1.0",

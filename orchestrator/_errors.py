@@ -264,10 +264,11 @@ class StepFailedError(OrchestratorError):
 
 
 class AgentInvocationError(OrchestratorError):
-    """An in-process agent invocation failed (the seed's ``AgentInvocationError``).
+    """An in-process agent invocation failed (the ``AgentInvocationError`` of the agent
+    bridge's mock invoker API).
 
-    ``error_type`` is one of the seed's error types; the engine applies the response
-    policy to it exactly as it would to an error response file.
+    ``error_type`` is one of the agent bridge's error types; the engine applies the
+    response policy to it exactly as it would to an error response file.
     """
 
     def __init__(self, message: str, *, error_type: str = "INVOCATION_FAILED") -> None:
@@ -280,7 +281,7 @@ class UsageError(OrchestratorError, ValueError):
 
 
 class BoardError(OrchestratorError):
-    """The task board refused an operation; ``code`` is the seed 003 error code.
+    """The task board refused an operation; ``code`` is its task board error code.
 
     ``task_id`` and ``delta_id`` name what was refused when there is one; ``details``
     holds the facts a validator prints (the conflicting lock, the versions, ...).

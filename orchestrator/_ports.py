@@ -28,10 +28,11 @@ class HostRequired(BaseException):
 
 @runtime_checkable
 class AgentInvoker(Protocol):
-    """The seed's invoker: call an agent, return its answer text.
+    """The agent bridge's invoker: call an agent, return its answer text.
 
-    Raise :class:`orchestrator.AgentInvocationError` (with the seed's ``error_type``) on
-    failure, or :class:`HostRequired` to defer the call to the host through the bridge.
+    Raise :class:`orchestrator.AgentInvocationError` (with the agent bridge's
+    ``error_type``) on failure, or :class:`HostRequired` to defer the call to the host
+    through the bridge.
     """
 
     def invoke(
@@ -42,8 +43,8 @@ class AgentInvoker(Protocol):
 class AgentAnswer(str):
     """An invoker's answer text with what it knows about the call: ``model``,
     ``tokens_used`` and other facts (``prompt_tokens``, ``attempts``, ...). It is a
-    ``str``, so an invoker that returns one still keeps the seed's ``-> str`` port; the
-    engine copies the facts into the response's ``metadata``.
+    ``str``, so an invoker that returns one still keeps the agent bridge's ``-> str``
+    port; the engine copies the facts into the response's ``metadata``.
     """
 
     model: str | None

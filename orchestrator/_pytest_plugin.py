@@ -17,7 +17,8 @@ def mock_invoker() -> MockAgentInvoker:
 
 @pytest.fixture
 def fake_clock() -> FakeClock:
-    """A clock fixed at 2025-11-18T10:30:00Z that moves only with ``advance``."""
+    """A clock fixed at 2025-11-18T10:30:00Z that moves only with ``advance`` (a
+    ``timedelta`` or a number of seconds)."""
     return FakeClock()
 
 

@@ -1,4 +1,4 @@
-"""Text from agents and hosts, made safe to print on a terminal."""
+"""Text from agents and hosts, made safe to print on a terminal; counts said in words."""
 
 from __future__ import annotations
 
@@ -24,3 +24,9 @@ def shorten(text: str, limit: int) -> str:
     with ``...`` at the end when it is longer."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun``, the noun plural unless the count is one: ``1 task``,
+    ``0 tasks``, ``2 entries`` (``many`` when adding an ``s`` is not the plural)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"

@@ -1,4 +1,5 @@
-"""Testing helpers: the seed's ``MockAgentInvoker``, a fake clock, and a workflow harness.
+"""Testing helpers: the agent bridge's ``MockAgentInvoker``, a fake clock, and a workflow
+harness.
 
 All of them are also pytest fixtures (``mock_invoker``, ``fake_clock``,
 ``workflow_harness``) through the plugin this package registers.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import AgentInvocationError
+from ._text import plural
 from .engine.engine import Engine
 from .engine.record import Outcome
 from .engine.replay import ReplayReport, replay_run
@@ -33,7 +35,8 @@ __all__ = [
 
 
 class MockAgentInvoker:
-    """Canned answers per agent, with every invocation recorded (seed 004's API).
+    """Canned answers per agent, with every invocation recorded (the agent bridge's
+    mock invoker API).
 
     ``responses`` maps an agent name to its answer text. An answer may also be an
     ``AgentInvocationError`` instance (raised) or a callable ``(prompt) -> str``.
@@ -123,10 +126,11 @@ class FakeClock:
     def now(self) -> datetime:
         return self.current
 
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
+    def advance(self, by: timedelta | float) -> None:
+        """Move the clock on by ``by``: a ``timedelta``, or a number of seconds."""
+        self.current += by if isinstance(by, timedelta) else timedelta(seconds=by)
 
-    def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: timedelta | float) -> None:
         """Waiting on a fake clock moves it, at once."""
         self.advance(seconds)
 
@@ -282,7 +286,7 @@ class WorkflowHarness:
                 env=full_env,
                 check=False,
             )
-        raise AssertionError(f"still paused after {max_cycles} cycles")
+        raise AssertionError(f"still paused after {plural(max_cycles, 'cycle')}")
 
     def _pending_request_files(self) -> list[Path]:
         many = self.workdir / ".agent-requests"

@@ -3,7 +3,7 @@
     python ndjson_writer_process.py PATH WRITER COUNT [--durable] [--start-fd FD]
                                     [--first-size N] [--file-size-limit BYTES]
 
-Each entry is a seed 003 worklog entry whose ``x_writer`` and ``x_seq`` say who wrote it
+Each entry is a task board worklog entry whose ``x_writer`` and ``x_seq`` say who wrote it
 and in which order; its length varies with the sequence number, and every 97th entry is
 several kilobytes, so one write is larger than a page and than ``PIPE_BUF``. With
 ``--start-fd`` the process reads that pipe until EOF before its first append, so the

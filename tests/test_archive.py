@@ -2,8 +2,8 @@
 
 The state is rewritten at every checkpoint, so the engine keeps it small: once enough
 requests of completed phases have gathered (``archive_after``), they are appended whole,
-durably, to ``.orchestrator/runs/<run_id>/requests.ndjson`` and leave only their seed
-keys and digest behind. The final history has every record whole again, also when the
+durably, to ``.orchestrator/runs/<run_id>/requests.ndjson`` and leave only the agent bridge
+format's keys and their digest behind. The final history has every record whole again, also when the
 process was killed with SIGKILL at any point of the run, the archive appends included.
 A long-lived engine reuses the state it left at its last pause, unless it changed.
 """

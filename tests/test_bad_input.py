@@ -503,6 +503,33 @@ def test_a_workflow_reference_that_does_not_resolve(tmp_path: Path, case: str) -
     assert list(workdir.iterdir()) == [], "nothing may be started"
 
 
+def test_a_file_with_one_workflow_needs_no_class_name(tmp_path: Path) -> None:
+    shutil.copy(support.WORKFLOW_FILE, tmp_path / "tiny.py")
+    started = orchestrate("run", "tiny.py", "--input", "topic=owls", cwd=tmp_path)
+    assert started.returncode == 42, describe(started)
+    state = json.loads((tmp_path / support.STATE_FILE).read_text(encoding="utf-8"))
+    assert state["phase_data"]["x_orchestrator"]["workflow"] == f"{tmp_path / 'tiny.py'}:Tiny"
+    assert orchestrate("respond", "--text", "Owls hunt.", cwd=tmp_path).returncode == 0
+    assert orchestrate("resume", cwd=tmp_path).returncode == 0  # the state names the class
+
+
+def test_a_file_with_several_workflows_lists_them(tmp_path: Path) -> None:
+    source = support.WORKFLOW_FILE.read_text(encoding="utf-8")
+    other = 'class Other(Tiny):\n    name = "other"\n'
+    (tmp_path / "two.py").write_text(f"{source}\n\n{other}", encoding="utf-8")
+    result = orchestrate("run", "two.py", "--input", "topic=owls", cwd=tmp_path)
+    assert result.returncode == 2, describe(result)
+    assert_one_line_error(result.stderr, "two.py defines several", "two.py:Other, two.py:Tiny")
+    assert not (tmp_path / support.STATE_FILE).exists()
+
+
+def test_a_class_name_in_the_wrong_case_is_suggested(tmp_path: Path) -> None:
+    shutil.copy(support.WORKFLOW_FILE, tmp_path / "tiny.py")
+    result = orchestrate("run", "tiny.py:tiny", "--input", "topic=owls", cwd=tmp_path)
+    assert result.returncode == 2, describe(result)
+    assert_one_line_error(result.stderr, "did you mean Tiny?", "its workflows: tiny.py:Tiny")
+
+
 BROKEN_SOURCES = {
     "syntax-error": ("def broken(:\n", "SyntaxError"),
     "import-error": ("import no_such_dependency_xyz\n", "ModuleNotFoundError"),

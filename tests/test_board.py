@@ -126,7 +126,7 @@ ARTIFACTS = {
 
 
 def submit_json(task_id: str, changed: tuple[str, ...], *, passed: bool = True) -> bytes:
-    """A seed 002 ``submit.json``."""
+    """A ``submit.json`` (task IO with pins)."""
     return json.dumps(
         {
             "schema_version": "scc.submit.v1",

@@ -13,7 +13,7 @@ was printed and the files left behind. It proves that:
   request TIMEOUT, so the next resume reassigns it;
 - ``check KIND`` (every kind) prints exactly one line of compact JSON ``{allow, code,
   reason[, details]}`` and exits 0 only when allowed: good documents pass, bad ones are
-  refused with their seed 003 codes, ``--strict`` refuses an unknown field that the
+  refused with their task board error codes, ``--strict`` refuses an unknown field that the
   default accepts, and ``check result|submit --packet`` runs the gateway;
 - the task-board example runs end to end offline (``run_offline.sh``, marked slow).
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,11 +181,24 @@ def test_init_then_create_from_a_file(tmp_path: Path) -> None:
 
 
 def test_init_refuses_a_run_id_that_is_not_a_uuid(tmp_path: Path) -> None:
+    """The task board documents' format requires a UUID in every packet's, result's and
+    worklog entry's run_id: the refusal says so, and how to go on."""
     result = orchestrate(
         "board", "init", "--workdir", tmp_path, "--run-id", "run-1", "--objective", "x"
     )
-    refused(result, "SCHEMA_INVALID", "'run-1'", "UUID")
+    refused(result, "SCHEMA_INVALID", "'run-1' is not a UUID", "format requires one",
+            "leave the run id out")  # fmt: skip
     assert not (tmp_path / ".board" / "board.json").exists()
+
+
+def test_init_without_a_run_id_makes_one_and_opens_the_board_again(tmp_path: Path) -> None:
+    made = orchestrate("board", "init", "--workdir", tmp_path, "--objective", "x")
+    assert made.returncode == 0, made.stderr
+    run_id = read(tmp_path / ".board" / "board.json")["run_id"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", run_id), run_id
+    again = orchestrate("board", "init", "--workdir", tmp_path, "--objective", "x")
+    assert again.returncode == 0, again.stderr
+    assert read(tmp_path / ".board" / "board.json")["run_id"] == run_id
 
 
 def test_create_refuses_a_cycle_naming_it_and_writes_nothing(workdir: Path) -> None:
@@ -209,6 +223,18 @@ def test_create_refuses_an_invalid_task_and_writes_nothing(workdir: Path) -> Non
     assert "<tasks>[1]" in result.stderr and "timeout_seconds" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert (workdir / ".board" / "ledger.ndjson").read_bytes() == before
+
+
+def test_create_names_a_bad_enum_s_field_and_its_values(workdir: Path) -> None:
+    bad = {**task("T-8", ["b"]), "type": "PARALLELIZABLE", "priority": "urgent"}
+    result = orchestrate("board", "create", "--workdir", workdir, stdin=json.dumps([bad]))
+    refused(
+        result,
+        "SCHEMA_INVALID",
+        "type: 'PARALLELIZABLE' is not one of 'parallelizable', 'serial' (did you mean "
+        "'parallelizable'?) at $.type",
+        "priority: 'urgent' is not one of 'low', 'normal', 'high', 'critical' at $.priority",
+    )
 
 
 # -- status, ledger, locks, assign -----------------------------------------------------
@@ -490,7 +516,7 @@ def test_watchdog_now_times_out_a_silent_task(workdir: Path) -> None:
         "TASK_TIMEOUT",
     )
     assert delta["timed_out"] is True and delta["last_heartbeat_at"] == started
-    assert late.stderr == "orchestrate: 1 tasks timed out\n"
+    assert late.stderr == "orchestrate: 1 task timed out\n"
     assert board.lock_table() == []
     again = orchestrate("board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--workdir", workdir)
     assert (again.returncode, again.stdout) == (0, "")
@@ -559,7 +585,7 @@ def test_a_second_maintenance_pass_waits_then_says_busy(workdir: Path) -> None:
     assert "another maintenance pass" in line and "maintenance.lock" in line, line
     assert (workdir / ".board" / "ledger.ndjson").read_bytes() == ledger
     free = orchestrate("board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--workdir", workdir)
-    assert free.returncode == 0 and free.stderr == "orchestrate: 1 tasks timed out\n"
+    assert free.returncode == 0 and free.stderr == "orchestrate: 1 task timed out\n"
 
 
 def test_filelock_and_the_bare_flock_are_one_lock(tmp_path: Path) -> None:
@@ -768,7 +794,8 @@ def check(kind: str, document: Any, *flags: str | Path) -> dict[str, Any]:
 
 
 def filled(shape: Any, values: dict[str, Any], prefix: str = "") -> Any:
-    """Seed 002's canonical ``shape`` with every leaf replaced by ``values[path]``."""
+    """The canonical ``shape`` of a task IO document, every leaf replaced by
+    ``values[path]``."""
     if isinstance(shape, dict):
         return {k: filled(v, values, f"{prefix}{k}.") for k, v in shape.items()}
     return values[prefix[:-1]]
@@ -819,7 +846,8 @@ VERDICT = filled(
     },
 )
 TASK_INPUT_TEXT = (SEED002 / "task-input-example.json").read_text(encoding="utf-8")
-# The seed's example has one syntax error ('"files": [ ... }', README.md there); fixed here.
+# The format's printed example has one syntax error ('"files": [ ... }', README.md
+# there); fixed here.
 TASK_INPUT = json.loads(
     TASK_INPUT_TEXT.replace('evidence_spec.md"\n  },', 'evidence_spec.md"\n  ],')
 )
@@ -1178,7 +1206,7 @@ def test_a_bad_document_is_refused_with_its_code(case: str) -> None:
 def test_a_replayed_delta_is_a_duplicate_not_a_conflict() -> None:
     verdict = check("ledger", ndjson(CREATE, START, REPLAYED))
     assert verdict["allow"] is True
-    assert verdict["reason"].startswith("2 deltas apply cleanly (1 duplicates ignored)")
+    assert verdict["reason"].startswith("2 deltas apply cleanly (1 duplicate ignored)")
 
 
 def test_a_lock_conflict_names_both_tasks() -> None:

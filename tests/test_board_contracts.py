@@ -1,13 +1,15 @@
-"""Seed 003 and seed 002 documents: the shipped JSON Schemas and the Python side agree.
+"""The task board documents and task IO with pins: the shipped JSON Schemas and the
+Python side agree.
 
 Proves that:
-- the seed 003 examples (Minimal Assignment, Minimal Result), a document of every other
-  kind, and a submit and a verdict built from seed 002's canonical shapes with real values
+- the task board format's examples (Minimal Assignment, Minimal Result), a document of
+  every other kind, and a submit and a verdict built from the task IO format's canonical
+  shapes with real values
   are accepted by both judges (Draft-07 with a format checker that enforces "uuid" and
   "date-time", and ``parse_*``), in strict mode too;
-- seed 002's task-input example, copied verbatim, is refused by the strict JSON reader
+- the task IO format's task-input example, copied verbatim, is refused by the strict JSON reader
   with its line and column; with its one syntax error fixed it is valid;
-- every rule of the seeds (and each project decision) is enforced by both judges, at the
+- every rule of the formats (and each project decision) is enforced by both judges, at the
   same JSON path; the rules JSON Schema cannot state (two fields compared, uniqueness of
   one member across items) are pinned as Python-only;
 - an unknown major version fails closed; unknown keys are ignored, or refused in strict
@@ -177,14 +179,15 @@ VALIDATOR_OUTPUT = {
     "details": {"file": "src/api.py"},
 }
 TASK_INPUT_TEXT = (SEED002 / "task-input-example.json").read_bytes()
-# The example's only defect is the array closed with '}' (specs/SEEDS.md); fixed here.
+# The printed example's only defect is the array closed with '}'; fixed here.
 TASK_INPUT = json.loads(
     TASK_INPUT_TEXT.replace(b'evidence_spec.md"\n  },', b'evidence_spec.md"\n  ],')
 )
 
 
 def filled(shape: Any, values: dict[str, Any], prefix: str = "") -> Any:
-    """Seed 002's canonical ``shape`` with every leaf replaced by ``values[path]``."""
+    """The canonical ``shape`` of a task IO document, every leaf replaced by
+    ``values[path]``."""
     if isinstance(shape, dict):
         return {k: filled(v, values, f"{prefix}{k}.") for k, v in shape.items()}
     return values[prefix[:-1]]
@@ -318,7 +321,7 @@ def test_submit_and_verdict_have_exactly_the_canonical_shapes() -> None:
 
 
 def test_the_seed_task_input_example_is_refused_where_its_syntax_error_is() -> None:
-    # specs/SEEDS.md: '"files": [ ... }' is a bad-input case; the reader names the place.
+    # The printed example's '"files": [ ... }' is a bad-input case; the reader names the place.
     with pytest.raises(UntrustedJSONError) as caught:
         loads_strict(TASK_INPUT_TEXT, source="task-input-example.json")
     assert caught.value.rule == "syntax"

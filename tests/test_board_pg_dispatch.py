@@ -233,7 +233,7 @@ def test_any_worker_runs_the_watchdog_of_a_waiting_run_s_board(pg_dsn: str, tmp_
         check=False,
     )
     assert worker.returncode == 0, worker.stderr
-    assert f"board {run_id}: 1 stale task(s) timed out" in worker.stderr
+    assert f"board {run_id}: 1 stale task timed out" in worker.stderr
     with PostgresStore(pg_dsn) as runs:
         (waiting,) = runs.pending(run_id)
     request = json.loads(waiting.document)

@@ -111,7 +111,7 @@ def session(board: list[str], tmp_path: Path) -> dict[str, Any]:
     )
     assert orchestrate("board", "assign", *board, "--task", "T-2", "--owner", "b").returncode == 0
     watchdog = orchestrate("board", "watchdog", *board, "--now", "2099-01-01T00:00:00Z")
-    assert watchdog.returncode == 0 and "1 tasks timed out" in watchdog.stderr
+    assert watchdog.returncode == 0 and "1 task timed out" in watchdog.stderr
     ledger = orchestrate("board", "ledger", *board)
     seen["ledger"] = timeless([json.loads(line) for line in ledger.stdout.splitlines()])
     table = orchestrate("board", "ledger", *board, "--table", "--task", "T-2")

@@ -1,6 +1,6 @@
 """One conformance suite for the ``Bridge`` port, run against every adapter.
 
-The file bridge (seed 004's files in a directory) and the in-memory bridge must behave
+The file bridge (the agent bridge files in a directory) and the in-memory bridge must behave
 alike: state round trips, the host's mailbox, refusals that consume nothing, the
 exclusive lock, the end of a run, and a whole workflow driven through them.
 """

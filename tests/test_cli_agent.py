@@ -99,7 +99,7 @@ def test_drive_takes_the_agent_option_instead_of_a_handler(tmp_path: Path) -> No
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "all 1 phases completed" in done.stderr
+    assert "its 1 phase completed" in done.stderr
 
 
 def test_drive_without_handler_or_agent_is_a_usage_error(tmp_path: Path) -> None:

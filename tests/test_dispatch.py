@@ -78,7 +78,7 @@ def task(
     priority: str = "normal",
     timeout_seconds: int = 60,
 ) -> dict[str, Any]:
-    """A seed 003 task object, as a workflow input."""
+    """A task object of the task board documents, as a workflow input."""
     return {
         "task_id": task_id,
         "title": f"Do {task_id}",
@@ -189,7 +189,7 @@ class Subagents:
 
 
 def result_for(packet: dict[str, Any], behaviour: str = "pass") -> dict[str, Any]:
-    """A seed 003 subagent result that passes the gateway, or misbehaves as told."""
+    """A subagent result (a task board document) that passes the gateway, or misbehaves as told."""
     task = packet["task"]
     changed = [*task["lock_scope"], *(["README.md"] if behaviour == "stray" else [])]
     result = {

@@ -42,7 +42,7 @@ def test_into_a_pipe_every_step_is_a_plain_line(tmp_path: Path) -> None:
     assert re.fullmatch(r"orchestrate: answered  writer \([0-9a-f]{8}\) in \d+\.\d s", lines[2])
     assert lines[3:5] == ["orchestrate: phase 1 draft done", "orchestrate: phase 2 measure done"]
     assert lines[5].startswith("orchestrate: demo: all 2 phases completed")
-    assert re.fullmatch(r"orchestrate: drive: 2 phases, 1 asks, \d+\.\d s", lines[6])
+    assert re.fullmatch(r"orchestrate: drive: 2 phases, 1 ask, \d+\.\d s", lines[6])
     assert len(lines) == 7
 
 
@@ -78,4 +78,4 @@ def test_on_a_terminal_a_status_line_shows_the_handler_at_work(tmp_path: Path) -
     assert re.search(r"\r\x1b\[Kanswering: writer \d+ s", text)
     assert re.search(r"\r\x1b\[Korchestrate: answered  writer \([0-9a-f]{8}\) in \d", text)
     assert "orchestrate: answering writer" not in text  # the status line says it instead
-    assert re.search(r"drive: 2 phases, 1 asks, \d+\.\d s", text)
+    assert re.search(r"drive: 2 phases, 1 ask, \d+\.\d s", text)

@@ -1,4 +1,4 @@
-"""The evidence every run leaves (seed 000): events.ndjson and results.json, written by
+"""The step evidence every run leaves: events.ndjson and results.json, written by
 the engine without the author doing anything.
 
 Each test runs a small workflow through the real file bridge in a temporary directory

@@ -323,6 +323,45 @@ def test_no_example_says_seed() -> None:
     assert found == []
 
 
+#: "seed" as the name of a source document (not ``EncodedItems.seed``, a method).
+SOURCE_DOCUMENT = re.compile(r"(?<![.\w])seeds?\b|SEEDS\.md", re.IGNORECASE)
+
+
+def _comments_and_docstrings(path: Path) -> Iterator[tuple[int, str]]:
+    import io
+    import tokenize
+
+    source = path.read_text(encoding="utf-8")
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    tree = ast.parse(source, filename=str(path))
+    docstrings = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and id(node) in docstrings:
+            yield node.lineno, str(node.value)
+
+
+def test_comments_and_docstrings_name_the_formats_by_what_they_are() -> None:
+    """A maintainer has this repository alone: the code says "the task board documents",
+    not the name of the document the format came from (names of test files and fixture
+    directories aside)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {match.group()}"
+        for folder in ("orchestrator", "adapters", "tests", "bench", "examples")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path != Path(__file__).resolve()  # this file names the word it looks for
+        for line, text in _comments_and_docstrings(path)
+        for match in SOURCE_DOCUMENT.finditer(TEST_FILE_REFERENCE.sub("", text))
+    ]
+    found += [
+        f"{path.relative_to(ROOT)}: {line}"
+        for path in sorted((ROOT / "tests" / "fixtures").rglob("*.md"))
+        for line in _seed_lines(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
 # -- links between the pages -----------------------------------------------------------
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")

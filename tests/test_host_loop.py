@@ -74,6 +74,24 @@ def test_a_second_workflow_in_the_same_directory_is_refused(tmp_path: Path) -> N
     assert not (tmp_path / ".two-at-once-state.json").exists()
 
 
+def test_run_at_a_pause_says_the_next_step_status_gives(tmp_path: Path) -> None:
+    started = orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path))
+    assert started.returncode == 42
+    assert started.stdout == f"{tmp_path / '.agent-request.json'}\n"  # hosts read it
+    status = orchestrate("status", "--workdir", str(tmp_path), "--json")
+    expected = json.loads(status.stdout)["next"]
+    assert "then 'orchestrate resume'" in expected
+    assert f"orchestrate: next: {expected}\n" in started.stderr
+
+
+def test_drive_at_a_pause_gives_no_resume_hint(tmp_path: Path) -> None:
+    driven = orchestrate(
+        "drive", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path), "--handler", READ_OWN_FILE
+    )
+    assert driven.returncode == 0, driven.stderr
+    assert "orchestrate resume" not in driven.stderr and "next:" not in driven.stderr
+
+
 def test_nan_confidence_is_refused_in_one_line(tmp_path: Path) -> None:
     assert orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", str(tmp_path)).returncode == 42
     result = orchestrate(

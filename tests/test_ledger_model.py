@@ -8,7 +8,8 @@ used all the time) and must hold the same rows as the in-memory fold.
 
 The model is written here, apart from the library: a dict ``task_id -> row`` (status,
 owner, attempts, version, dependencies, locks) and the deltas applied by ``delta_id``. Its
-rules are the transition table of ``specs/SEEDS.md`` and D1-D5 of ``docs/board.md``. The
+rules are the status transitions of ``docs/formats/task-board.md`` and D1-D5 of
+``docs/board.md``. The
 resources overlap on purpose (``src`` holds ``src/api.py``; ``src2`` is apart) so that
 lock conflicts happen.
 """

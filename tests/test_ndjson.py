@@ -375,7 +375,7 @@ def test_lines_read_back_as_appended_whatever_the_chunk_size(
     ("lines", "words"),
     [
         ([b'{"a":1}\n', b'{"a":\n2}\n'], "item 1 of the 2 lines to append holds a newline"),
-        ([b'{"a":1}'], "item 0 of the 1 lines to append does not end with a newline"),
+        ([b'{"a":1}'], "item 0 of the 1 line to append does not end with a newline"),
         ([b'{"a":1}\n', b""], "item 1 of the 2 lines to append does not end with a newline"),
     ],
     ids=["inner-newline", "no-final-newline", "empty-item"],

@@ -98,6 +98,35 @@ def test_every_option_and_argument_of_every_command_has_help() -> None:
     assert {name.split()[1] for name, _ in parsers() if name.count(" ") == 1} == set(COMMANDS)
 
 
+def option_help(command: str, option: str) -> str:
+    parser = dict(parsers())[command]
+    return next(a.help or "" for a in parser._actions if option in a.option_strings)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["worker"], ["db", "upgrade"], ["db", "status"], ["export", "--run", "r", "--to", "x"]],
+)
+def test_a_command_that_needs_a_store_says_so_in_its_help(command: list[str]) -> None:
+    name = " ".join(["orchestrate", *(word for word in command[:2] if not word.startswith("-"))])
+    shown = option_help(name, "--store")
+    assert "work directory" not in shown and "required" in shown, shown
+    refused = orchestrate(*command)  # no --store, no $ORCHESTRATOR_STORE
+    assert refused.returncode == 2 and "--store" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize("command", ["resume", "respond"])
+def test_workflow_option_says_what_it_does_in_a_one_instance_directory(
+    tmp_path: Path, command: str
+) -> None:
+    shown = option_help(f"orchestrate {command}", "--workflow")
+    assert "several" not in shown and "one instance" in shown, shown
+    (tmp_path / ".demo-state.json").write_text("{}")  # refused before it is read
+    answer = ["--text", "x"] if command == "respond" else []
+    refused = orchestrate(command, "--workdir", tmp_path, "--workflow", "other", *answer)
+    assert refused.returncode == 2 and "no other instance here" in refused.stderr
+
+
 @attrs.frozen
 class Verdict:
     verdict: str

@@ -1,10 +1,11 @@
-"""The public surface: a pinned ``__all__``, lazy imports, the seed's mock API, fixtures."""
+"""The public surface: a pinned ``__all__``, lazy imports, the agent bridge's mock API, fixtures."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from datetime import timedelta
 
 import orchestrator
 from orchestrator.testing import AgentInvocationError, FakeClock, MockAgentInvoker
@@ -112,6 +113,14 @@ def test_the_pytest_plugin_provides_the_fixtures(
     start = fake_clock.now()
     fake_clock.advance(5)
     assert (fake_clock.now() - start).total_seconds() == 5
+
+
+def test_the_fake_clock_moves_by_seconds_or_by_a_timedelta(fake_clock: FakeClock) -> None:
+    start = fake_clock.now()
+    fake_clock.advance(timedelta(seconds=3))
+    fake_clock.advance(2.5)
+    fake_clock.sleep(timedelta(minutes=1))
+    assert fake_clock.now() - start == timedelta(seconds=65.5)
 
 
 #: Names of the public modules besides the package root; moving code between wings must

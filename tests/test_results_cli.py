@@ -26,6 +26,23 @@ class Brittle(Workflow):
 """
 
 
+MEASURED = """
+from orchestrator import Workflow, phase
+
+
+class Measured(Workflow):
+    name = "measured"
+
+    @phase(1)
+    def topic(self, ctx):
+        return "tides"
+
+    @phase(2)
+    def measure(self, ctx):
+        return {"lines": 3}
+"""
+
+
 def completed(workdir: Path, answer: str = "high tide at noon") -> Path:
     assert orchestrate("run", f"{FLOWS}:OneAsk", "--workdir", workdir).returncode == 42
     assert orchestrate("respond", "--workdir", workdir, "--text", answer).returncode == 0
@@ -46,6 +63,16 @@ def test_status_after_the_run_ended_shows_that_run(tmp_path: Path) -> None:
     as_json = json.loads(orchestrate("status", "--workdir", tmp_path, "--json").stdout)
     assert (as_json["status"], as_json["outputs"]) == ("completed", {"only": "high tide at noon"})
     assert as_json["completed_phases"] == ["only"]
+
+
+def test_status_json_gives_outputs_as_json_values(tmp_path: Path) -> None:
+    (tmp_path / "measured.py").write_text(MEASURED)
+    done = orchestrate("run", f"{tmp_path / 'measured.py'}:Measured", "--workdir", tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(orchestrate("status", "--workdir", tmp_path, "--json").stdout)
+    assert summary["outputs"] == {"topic": "tides", "measure": {"lines": 3}}
+    shown = orchestrate("status", "--workdir", tmp_path).stdout.splitlines()
+    assert 'output     measure: {"lines": 3}' in shown and "output     topic: tides" in shown
 
 
 def test_status_of_a_cancelled_run(tmp_path: Path) -> None:

@@ -183,7 +183,8 @@ def test_lock_conflicts_accepts_any_iterable_and_removes_duplicates() -> None:
 
 
 def test_the_seed_example_has_no_conflict() -> None:
-    # seed 003's minimal assignment: T-12 locks tests/test_api.py while T-9 holds src/api.py
+    # The task board format's minimal assignment example: T-12 locks tests/test_api.py
+    # while T-9 holds src/api.py.
     assert lock_conflicts([("T-9", "src/api.py")], "T-12", ["tests/test_api.py"]) == []
 
 
@@ -226,7 +227,8 @@ def test_check_lock_table_sees_past_a_sibling_that_sorts_between() -> None:
 @pytest.mark.parametrize(
     ("lock_scope", "forbidden_scope", "expected"),
     [
-        (["tests/test_api.py"], ["src/"], (["tests/test_api.py"], ["src"])),  # seed 003
+        # the task board example
+        (["tests/test_api.py"], ["src/"], (["tests/test_api.py"], ["src"])),
         (["src"], ["src2"], (["src"], ["src2"])),
         (["./b", "a", "a/"], [], (["a", "b"], [])),
     ],
@@ -414,7 +416,7 @@ def test_lock_conflicts_matches_brute_force_in_any_order(
 # -- pins ------------------------------------------------------------------------------
 
 PIN_TABLE = [
-    # seed 002's example: a directory pin
+    # the task IO format's example: a directory pin
     ("docs/prompt_os/io/", "docs/prompt_os/io/schemas.md", True),
     ("docs/prompt_os/io/", "docs/prompt_os/io/fail_codes.md", True),
     ("docs/prompt_os/io/", "docs/prompt_os/io/deeper/evidence_spec.md", True),
@@ -473,7 +475,7 @@ def test_pin_matches_table(pattern: str, path: str, expected: bool) -> None:
 
 PINS_ALLOW = [
     # (allowed, forbidden, path, expected)
-    (["docs/prompt_os/io/"], [], "docs/prompt_os/io/schemas.md", True),  # seed 002
+    (["docs/prompt_os/io/"], [], "docs/prompt_os/io/schemas.md", True),  # the task IO example
     (["docs/prompt_os/io/"], [], "src/main.py", False),
     ([], [], "docs/prompt_os/io/schemas.md", False),  # empty allowed denies all
     ([], ["nothing"], "anything", False),
@@ -522,7 +524,7 @@ def test_bad_pin_patterns_are_refused(pattern: str) -> None:
 
 
 def test_check_pins() -> None:
-    check_pins(["docs/prompt_os/io/"], [])  # seed 002's example
+    check_pins(["docs/prompt_os/io/"], [])  # the task IO format's example
     check_pins(["docs/"], ["docs"])  # a directory and a file are different patterns
     with pytest.raises(ScopeError, match="allowed_paths is empty"):
         check_pins([], [])

@@ -1,10 +1,10 @@
-"""Seed 004's JSON Schemas and the Python side judge the bridge files alike.
+"""The agent bridge files' JSON Schemas and the Python side judge the bridge files alike.
 
 Proves that:
 - every file a real template-create run puts on disk (request files, state file, history
-  state) and every response the fake agent prints is valid under the verbatim seed schemas,
+  state) and every response the fake agent prints is valid under the verbatim format schemas,
   checked with Draft-07 and a format checker that really enforces "uuid" and "date-time";
-- ``workflow_schemas`` reproduces the seed schemas exactly for the example, and gives
+- ``workflow_schemas`` reproduces the format's schemas exactly for the example, and gives
   another workflow its own enums and phase maximum, which its files then satisfy;
 - for a table of good and bad documents, jsonschema and the Python side (the codec, and
   ``orchestrate validate --workflow`` as a real process) reach the same verdict; the two
@@ -75,7 +75,7 @@ def orchestrate_validate(
     command += [
         "--workflow",
         f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
-    ]  # its enums and phase range, as the seed's
+    ]  # its enums and phase range, as the format's
     return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
@@ -199,7 +199,7 @@ def test_another_workflows_files_validate_against_its_own_schemas(tmp_path: Path
     assert outcome.status == "paused", outcome.message
     (text,) = check_pause(tmp_path, schemas, ".release-notes-state.json").values()
     request = json.loads(text)
-    # The seed's (template-create) enums refuse it: the generated enums are doing the work.
+    # The format's (template-create) enums refuse it: the generated enums are doing the work.
     refused_at = {c.split(":")[0] for c in complaints(SEED_SCHEMAS["request"], request)}
     assert refused_at == {"$.phase_name", "$.agent_name"}
     harness.respond(request["request_id"], "## Changes\n\n- Fixed login\n- Added export\n")
@@ -239,8 +239,8 @@ def test_orchestrate_validate_refuses_each_bad_document(tmp_path: Path, bad: Bad
 GOOD = [
     ("response", "example-success-response.json"),
     ("response", "example-error-response.json"),
-    ("request", None),  # the seed's example request with a prompt of the required length
-    ("state", None),  # the seed's example state without its agent_requests (see below)
+    ("request", None),  # the format's example request with a prompt of the required length
+    ("state", None),  # the format's example state without its agent_requests (see below)
 ]
 
 
@@ -256,7 +256,7 @@ def test_good_documents_are_accepted_by_all_three_judges(
 
 
 def test_seed_example_request_is_refused_by_both_for_its_short_prompt(tmp_path: Path) -> None:
-    # specs/SEEDS.md: the example's prompt (60 characters) breaks the schema's minLength 100.
+    # The format's printed example prompt (60 characters) breaks its schema's minLength 100.
     document = seed("example-request.json")
     assert complaints(SEED_SCHEMAS["request"], document) == [
         f"$.prompt: {document['prompt']!r} is too short"
@@ -279,7 +279,7 @@ def test_unknown_major_version_fails_closed_on_the_python_side_only(
     tmp_path: Path, kind: str
 ) -> None:
     newer = with_version(GOOD_BASES[kind], "2.0")
-    # The seed's pattern ^\d+\.\d+$ accepts any MAJOR.MINOR, so the schema lets a 2.0
+    # The format's pattern ^\d+\.\d+$ accepts any MAJOR.MINOR, so the schema lets a 2.0
     # document through; the Python side refuses an unknown major before reading further
     # (fail closed), and names the version it refused.
     assert complaints(SEED_SCHEMAS[kind], newer) == []
@@ -296,7 +296,7 @@ def test_unknown_major_version_fails_closed_on_the_python_side_only(
 
 def test_deliberate_differences_between_schema_and_python_side() -> None:
     # 1. Extension fields: ARCHITECTURE.md says x_-prefixed fields are ignored, but the
-    #    seed's additionalProperties: false refuses them at the top level of a document.
+    #    format's additionalProperties: false refuses them at the top level of a document.
     extended = {**GOOD_BASES["response"], "x_trace_id": "abc"}
     assert complaints(SEED_SCHEMAS["response"], extended) != []
     python_verdict("response", extended)

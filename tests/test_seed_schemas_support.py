@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the table reads best one document per line)
-"""Data and helpers for test_seed_schemas.py: the seed fixtures, the example workflow, the
+"""Data and helpers for test_seed_schemas.py: the agent bridge fixtures, the example workflow, the
 Python-side judge, and the table of bad documents (each with where it is bad)."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def fake_agent(request_text: str) -> dict[str, Any]:
 def python_verdict(kind: str, document: Any) -> None:
     """The Python side's judgement: raises ContractError (a ValueError) when refused.
 
-    The codec's parse_* know no workflow; like the seed schema, the request and state are
+    The codec's parse_* know no workflow; like the shipped schema, the request and state are
     also held to template-create's enums and phase maximum.
     """
     parsed = {"request": parse_request, "response": parse_response, "state": parse_state}[kind](
@@ -94,7 +94,8 @@ GOOD_BASES: dict[str, dict[str, Any]] = {
         "prompt": _REQUEST["prompt"] + " Identify the primary language and the frameworks.",
     },
     "response": seed("example-success-response.json"),
-    # Without agent_requests: the Python side refuses the seed's items (a reported bug).
+    # Without agent_requests: the Python side refuses the format example's items (a
+    # reported bug).
     "state": {k: v for k, v in seed("example-state.json").items() if k != "agent_requests"},
 }
 assert len(GOOD_BASES["request"]["prompt"]) >= 100

@@ -1,7 +1,7 @@
-"""Seed 000 step output: ``results.json``, ``events.ndjson``, their schemas and the log.
+"""Step evidence: ``results.json``, ``events.ndjson``, their schemas and the log.
 
 Proves that:
-- the seed's examples, made valid (``tests/fixtures/seed000``), are accepted by both
+- the format's examples, made valid (``tests/fixtures/seed000``), are accepted by both
   judges (Draft-07 with a format checker that enforces "date-time", and ``parse_*``), in
   strict mode too, and are written back as they were read; the verbatim JSONC
   placeholders are refused;
@@ -78,7 +78,7 @@ def formats_are_enforced() -> None:
     assert not FORMATS.conforms("2026-02-09", "date-time")
 
 
-# -- the seed's examples ------------------------------------------------------------------
+# -- the format's examples ----------------------------------------------------------------
 
 
 def test_both_schemas_are_valid_draft_07() -> None:
@@ -116,7 +116,7 @@ def test_each_example_event_is_accepted_by_both_judges(index: int, strict: bool)
     line = encode_event(event)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert json.loads(line) == document
-    # The seed's lines are the same JSON, with spaces after separators.
+    # The format's example lines are the same JSON, with spaces after separators.
     assert line[:-1] == json.dumps(document, separators=(",", ":")).encode()
 
 
@@ -148,7 +148,7 @@ def test_the_reference_doc_examples_are_valid() -> None:
 
 
 def test_the_verbatim_jsonc_placeholders_are_refused() -> None:
-    # specs/SEEDS.md: the examples are JSONC placeholders, not documents.
+    # The format's printed examples are JSONC placeholders, not documents.
     text = (SEED000 / "results-example.jsonc").read_bytes()
     with pytest.raises(UntrustedJSONError, match="invalid JSON"):
         loads_strict(text, source="results-example.jsonc")

@@ -106,6 +106,18 @@ def test_hosts_answer_queued_runs_that_workers_advance(pg_dsn: str, tmp_path: Pa
     assert all(tree(tmp_path / f"t{n}") == tree(tmp_path / "t0") for n in (1, 2))
 
 
+def test_run_on_a_store_at_a_pause_says_the_next_step_status_gives(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    started = orchestrate("run", WORKFLOW, *start_args(tmp_path, "out"), "--store", pg_dsn)
+    assert started.returncode == 42, started.stderr
+    run_id = started.stdout.strip()  # stdout is the run's id alone
+    expected = status_of(pg_dsn, run_id)["next"]
+    assert f"'orchestrate respond --store ... --run {run_id}'" in expected
+    assert "a worker of the store goes on" in expected
+    assert f"orchestrate: next: {expected}\n" in started.stderr
+
+
 def test_an_answer_to_no_pending_request_is_refused_and_nothing_is_written(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -330,6 +342,7 @@ def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
     assert slept.returncode == 42, slept.stderr
     run_id = slept.stdout.strip()
     assert "sleeping until" in slept.stderr
+    assert "next: a worker of the store goes on once the timer is due" in slept.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
     worker = subprocess.Popen(

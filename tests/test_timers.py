@@ -293,6 +293,7 @@ def test_resume_before_the_wake_time_exits_42_and_writes_nothing(
     early = orchestrate("resume", "--workdir", workdir, env=at(DAY + timedelta(minutes=59)))
     assert early.returncode == 42
     assert "sleeping until 2026-03-02T10:00:00.000Z" in early.stderr
+    assert "next: 'orchestrate resume' goes on once the timer is due" in early.stderr
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in workdir.rglob("*") if p.is_file()}
     assert {p: v for p, v in after.items() if p != lock} == {
         p: v for p, v in files.items() if p != lock
@@ -347,6 +348,7 @@ def test_drive_waits_out_a_timer(tmp_path: Path, flow: Path) -> None:
     result = orchestrate("drive", f"{flow}:Nap", "--workdir", workdir, "--agent", "subprocess:cat")
     assert result.returncode == 0, result.stderr
     assert "sleeping until" in result.stderr
+    assert "orchestrate resume" not in result.stderr  # drive goes on by itself
     assert steps_log(workdir) == ["before", "after"]
 
 

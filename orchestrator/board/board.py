@@ -14,6 +14,7 @@ Time comes from an injected clock, so the watchdog is tested without sleeping.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ import attrs
 
 from .._errors import BoardError, ContractError
 from .._ports import BoardDocumentInput, BoardStore, Clock, HeartbeatInput, WorklogInput
+from .._text import plural
 from ..formats.board import (
     BOARD_SCHEMA_VERSION,
     AcceptanceTarget,
@@ -118,18 +120,21 @@ class Board:
         cls,
         directory: Path | None = None,
         *,
-        run_id: str,
+        run_id: str | None = None,
         objective: str,
         constraints: Sequence[str] = (),
         workspace: Path | None = None,
         clock: Clock | None = None,
         store: BoardStore | None = None,
     ) -> Board:
-        """Make the board (or open it, if this run made it already)."""
+        """Make the board (or open it, if this run made it already). ``run_id`` is the
+        run id every document of the board carries, a UUID as their format requires; a
+        board no run dispatches may leave it out: a fresh one (or the board's own, when
+        the board is there already)."""
         board = cls(directory, clock=clock, store=store)
         if board.store.board_exists():
             info = board.info
-            if info.run_id.lower() != run_id.lower():
+            if run_id is not None and info.run_id.lower() != run_id.lower():
                 raise BoardError(
                     f"{board.location} is the board of run {info.run_id}, not {run_id}; use "
                     "another board or remove that one",
@@ -138,7 +143,7 @@ class Board:
             return board
         _refuse_secrets(constraints, "a constraint")
         info = BoardInfo(
-            run_id=run_id,
+            run_id=run_id or str(uuid.uuid4()),
             objective=objective,
             constraints=list(constraints),
             created_at=format_time(board.clock.now()),
@@ -670,7 +675,7 @@ class Board:
                     task_id=row.task_id,
                     status=TaskStatus.FAILED,
                     owner=row.owner,
-                    reason=f"gave up after {row.attempts} attempts; last: {row.reason}",
+                    reason=f"gave up after {plural(row.attempts, 'attempt')}; last: {row.reason}",
                     delta_id=f"{row.task_id}/{row.attempts}/failed",
                     x_base_version=row.version,
                     x_code=row.code,
@@ -1079,7 +1084,10 @@ def _check_info(info: BoardInfo) -> None:
 
     if re.fullmatch(r"[0-9a-fA-F-]{36}", info.run_id) is None:
         raise BoardError(
-            f"run_id {info.run_id!r} is not a 36-character UUID",
+            f"run id {info.run_id!r} is not a UUID (36 hexadecimal digits and dashes): every "
+            "packet, result and worklog entry of the board carries it, and the task board "
+            "documents' format requires one; give a UUID, or leave the run id out and the "
+            "board makes one",
             code=ErrorCode.SCHEMA_INVALID.value,
         )
     if not 1 <= len(info.objective) <= 5000:

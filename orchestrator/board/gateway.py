@@ -1,10 +1,10 @@
-"""The gateway: a subagent's answer in, a seed 002 verdict out.
+"""The gateway: a subagent's answer in, a verdict (task IO with pins) out.
 
-A subagent answers its assignment with a seed 003 subagent result or a seed 002
-``submit.json``. The gateway checks it against the task it was given and produces the
-verdict's four checks; the first problem found is the blocking one, and its code is
-reported both as a seed 002 fail code (the verdict's ``reason_code``) and as the seed
-003 error code the ledger records. Only PASS lets a task be done.
+A subagent answers its assignment with a subagent result (a task board document) or a
+``submit.json`` (task IO with pins). The gateway checks it against the task it was given
+and produces the verdict's four checks; the first problem found is the blocking one, and
+its code is reported both as a fail code of task IO (the verdict's ``reason_code``) and
+as the task board error code the ledger records. Only PASS lets a task be done.
 
 The order of the checks is the order of root causes: a document that cannot be read
 says nothing about scope; out-of-scope work makes passing tests irrelevant.

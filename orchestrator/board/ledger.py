@@ -1,11 +1,11 @@
-"""The task board's ledger: seed 003 ledger deltas, appended to a file and folded into rows.
+"""The task board's ledger: ledger deltas, appended to a file and folded into rows.
 
-The rules are D1-D5 of seed 003 as ``docs/board.md`` defines them: deltas apply in file
-order; a ``delta_id`` seen before is a duplicate (or, with other content, a forgery);
-the last applied delta wins per task; only a delta carrying ``x_create`` makes a row;
-``x_base_version`` is the row version the writer saw, and a stale one is a
-``CONCURRENCY_CONFLICT``. The lock table is derived: a task in ``in_progress`` holds its
-``lock_scope``.
+The rules are the ledger rules D1-D5 of the task board documents, as ``docs/board.md``
+defines them: deltas apply in file order; a ``delta_id`` seen before is a duplicate (or,
+with other content, a forgery); the last applied delta wins per task; only a delta
+carrying ``x_create`` makes a row; ``x_base_version`` is the row version the writer saw,
+and a stale one is a ``CONCURRENCY_CONFLICT``. The lock table is derived: a task in
+``in_progress`` holds its ``lock_scope``.
 
 :class:`LedgerState` is the pure fold (no I/O; the property tests drive it directly).
 :class:`Ledger` keeps it on disk: ``ledger.ndjson`` appended under the board's writer

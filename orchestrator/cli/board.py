@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import BoardError, ContractError, UsageError
+from .._text import plural
 
 if TYPE_CHECKING:
     from .._ports import BoardStore
@@ -65,7 +66,13 @@ def add_board_commands(board: Any, formatter: Any) -> None:
         return parser
 
     init = sub("init", _cmd_init, "Make a board (for tasks no workflow dispatches).")
-    init.add_argument("--run-id", required=True, help="the run's UUID")
+    init.add_argument(
+        "--run-id",
+        default=None,
+        help="the run id every packet, result and worklog entry of the board carries: a "
+        "UUID, as their format requires (default: the board's own if it is there, else a "
+        "fresh one)",
+    )
     init.add_argument("--objective", required=True, help="the run's objective, given to every task")
     init.add_argument("--constraint", action="append", default=[], help="repeatable")
     init.add_argument("--workspace", type=Path, default=None, help="where results' files live")
@@ -344,7 +351,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
     applied = _board(args).create_tasks(tasks)
     for delta in applied:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
-    print(f"orchestrate: {len(applied)} tasks created", file=sys.stderr)
+    print(f"orchestrate: {plural(len(applied), 'task')} created", file=sys.stderr)
     return EXIT_OK
 
 
@@ -522,7 +529,7 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
         timed_out = time_out_stale_tasks(board, workdir, now=now, dsn=_store_dsn(args))
     for delta in timed_out:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
-    print(f"orchestrate: {len(timed_out)} tasks timed out", file=sys.stderr)
+    print(f"orchestrate: {plural(len(timed_out), 'task')} timed out", file=sys.stderr)
     return EXIT_OK
 
 
@@ -814,10 +821,11 @@ def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
         return {
             "allow": False,
             "code": "LOCK_CONFLICT",
-            "reason": f"active locks of different tasks conflict ({len(conflicts)} pair(s))",
+            "reason": "active locks of different tasks conflict "
+            f"({plural(len(conflicts), 'pair')})",
             "details": {"conflicts": [list(map(str, c)) for c in conflicts]},
         }
-    return {"allow": True, "code": "OK", "reason": f"{len(locks)} locks, no conflict"}
+    return {"allow": True, "code": "OK", "reason": f"{plural(len(locks), 'lock')}, no conflict"}
 
 
 def _check_ledger(raw: bytes) -> dict[str, Any]:
@@ -831,6 +839,7 @@ def _check_ledger(raw: bytes) -> dict[str, Any]:
     return {
         "allow": True,
         "code": "OK",
-        "reason": f"{fold.applied} deltas apply cleanly ({fold.duplicates} duplicates "
-        f"ignored){torn}; {len(state.rows)} tasks, {len(state.active_locks())} locks held",
+        "reason": f"{plural(fold.applied, 'delta')} apply cleanly "
+        f"({plural(fold.duplicates, 'duplicate')} ignored){torn}; "
+        f"{plural(len(state.rows), 'task')}, {plural(len(state.active_locks()), 'lock')} held",
     }

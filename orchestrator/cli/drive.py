@@ -30,7 +30,7 @@ from .._errors import (
     UsageError,
 )
 from .._ports import Clock
-from .._text import printable
+from .._text import plural, printable
 from ..adapters.file_bridge import MAX_RESPONSE_BYTES
 from ..engine.record import Outcome
 from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR, RESPONSES_DIR, AgentRequest
@@ -122,7 +122,8 @@ class Progress:
         retried = f" ({self.retries} retried)" if self.retries else ""
         failed = f", {self.failures} failed" if self.failures else ""
         self.line(
-            f"drive: {self.phases_done} phases, {self.asks} asks{retried}{failed}, "
+            f"drive: {plural(self.phases_done, 'phase')}, {plural(self.asks, 'ask')}"
+            f"{retried}{failed}, "
             f"{time.monotonic() - self.started:.1f} s"
         )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import UsageError
-from .._text import printable
+from .._text import plural, printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
 #: ``compare``'s exit code for an error that is neither a usage error (2) nor the gate (1).
@@ -125,9 +125,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for verdict, count in evaluation.totals.items()
         if verdict != "cases" and count
     )
-    print(f"{evaluation.totals['cases']} cases: {totals or 'none'}")
+    print(f"{plural(evaluation.totals['cases'], 'case')}: {totals or 'none'}")
     if evaluation.problems:
-        print(f"{len(evaluation.problems)} file(s) could not be read; the report lists them")
+        print(
+            f"{plural(len(evaluation.problems), 'file')} could not be read; the report lists them"
+        )
     print(f"report: {out / REPORT_FILE}")
     if evaluation.gate.failed:
         shown = ", ".join(printable(case) for case in evaluation.gate.cases)

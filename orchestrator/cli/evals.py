@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import UsageError
+from .._text import plural
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -181,8 +182,8 @@ def _start_or_resume(workdir: Path, inputs: dict[str, Any]) -> int:
     plan = outcome.outputs["plan"]
     stats = outcome.outputs["finish"]
     print(
-        f"{workdir / plan['run_id']}: {stats['cases_total']} cases, "
-        f"{stats['cases_completed']} ok, {stats['cases_failed']} runner errors"
+        f"{workdir / plan['run_id']}: {plural(stats['cases_total'], 'case')}, "
+        f"{stats['cases_completed']} ok, {plural(stats['cases_failed'], 'runner error')}"
     )
     return EXIT_OK
 

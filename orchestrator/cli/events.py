@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 from .._errors import ContractError, NoInstanceError, OrchestratorError, UsageError
+from .._text import plural
 from ..storage.runs import (
     EVENTS_FILE,
     is_run_id,
@@ -517,7 +518,7 @@ def _facts_run_start(data: dict[str, Any]) -> str:
     inputs = data.get("inputs")
     parts = [_word(data.get("workflow")), _word(data.get("run_id"))]
     if isinstance(phases, list):
-        parts.append(f"{len(phases)} phases: " + ", ".join(_word(p) for p in phases))
+        parts.append(f"{plural(len(phases), 'phase')}: " + ", ".join(_word(p) for p in phases))
     if isinstance(inputs, list) and inputs:
         parts.append("inputs " + ", ".join(_word(i) for i in inputs))
     return _joined(parts)
@@ -529,7 +530,7 @@ def _facts_run_end(data: dict[str, Any]) -> str:
         [
             _word(data.get("status")),
             _duration(data.get("duration_ms")),
-            None if done is None else f"{_word(done)} phases completed",
+            None if done is None else f"{_counted(done, 'phase')} completed",
         ],
         tail=data.get("failure"),
     )
@@ -538,7 +539,7 @@ def _facts_run_end(data: dict[str, Any]) -> str:
 def _facts_run_pause(data: dict[str, Any]) -> str:
     waiting = data.get("waiting")
     ids = waiting if isinstance(waiting, list) else []
-    what = f"waiting for {len(ids)} request{'s' if len(ids) != 1 else ''}"
+    what = f"waiting for {plural(len(ids), 'request')}"
     if not ids and data.get("until") is not None:
         what = f"sleeping until {_word(data.get('until'))}"
     return _joined([_phase(data), what], tail=" ".join(_word(i)[:8] for i in ids))
@@ -569,9 +570,9 @@ def _facts_agent(data: dict[str, Any]) -> str:
             _confidence(data),
             _duration(data.get("duration_ms")),
             None if attempt is None else f"attempt {_word(attempt)}",
-            None if chars is None else f"{_word(chars)} chars",
+            None if chars is None else _counted(chars, "char"),
             _word(data.get("model")),
-            None if tokens is None else f"{_word(tokens)} tokens",
+            None if tokens is None else _counted(tokens, "token"),
             None if data.get("skill") is None else f"in {_word(data['skill'])}",
         ],
         tail=data.get("summary", data.get("task")),
@@ -598,7 +599,7 @@ def _facts_artifact(data: dict[str, Any]) -> str:
             _word(data.get("name")),
             where or None,
             _word(data.get("media_type")),
-            None if size is None else f"{_word(size)} bytes",
+            None if size is None else _counted(size, "byte"),
         ]
     )
 
@@ -710,6 +711,14 @@ def _short_id(value: object) -> str | None:
     return _word(value)[:8] if isinstance(value, str) and value else None
 
 
+def _counted(value: object, noun: str) -> str:
+    """A count from an event: the noun plural unless it is one (what is not a whole
+    number is shown as it is)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return plural(value, noun)
+    return f"{_word(value)} {noun}s"
+
+
 def _word(value: object) -> str:
     """``value`` as one clean word; nothing for a missing one (``_joined`` drops it)."""
     if value is None:
@@ -760,7 +769,7 @@ def _send_spans(
 
     trace = run_trace([event.record for event in events], run_id=run_id)
     body = otlp_json_bytes(trace)
-    count = f"{len(trace.spans)} spans of run {trace.run_id}"
+    count = f"{plural(len(trace.spans), 'span')} of run {trace.run_id}"
     if args.otlp is not None:
         _write_export(args.otlp, body, out)
         if args.otlp != "-":

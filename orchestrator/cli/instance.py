@@ -85,17 +85,18 @@ def summarize_state(
     answer_at: Any,
     signature: str | None = None,
     trust_step: str | None = None,
+    store_run: str | None = None,
 ) -> dict[str, Any]:
     """A JSON-ready summary of a live run's state, for ``status`` on either store;
-    ``answer_at(request_id)``: where, or how, a host answers that request."""
+    ``answer_at(request_id)``: where, or how, a host answers that request; ``store_run``:
+    the run's id, for a run of a PostgreSQL store."""
     record = load_record(state, source=source)
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     if signature is not None:
-        next_step: str | None = trust_step
-    elif record.waiting_until and not pending:
-        next_step = None
+        then: str | None = trust_step
     else:
-        next_step = _next_step(record.status, bool(pending))
+        wake_at = record.waiting_until
+        then = next_step(record.status, bool(pending), store_run=store_run, wake_at=wake_at)
     counts: dict[str, int] = {}
     for item in state.agent_requests:
         counts[item.status.value] = counts.get(item.status.value, 0) + 1
@@ -127,7 +128,7 @@ def summarize_state(
         "sleeping_until": None if pending else record.waiting_until,
         "signature": "valid" if signature is None else "not valid",
         "signature_problem": signature,
-        "next": next_step,
+        "next": then,
     }
 
 
@@ -155,22 +156,35 @@ def _trust_step(state_path: Path) -> str:
     )
 
 
-def _next_step(status: str, pending: bool) -> str | None:
+def next_step(
+    status: str, pending: bool, *, store_run: str | None = None, wake_at: str | None = None
+) -> str | None:
+    """What a host does next with a run in ``status`` (``pending``: requests wait for its
+    answers; ``wake_at``: a durable timer is due then): the ``next`` of ``status``, and what
+    ``run`` and ``resume`` say at a pause. ``store_run``: the run's id in a PostgreSQL
+    store, where a worker goes on by itself."""
+    run = f" --store ... --run {store_run}" if store_run else ""
     if status == "failed":
         return (
-            "fix the cause, then 'orchestrate retry' goes on from the failed phase, asking "
-            "again only what changed or failed ('orchestrate cancel' removes the run)"
+            f"fix the cause, then 'orchestrate retry{run}' goes on from the failed phase, "
+            f"asking again only what changed or failed ('orchestrate cancel{run}' removes "
+            "the run)"
         )
+    if status not in ("paused", "running"):
+        return None
+    when = f" once the timer is due ({wake_at})" if wake_at and not pending else ""
+    if store_run:
+        goes_on = f"a worker of the store goes on{when}, or 'orchestrate resume{run}'"
+    else:
+        goes_on = f"'orchestrate resume' goes on{when}" if when else "'orchestrate resume'"
     if pending:
-        return "answer each request (or 'orchestrate respond'), then 'orchestrate resume'"
-    if status in ("paused", "running"):
-        return "'orchestrate resume' (or drive) goes on"
-    return None
+        return f"answer each request (or 'orchestrate respond{run}'), then {goes_on}"
+    return goes_on if store_run or when else "'orchestrate resume' (or drive) goes on"
 
 
 def describe_ended_run(workdir: Path) -> dict[str, Any]:
     """The last run of ``workdir`` that ended (completed or cancelled), for ``status``
-    when no instance is live: how and when it ended, its outputs in short."""
+    when no instance is live: how and when it ended, its outputs."""
     from ..evidence.history import load_run
 
     state, source = load_run(workdir)
@@ -190,14 +204,14 @@ def describe_ended(state: Any, *, source: str) -> dict[str, Any]:
         "status": record.status,
         "ended_at": state.created_at,
         "completed_phases": [p.phase_name for p in state.completed_phases],
-        "outputs": {name: _in_short(value) for name, value in outputs.items()},
+        "outputs": outputs,  # JSON values, as 'orchestrate output --json' prints them
         "history": source,
         "next": "'orchestrate output [PHASE]' prints the outputs; 'orchestrate history' "
         "tells the run; 'orchestrate run WORKFLOW' starts a new one here",
     }
 
 
-def _in_short(value: Any) -> str:
+def in_short(value: Any) -> str:
     """One line of an output: a text's start, or a JSON value's."""
     import json
 

@@ -237,14 +237,15 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         sub.add_argument(
             "--workflow",
             default=None,
-            help="which instance, when a directory holds several: its workflow's name (the "
-            "NAME of .NAME-state.json), not a file",
+            help="the instance's workflow name (the NAME of .NAME-state.json), not a file; "
+            "not needed, since a work directory holds one instance: given, the command "
+            "refuses a directory whose instance is another workflow's",
         )
 
-    def add_store(sub: Any, *, run: bool = True) -> None:
+    def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
         from .store_runs import add_store_argument
 
-        add_store_argument(sub, run=run)
+        add_store_argument(sub, run=run, needed=needed)
 
     def add_agent(sub: Any) -> None:
         sub.add_argument(
@@ -261,7 +262,8 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         sub.add_argument(
             "workflow",
             nargs=None if required else "?",
-            help="pkg.module:Class, path/file.py:Class, or a registered workflow name",
+            help="pkg.module:Class, path/file.py:Class, path/file.py (the one workflow the "
+            "file defines), or a registered workflow name",
         )
         sub.add_argument(
             "--input",
@@ -637,7 +639,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
     if not isinstance(worker, _Unused):
         from .worker import add_worker_arguments
 
-        add_store(worker, run=False)
+        add_store(worker, run=False, needed=True)
         add_agent(worker)
         add_worker_arguments(worker)
     db = command(
@@ -865,15 +867,14 @@ def _parse_inputs(pairs: list[str]) -> dict[str, str]:
 
 
 def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
     from ..formats.bridge import state_file_name
 
-    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
-    workflow_cls = load_workflow(reference)
+    reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
     others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
     if others:
-        # The seed's request and response files have one name per directory: two
+        # The agent bridge's request and response files have one name per directory: two
         # instances would answer each other's requests.
         raise InstanceExistsError(
             f"{workdir}: an instance already lives here ({', '.join(sorted(others))}); "
@@ -892,6 +893,11 @@ def _report(outcome: Outcome, workdir: Path) -> int:
     print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
     if outcome.status == "paused":
         from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR
+        from .instance import next_step
+
+        # On stderr: stdout holds only the request files' paths, which hosts read.
+        then = next_step("paused", bool(outcome.pending), wake_at=outcome.wake_at)
+        print(f"orchestrate: next: {then}", file=sys.stderr)
 
         if len(outcome.pending) == 1:
             print(workdir / REQUEST_FILE)
@@ -1041,11 +1047,11 @@ def _cmd_fork(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
     from ..engine.replay import load_recorded_run, replay_run
 
     load_recorded_run(args.run, signed_only=True)  # a run that was changed is not replayed
-    workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+    _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     report = replay_run(args.run, workflow_cls, signed_only=True)
     print(f"orchestrate: {printable(report.describe())}", file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_ERROR
@@ -1100,13 +1106,15 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _format_ended(summary: dict[str, Any]) -> str:
+    from .instance import in_short
+
     lines = [
         f"workflow   {summary['workflow']}  (run {summary['run_id']}; no live instance here)",
         f"status     {summary['status']}, at {summary['ended_at']}",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
     ]
-    for name, shown in summary["outputs"].items():
-        lines.append(f"output     {name}: {printable(shown)}")
+    for name, value in summary["outputs"].items():
+        lines.append(f"output     {name}: {printable(in_short(value))}")
     lines.append(f"history    {summary['history']}")
     lines.append(f"next       {summary['next']}")
     return "\n".join(lines)
@@ -1132,10 +1140,7 @@ def _format_status(summary: dict[str, Any]) -> str:
     if summary.get("next"):
         lines.append(f"next       {summary['next']}")
     if summary.get("sleeping_until"):
-        lines.append(
-            f"sleeping   until {summary['sleeping_until']} (a timer: 'orchestrate resume' "
-            "goes on from then)"
-        )
+        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
     lines.append(f"requests   {counts or 'none yet'}")
     return "\n".join(lines)
@@ -1229,9 +1234,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     workflow_cls = None
     if args.workflow:
-        from ..engine.loader import load_workflow, resolve_reference
+        from ..engine.loader import locate_workflow
 
-        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+        _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     problems = validate_file(args.file, kind=args.kind, workflow_cls=workflow_cls)
     if problems:
         for problem in problems:
@@ -1247,9 +1252,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     from ..formats.workflow_schemas import seed_schema, workflow_schemas
 
     if args.workflow:
-        from ..engine.loader import load_workflow, resolve_reference
+        from ..engine.loader import locate_workflow
 
-        workflow_cls = load_workflow(resolve_reference(args.workflow, base_dir=Path.cwd()))
+        _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
         schema = workflow_schemas(workflow_cls)[args.kind]
     else:
         schema = seed_schema(args.kind)

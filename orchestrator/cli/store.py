@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._errors import InstanceExistsError, NoInstanceError, OrchestratorError, UsageError
-from .._text import printable
+from .._text import plural, printable
 
 if TYPE_CHECKING:
     from ..adapters.postgres.migrations import Migration
@@ -64,7 +64,7 @@ def add_db_commands(db: Any, formatter: Any) -> None:
         formatter_class=formatter,
     )
     upgrade.set_defaults(run_command=cmd_db_upgrade)
-    add_store_argument(upgrade, run=False)
+    add_store_argument(upgrade, run=False, needed=True)
     status = subs.add_parser(
         "status",
         help="Show the store's schema version, the latest this version knows, and its runs "
@@ -74,14 +74,14 @@ def add_db_commands(db: Any, formatter: Any) -> None:
         formatter_class=formatter,
     )
     status.set_defaults(run_command=cmd_db_status)
-    add_store_argument(status, run=False)
+    add_store_argument(status, run=False, needed=True)
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
 def add_export_arguments(export: Any) -> None:
     from .store_runs import add_store_argument
 
-    add_store_argument(export, run=False)
+    add_store_argument(export, run=False, needed=True)
     export.add_argument("--run", required=True, metavar="ID", help="the run's id")
     export.add_argument(
         "--to",
@@ -447,7 +447,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     what = rows.status if rows.state is None else "live"
     count = len(plan.evidence) + len(plan.mailbox) + 1
     print(
-        f"{run_id} ({what}): {count} files written to {printable(str(target))}",
+        f"{run_id} ({what}): {plural(count, 'file')} written to {printable(str(target))}",
         file=sys.stderr,
     )
     print(plan.state[0])

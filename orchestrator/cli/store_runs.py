@@ -26,14 +26,20 @@ STORE_ENV = "ORCHESTRATOR_STORE"
 EXIT_OK = 0
 
 
-def add_store_argument(sub: Any, *, run: bool = True, run_required: bool = False) -> None:
-    """``--store`` (and ``--run``) on a command that works on both stores."""
+def add_store_argument(
+    sub: Any, *, run: bool = True, run_required: bool = False, needed: bool = False
+) -> None:
+    """``--store`` (and ``--run``) on a command that works on both stores; ``needed``: on a
+    command that works on a PostgreSQL store only (a worker, ``db``, ``export``)."""
+    without = (
+        "one of the two is required" if needed else "without either: the work directory's files"
+    )
     sub.add_argument(
         "--store",
         default=None,
         metavar="DSN",
         help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
-        "without either: the work directory's files)",
+        f"{without})",
     )
     if run:
         sub.add_argument(
@@ -143,7 +149,12 @@ def start_queued(store: PostgresStore, run_id: str, engine: Engine) -> Outcome:
 
 
 def report(outcome: Outcome, run_id: str) -> int:
+    from .instance import next_step
+
     print(f"orchestrate: run {run_id}: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    if outcome.status == "paused":  # on stderr: stdout is the run's id alone, hosts read it
+        then = next_step("paused", bool(outcome.pending), store_run=run_id, wake_at=outcome.wake_at)
+        print(f"orchestrate: next: {then}", file=sys.stderr)
     print(run_id)
     return outcome.exit_code
 
@@ -152,11 +163,10 @@ def report(outcome: Outcome, run_id: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace, dsn: str) -> int:
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
     from .main import _parse_inputs
 
-    reference = resolve_reference(args.workflow, base_dir=Path.cwd())
-    workflow_cls = load_workflow(reference)
+    reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     inputs = _parse_inputs(args.input)
     output = str(Path(args.output).resolve()) if args.output else None
     workdir = str((args.workdir or Path.cwd()).resolve())
@@ -297,7 +307,7 @@ def cmd_status(args: argparse.Namespace, dsn: str) -> int:
 
 def describe_run(store: PostgresStore, run_id: str) -> dict[str, Any]:
     """``status`` of one run: live (its phase, what it waits for), ended (how, its
-    outputs in short) or queued."""
+    outputs) or queued."""
     from .instance import describe_ended, summarize_state
 
     row = store.run(run_id)
@@ -329,6 +339,7 @@ def describe_run(store: PostgresStore, run_id: str) -> dict[str, Any]:
         answer_at=lambda request_id: (
             f"orchestrate respond --store ... --run {run_id} --request {request_id}"
         ),
+        store_run=run_id,
     )
 
 
@@ -349,11 +360,10 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
             else:
                 outcome = engine.resume()
         elif args.workflow:
-            from ..engine.loader import load_workflow, resolve_reference
+            from ..engine.loader import locate_workflow
             from .main import _parse_inputs
 
-            reference = resolve_reference(args.workflow, base_dir=Path.cwd())
-            workflow_cls = load_workflow(reference)
+            reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
             run_id = str(uuid.uuid4())
             engine = engine_for(store, run_id, workflow_cls, args.agent)
             outcome = engine.start(

@@ -68,10 +68,9 @@ def _moved_reference(workflow: str, path: Path, record: EngineRecord) -> str:
     """``workflow`` as the reference a state records, once it loads and is the same
     workflow (by name) as the state's: its file's name says it (``.NAME-state.json``),
     else the workflow ``record`` names, if that still loads."""
-    from ..engine.loader import load_workflow, resolve_reference
+    from ..engine.loader import locate_workflow
 
-    reference = resolve_reference(workflow, base_dir=Path.cwd())
-    new_cls = load_workflow(reference)
+    reference, new_cls = locate_workflow(workflow, base_dir=Path.cwd())
     old_name = _instance_name(path) or _workflow_name(record.workflow)
     if old_name is not None and new_cls.name != old_name:
         raise UsageError(

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OrchestratorError, ResponseRejectedError
-from .._text import printable
+from .._text import plural, printable
 
 if TYPE_CHECKING:
     from ..adapters.postgres.store import PostgresStore
@@ -84,13 +84,13 @@ def cmd_worker(args: argparse.Namespace, dsn: str) -> int:
         threading.Thread(target=fleet.serve, name=f"slot-{n}", daemon=True)
         for n in range(args.concurrency)
     ]
-    say(f"worker {name}: serving {fleet.store_name} with {args.concurrency} slot(s)")
+    say(f"worker {name}: serving {fleet.store_name} with {plural(args.concurrency, 'slot')}")
     for thread in threads:
         thread.start()
     while any(t.is_alive() for t in threads):
         for thread in threads:
             thread.join(timeout=0.2)
-    say(f"worker {name}: stopped; {fleet.advanced} advance(s), {fleet.failures} refused")
+    say(f"worker {name}: stopped; {plural(fleet.advanced, 'advance')}, {fleet.failures} refused")
     return EXIT_OK if not fleet.fatal else EXIT_ERROR
 
 
@@ -226,7 +226,8 @@ class Fleet:
                 continue
             if found:
                 timed_out += len(found)
-                say(f"worker {self.name}: board {board_id}: {len(found)} stale task(s) timed out")
+                stale = plural(len(found), "stale task")
+                say(f"worker {self.name}: board {board_id}: {stale} timed out")
         return timed_out > 0
 
     def _skipped(self) -> list[str]:

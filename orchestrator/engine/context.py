@@ -26,6 +26,7 @@ from .._errors import (
     StepFailedError,
 )
 from .._ports import Clock
+from .._text import plural
 from ..evidence.documents import (
     RESERVED_NAMES,
     RESERVED_PREFIXES,
@@ -257,7 +258,7 @@ class PhaseContext:
         workspace: Path | None = None,
         board_dir: Path | None = None,
     ) -> DispatchReport:
-        """Hand ``tasks`` (seed 003 tasks) to subagents on the task board, in waves, until
+        """Hand ``tasks`` (task board task objects) to subagents on the task board, in waves, until
         every task is done, failed or canceled; see ``docs/board.md``.
 
         Each wave starts the ready tasks whose locks are free, asks ``agent`` (or
@@ -634,7 +635,8 @@ class PhaseContext:
             )
         if len(ask.prompt) < PROMPT_MIN_LENGTH:
             raise RunFailedError(
-                f"{where} asks {ask.agent!r} with a prompt of {len(ask.prompt)} characters; "
+                f"{where} asks {ask.agent!r} with a prompt of "
+                f"{plural(len(ask.prompt), 'character')}; "
                 f"a request's prompt has at least {PROMPT_MIN_LENGTH}: say who the agent is, "
                 "what to do and what to answer with"
             )
@@ -794,7 +796,7 @@ def _describe_asks(kind: str, asks: Sequence[Ask]) -> str:
 
 def _fingerprint_change(old: list[str], new: list[str]) -> str:
     if len(old) != len(new):
-        return f"{len(old)} requests recorded, {len(new)} now"
+        return f"{plural(len(old), 'request')} recorded, {len(new)} now"
     for index, (a, b) in enumerate(zip(old, new, strict=True)):
         if a != b:
             old_agent, old_hash = a.split(" ")

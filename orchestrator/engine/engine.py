@@ -49,6 +49,7 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
+from .._text import plural
 from ..evidence.documents import (
     EVENT_RUN_FORK,
     EVENT_RUN_MIGRATE,
@@ -859,7 +860,7 @@ class Engine:
         return Outcome(
             status="completed",
             exit_code=EXIT_OK,
-            message=f"{self.workflow_cls.name}: all {len(self.workflow_cls.phases)} phases "
+            message=f"{self.workflow_cls.name}: {_all_phases(len(self.workflow_cls.phases))} "
             f"completed; history kept in {history}",
             outputs=outputs,
             history_path=history,
@@ -904,14 +905,13 @@ class Engine:
                 status="paused",
                 exit_code=EXIT_PAUSED,
                 message=f"stopped in phase {state.phase} ({state.phase_name}) at a "
-                "checkpoint, as asked; 'orchestrate resume' goes on from there",
+                "checkpoint, as asked; the run goes on from there when next resumed",
             )
         if not pending and record.waiting_until is not None:
             return Outcome(
                 status="paused",
                 exit_code=EXIT_PAUSED,
-                message=f"{where}: sleeping until {record.waiting_until}; "
-                "'orchestrate resume' goes on from then",
+                message=f"{where}: sleeping until {record.waiting_until}",
                 wake_at=record.waiting_until,
             )
         names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
@@ -1413,6 +1413,11 @@ def _metadata_of(text: str) -> ResponseMetadata | None:
     if text.model is None and text.tokens_used is None and not extra:
         return None
     return ResponseMetadata(model=text.model, tokens_used=text.tokens_used, extra=extra)
+
+
+def _all_phases(count: int) -> str:
+    """``all 3 phases``; a workflow of one phase has ``its 1 phase``."""
+    return f"its {plural(count, 'phase')}" if count == 1 else f"all {plural(count, 'phase')}"
 
 
 def _random_uuid() -> str:

@@ -68,7 +68,7 @@ class JournalEntry:
 
 @attrs.define(kw_only=True)
 class EngineRecord:
-    """Everything the engine needs to resume that the seed's state has no field for."""
+    """Everything the engine needs to resume that the agent bridge's state file has no field for."""
 
     run_id: str
     workflow: str

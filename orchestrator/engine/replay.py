@@ -21,6 +21,7 @@ from .._errors import (
     OrchestratorError,
     StateDamagedError,
 )
+from .._text import plural
 from ..evidence.documents import JOURNAL_FILE, phase_dir
 from ..formats.bridge import CheckpointState
 from ..formats.bridge_codec import parse_state, restore_archived
@@ -56,7 +57,9 @@ class ReplayReport:
     def describe(self) -> str:
         if self.problem is None:
             phases = ", ".join(self.replayed) or "none"
-            return f"run {self.run_id} replays clean ({len(self.replayed)} phases: {phases})"
+            return (
+                f"run {self.run_id} replays clean ({plural(len(self.replayed), 'phase')}: {phases})"
+            )
         return f"run {self.run_id} does not replay: {self.problem}"
 
 

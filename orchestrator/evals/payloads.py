@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from .._text import plural
 from ..formats.convert import refusal
 from ..formats.runs import ASSETS_DIR, Limits
 from ..storage.durable import sha256_hex
@@ -126,7 +127,9 @@ def _payload_assets(
     if key == "payload":
         del event["payload"]
     if key == "payload_summary" or "payload_summary" not in event:
-        event["payload_summary"] = f"{len(data)} bytes (sha256 {digest[:12]}), kept in {asset.href}"
+        event["payload_summary"] = (
+            f"{plural(len(data), 'byte')} (sha256 {digest[:12]}), kept in {asset.href}"
+        )
     event["payload_asset_href"] = asset.href
     event["payload_asset_sha256"] = digest
     return [asset]

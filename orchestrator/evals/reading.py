@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from .._errors import OrchestratorError, UnsafePathError
+from .._text import plural
 from ..formats.evaluation import EVALUATION_FILE, is_relative_href
 from ..formats.runs import ASSETS_DIR, RUN_FILE
 from ..formats.runs import MANIFEST_FILE as MANIFEST_NAME
@@ -297,7 +298,9 @@ def resolve_ref(
         match = _EVENT_INDEX.fullmatch(identifier)
         if match and int(match.group(1)) < len(events):
             return Resolution(resolved=True, where=f"events[{int(match.group(1))}]")
-        return Resolution(resolved=False, reason=f"no event {identifier} ({len(events)} events)")
+        return Resolution(
+            resolved=False, reason=f"no event {identifier} ({plural(len(events), 'event')})"
+        )
     if kind == "asset":
         return _asset(identifier, run_dir, manifest)
     return Resolution(resolved=False, reason=f"unknown evidence kind {_shown(kind)}")

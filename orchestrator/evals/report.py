@@ -14,6 +14,7 @@ from collections.abc import Callable
 from html import escape
 from urllib.parse import quote
 
+from .._text import plural
 from ..formats.evaluation import VERDICTS, ActionView, CaseEvaluation, Evaluation, Side
 
 LABELS = {
@@ -154,7 +155,7 @@ def _subtitle(evaluation: Evaluation, exists: Callable[[str], bool]) -> str:
 
     return (
         f'<p class="sub">Baseline {run(evaluation.baseline)} against new '
-        f"{run(evaluation.new)} · {evaluation.totals.get('cases', 0)} cases · "
+        f"{run(evaluation.new)} · {plural(evaluation.totals.get('cases', 0), 'case')} · "
         f"evaluated {_e(evaluation.generated_at)}</p>"
     )
 
@@ -164,14 +165,13 @@ def _gate(evaluation: Evaluation) -> str:
     watched = ", ".join(LABELS[v].lower() for v in gate.fail_on) or "nothing"
     if gate.failed:
         count = len(gate.cases)
-        noun = "case" if count == 1 else "cases"
         anchors = {case.case_id: index for index, case in enumerate(evaluation.cases)}
         names = ", ".join(
             f'<a href="#case-{anchors[case_id]}" class="mono">{_e(case_id)}</a>'
             for case_id in gate.cases
         )
         return (
-            f'<div class="gate failed">Gate failed: {count} {noun} ({names}) '
+            f'<div class="gate failed">Gate failed: {plural(count, "case")} ({names}) '
             f"<span>· {watched} fail the gate · exit code {gate.exit_code}</span></div>"
         )
     return f'<div class="gate passed">Gate passed <span>(watching {_e(watched)})</span></div>'

@@ -21,6 +21,7 @@ import attrs
 
 from .._errors import UsageError
 from .._http import endpoint_of
+from .._text import plural
 
 _CHUNK = 64 * 1024
 
@@ -198,7 +199,7 @@ def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailur
         return TransportFailure(
             "network_error",
             "IncompleteRead",
-            f"the connection closed after {len(exc.partial)} bytes of the body"
+            f"the connection closed after {plural(len(exc.partial), 'byte')} of the body"
             + (f" of {exc.expected}" if exc.expected is not None else ""),
             partial=exc.partial,
             bytes_total=exc.expected,

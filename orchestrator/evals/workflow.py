@@ -26,6 +26,7 @@ import attrs
 from .._errors import ContractError, RunFailedError
 from .._http import endpoint_of
 from .._ports import Clock
+from .._text import plural
 from ..engine.context import PhaseContext
 from ..engine.workflow import Workflow, phase
 from ..formats.runs import (
@@ -358,7 +359,7 @@ class Progress:
         elapsed = now - self._started
         rate = self._fresh / elapsed if elapsed > 0 else 0.0
         line = (
-            f"eval run: {self._done}/{self._total} cases done, {self._failed} failed, "
+            f"eval run: {self._done}/{plural(self._total, 'case')} done, {self._failed} failed, "
             f"{rate:.1f} cases/s"
         )
         self._stream.write(("\r" + line) if self._tty else line + "\n")

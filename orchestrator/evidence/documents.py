@@ -1,4 +1,4 @@
-"""A run's evidence (seed 000): its ``events.ndjson``, and a ``results.json`` per output
+"""A run's step evidence: its ``events.ndjson``, and a ``results.json`` per output
 directory, built from what the engine recorded.
 
 Layout, relative to the run's directory (``.orchestrator/runs/<run_id>/`` with the file
@@ -30,6 +30,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ContractError
+from .._text import plural
 from ..formats.bridge_codec import error_type_of
 from ..formats.step_names import (
     EVENT_NAME_PATTERN,
@@ -45,7 +46,7 @@ from ..formats.strict_json import dumps_canonical, loads_strict
 if TYPE_CHECKING:
     from ..formats.bridge import AgentRequestRecord, AgentResponse
 
-#: Event names the engine writes besides the seed's; authors may not use the namespaces
+#: Event names the engine writes besides the format's; authors may not use the namespaces
 #: ``run``, ``agent``, ``skill`` and ``tool``, nor ``artifact.written``.
 EVENT_RUN_START = "run.start"
 EVENT_RUN_PAUSE = "run.pause"
@@ -75,7 +76,7 @@ def agent_dir(sequence: int, agent: str) -> str:
 def event_line(
     sequence: int, ts: str, event: str, data: dict[str, Any], worker: str | None = None
 ) -> bytes:
-    """One ``events.ndjson`` line: the seed's three keys and ``x_seq``; ``x_worker`` names
+    """One ``events.ndjson`` line: the format's three keys and ``x_seq``; ``x_worker`` names
     the worker that advanced the run then, where a worker did."""
     line: dict[str, Any] = {"ts": ts, "event": event, "data": data, "x_seq": sequence}
     if worker is not None:
@@ -118,7 +119,7 @@ def results_document(
 
 
 def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
-    """The seed 000 status of an agent request, and a one-line summary of how it ended."""
+    """The step evidence status of an agent request, and a one-line summary of how it ended."""
     from ..formats.bridge import HistoryStatus
 
     response = record.x_response
@@ -136,7 +137,7 @@ def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
     if record.status is HistoryStatus.FAILED:  # an answer the phase could not use
         return STATUS_FAIL, f"answer refused: {note}" if note else "answer refused"
     words = len((response.response or "").split())
-    return STATUS_PASS, f"{record.agent_name} answered{took} ({words} words)"
+    return STATUS_PASS, f"{record.agent_name} answered{took} ({plural(words, 'word')})"
 
 
 def agent_files(

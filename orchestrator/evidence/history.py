@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NoInstanceError
-from .._text import shorten
+from .._text import plural, shorten
 from ..formats.bridge import CheckpointState, HistoryStatus
 from ..storage.runs import (
     ARCHIVE_FILE,
@@ -127,7 +127,8 @@ def timeline(state: CheckpointState) -> list[str]:
         if attempt.get("because"):
             text += (
                 f"; the journal was dropped from position {attempt.get('from_position')} "
-                f"({len(attempt.get('dropped') or [])} entries): {attempt['because']}"
+                f"({plural(len(attempt.get('dropped') or []), 'entry', 'entries')}): "
+                f"{attempt['because']}"
             )
         events.append((_moment(attempt.get("at")) or start, 0, 0, text))
     for rewind in record.get("rewinds") or []:
@@ -176,10 +177,10 @@ def _answer(item: Any) -> str:
         what = f"{response.error_type.value}{took}: {shorten(response.error_message or '', 90)}"
     else:
         words = len((response.response or "").split())
-        what = f"answered{took} ({words} words)"
+        what = f"answered{took} ({plural(words, 'word')})"
         metadata = response.metadata
         if metadata is not None and metadata.model:
-            tokens = f", {metadata.tokens_used} tokens" if metadata.tokens_used else ""
+            tokens = f", {plural(metadata.tokens_used, 'token')}" if metadata.tokens_used else ""
             what += f" by {metadata.model}{tokens}"
     return f"{item.status.value}: {what}{note}"
 

@@ -1,29 +1,29 @@
-"""Seed 003 and seed 002 wire formats: the task board's documents, as types.
+"""The task board documents and task IO with pins, as types.
 
-Seed 003 (multi-agent operator contracts): the assignment packet, the orchestrator output
-envelope, the subagent result, the worklog entry, the fresh-context handoff bundle, the
-ledger delta and the validator output. Seed 002 (task IO with pins): the task input,
-``submit.json`` and the verdict. Field names, enums and ranges are the seeds', verbatim;
-the project's own fields are ``x_`` extensions (the ledger's are described in
-``docs/board.md``). Every rule these documents follow, and their parsing, is in
-:mod:`orchestrator.formats.board_rules`.
+The task board documents (``docs/formats/task-board.md``): the assignment packet, the
+orchestrator output envelope, the subagent result, the worklog entry, the fresh-context
+handoff bundle, the ledger delta and the validator output. Task IO with pins
+(``docs/formats/task-io.md``): the task input, ``submit.json`` and the verdict. Field
+names, enums and ranges are the formats', verbatim; the project's own fields are ``x_``
+extensions (the ledger's are described in ``docs/board.md``). Every rule these documents
+follow, and their parsing, is in :mod:`orchestrator.formats.board_rules`.
 
-Decisions the seeds leave open, made here:
+Decisions the formats leave open, made here:
 
 - Enums are plain :class:`enum.Enum` (as in :mod:`orchestrator.formats.bridge`); ``.value`` is
   the wire string. A ``str`` mixin would be taken for a plain string by the converter's
   ``str`` hook, which then accepts any value.
-- Fields the seeds require on the wire but whose value is fixed (``schema_version``,
+- Fields the formats require on the wire but whose value is fixed (``schema_version``,
   ``packet_type``, ``required_output_schema``) have defaults in Python, so building a
   document is short, but parsing still refuses a document that omits them.
-- Handoff bundle items the seed only names: ``active_locks`` are :class:`ActiveLock`,
+- Handoff bundle items the format only names: ``active_locks`` are :class:`ActiveLock`,
   ``dependencies`` are :class:`HandoffDependency` (``task_id``, ``depends_on``),
   ``open_blockers`` are :class:`Blocker`, ``acceptance_targets`` are
   :class:`AcceptanceTarget` (``task_id``, ``acceptance_criteria``).
-- ``submit.json`` ``artifacts``: all five paths are required (the seed says every one must
+- ``submit.json`` ``artifacts``: all five paths are required (the format says every one must
   exist). Verdict ``links``: only ``submit_json`` is required; a FAIL verdict on a result
   that lacks artifacts has nothing to link to. ``reason_code`` (both) is a
-  SCREAMING_SNAKE_CASE string, not only a :class:`FailCode` (the seed says "SHOULD map").
+  SCREAMING_SNAKE_CASE string, not only a :class:`FailCode` (the format says "SHOULD map").
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ class Priority(enum.Enum):
 
 
 class ErrorCode(enum.Enum):
-    """Seed 003's error codes (``error-codes.md``); a validator reports exactly one."""
+    """The task board's error codes (``docs/formats/task-board.md``); a validator reports
+    exactly one."""
 
     SCHEMA_INVALID = "SCHEMA_INVALID"
     MISSING_REQUIRED_INPUT = "MISSING_REQUIRED_INPUT"
@@ -90,7 +91,8 @@ class ErrorCode(enum.Enum):
 
 
 class FailCode(enum.Enum):
-    """Seed 002's fail codes (``fail_codes.md``); report the first blocking root cause."""
+    """The fail codes of task IO (``docs/formats/task-io.md``); report the first blocking
+    root cause."""
 
     SCOPE_CONFLICT = "SCOPE_CONFLICT"
     CI_FAILED = "CI_FAILED"
@@ -149,7 +151,7 @@ class VerdictOutcome(enum.Enum):
     FAIL = "FAIL"
 
 
-# -- seed 003 ------------------------------------------------------------------------------
+# -- the task board documents --------------------------------------------------------------
 
 
 @attrs.define(kw_only=True)
@@ -277,7 +279,8 @@ class SubagentResult:
 
 @attrs.define(kw_only=True)
 class WorklogEntry:
-    """One line of a worklog (no ``schema_version``: exempt, see ``specs/SEEDS.md``)."""
+    """One line of a worklog (no ``schema_version``: exempt, as
+    ``docs/formats/task-board.md`` says)."""
 
     timestamp: str
     run_id: str
@@ -350,7 +353,7 @@ class ValidatorOutput:
     details: dict[str, Any] | None = None
 
 
-# -- seed 002 ------------------------------------------------------------------------------
+# -- task IO with pins ---------------------------------------------------------------------
 
 
 @attrs.define(kw_only=True)
@@ -447,7 +450,7 @@ class Verdict:
     checks: VerdictChecks
     timestamps: VerdictTimestamps
     links: VerdictLinks
-    x_code: str | None = None  # the board's seed 003 error code for a FAIL
+    x_code: str | None = None  # the board's task board error code for a FAIL
 
 
 def dump_board_document(obj: Any) -> bytes:

@@ -1,4 +1,4 @@
-"""The rules of the task board's documents (seed 003 and seed 002), and their parsing.
+"""The rules of the task board documents and of task IO with pins, and their parsing.
 
 One module holds every rule a board document follows, so that the board, its writers,
 ``orchestrate check`` and the schema tests judge alike: a rule cannot exist in one path
@@ -9,17 +9,17 @@ themselves (normalising a resource, overlap) are :mod:`orchestrator.formats.scop
 and the secret patterns :mod:`orchestrator.formats.secrets`'; the rules here apply them
 to the documents' fields.
 
-Decisions the seeds leave open, made here:
+Decisions the formats leave open, made here:
 
-- Seed 003 ``schema_version`` is ``MAJOR.MINOR.PATCH``; a major other than 1 raises
-  :class:`UnknownVersionError` before anything else is judged (fail closed). Seed 002
-  versions are exact strings (``scc.submit.v1``, ``scc.verdict.v1``); any other string is
-  an unknown version.
-- ``task_id`` in ``submit.json`` and the verdict follows seed 003's rule (``T-<n>`` or a
-  36-character id), since the board answers seed 003 tasks with them; the task input's
-  is a UUID, as seed 002 says.
+- A task board document's ``schema_version`` is ``MAJOR.MINOR.PATCH``; a major other
+  than 1 raises :class:`UnknownVersionError` before anything else is judged (fail
+  closed). Task IO versions are exact strings (``scc.submit.v1``, ``scc.verdict.v1``);
+  any other string is an unknown version.
+- ``task_id`` in ``submit.json`` and the verdict follows the task board's rule (``T-<n>``
+  or a 36-character id), since the board answers its tasks with them; the task input's
+  is a UUID, as task IO says.
 - A PASS verdict needs every check true (only PASS moves a task to done).
-- Beyond the seeds' words, and in the schemas too: resources, scope entries, acceptance
+- Beyond the formats' words, and in the schemas too: resources, scope entries, acceptance
   criteria, pins, ``delta_id``, ``x_verdict``, artifact and link paths and a validator's
   ``code`` are non-empty strings; ``retry_after_ms``, ``x_base_version`` >= 0; ``x_seq``,
   ``x_attempt`` >= 1. ``delta_id`` is unique within one orchestrator output (Python
@@ -29,10 +29,10 @@ Decisions the seeds leave open, made here:
 - Not checked here, because they need more than the document: ``delta_id`` uniqueness
   across a run, pins glob matching, ``files`` within pins, artifacts existing on disk.
 
-Extension policy (seed 003): ``x_`` keys are always accepted (kept when the model
-declares them, ignored otherwise); other unknown keys are ignored unless ``strict=True``,
-which refuses them (rule ``additionalProperties``). The shipped JSON Schemas
-(``orchestrator/formats/schemas/board/``) describe strict mode.
+Extension policy (the task board documents'): ``x_`` keys are always accepted (kept when
+the model declares them, ignored otherwise); other unknown keys are ignored unless
+``strict=True``, which refuses them (rule ``additionalProperties``). The shipped JSON
+Schemas (``orchestrator/formats/schemas/board/``) describe strict mode.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from typing import Any, NoReturn, TypeVar
 import attrs
 
 from .._errors import ContractError, UnknownVersionError
+from .._text import plural
 from .board import (
     BOARD_SCHEMA_VERSION,
     BOARD_SUPPORTED_MAJOR,
@@ -141,17 +142,22 @@ def _task_id(value: str, at: _At) -> None:
 
 def _length(value: str, at: _At, low: int = 1, high: int | None = None) -> None:
     if len(value) < low:
-        what = "is empty" if not value else f"has {len(value)} characters"
-        at.fail(f"{at.name} {what}; write at least {low} character(s)", "minLength")
+        what = "is empty" if not value else f"has {plural(len(value), 'character')}"
+        at.fail(f"{at.name} {what}; write at least {plural(low, 'character')}", "minLength")
     if high is not None and len(value) > high:
-        at.fail(f"{at.name} has {len(value)} characters; at most {high} are allowed", "maxLength")
+        at.fail(
+            f"{at.name} has {plural(len(value), 'character')}; at most {high} are allowed",
+            "maxLength",
+        )
 
 
 def _items(values: list[Any], at: _At, low: int = 0, high: int | None = None) -> None:
     if len(values) < low:
-        at.fail(f"{at.name} has {len(values)} items; list at least {low}", "minItems")
+        at.fail(f"{at.name} has {plural(len(values), 'item')}; list at least {low}", "minItems")
     if high is not None and len(values) > high:
-        at.fail(f"{at.name} has {len(values)} items; at most {high} are allowed", "maxItems")
+        at.fail(
+            f"{at.name} has {plural(len(values), 'item')}; at most {high} are allowed", "maxItems"
+        )
 
 
 def _minimum(value: int, at: _At, low: int) -> None:
@@ -205,7 +211,7 @@ def _exact_version(version: str, expected: str, at: _At) -> None:
         )
 
 
-# -- seed 003 checks -----------------------------------------------------------------------
+# -- the task board documents' checks ------------------------------------------------------
 
 
 def _task(task: Task, at: _At) -> None:
@@ -225,7 +231,7 @@ def _task(task: Task, at: _At) -> None:
 
 
 def validate_task(task: Task, *, source: str) -> None:
-    """Seed 003's rules for a task object (ids, lengths, timing, the lock rules of its
+    """The task board's rules for a task object (ids, lengths, timing, the lock rules of its
     scopes and worklog path), as ``board create`` and every document holding a task
     apply them."""
     _task(task, _At(source))
@@ -359,17 +365,17 @@ def _packet(packet: AssignmentPacket, at: _At) -> None:
 
 
 def validate_packet(packet: AssignmentPacket, *, source: str) -> None:
-    """Seed 003's rules for an assignment packet beyond types."""
+    """The task board's rules for an assignment packet beyond types."""
     _packet(packet, _At(source))
 
 
 def validate_ledger_delta(delta: LedgerDelta, *, source: str) -> None:
-    """Seed 003's rules for one ledger delta, and the board's for its ``x_`` fields."""
+    """The task board's rules for one ledger delta, and the board's for its ``x_`` fields."""
     _ledger_delta(delta, _At(source))
 
 
 def validate_orchestrator_output(output: OrchestratorOutput, *, source: str) -> None:
-    """Seed 003's rules for the orchestrator output; ``delta_id`` is unique within it."""
+    """The task board's rules for the orchestrator output; ``delta_id`` is unique within it."""
     at = _At(source)
     _board_version(output.schema_version, at.key("schema_version"))
     _run_id(output.run_id, at.key("run_id"))
@@ -394,7 +400,7 @@ def validate_orchestrator_output(output: OrchestratorOutput, *, source: str) -> 
 def validate_subagent_result(
     result: SubagentResult, *, source: str, acceptance: bool = True
 ) -> None:
-    """Seed 003's rules for a subagent result, the completion invariants included unless
+    """The task board's rules for a subagent result, the completion invariants included unless
     ``acceptance`` is false (the gateway judges acceptance against the task itself)."""
     at = _At(source)
     _board_version(result.schema_version, at.key("schema_version"))
@@ -475,11 +481,11 @@ def validate_validator_output(output: ValidatorOutput, *, source: str) -> None:
     _length(output.code, _At(source).key("code"))
 
 
-# -- seed 002 checks -----------------------------------------------------------------------
+# -- the checks of task IO with pins -------------------------------------------------------
 
 
 def validate_task_input(task_input: TaskInput, *, source: str) -> None:
-    """Seed 002's rules for a task input (``files`` within pins is a SHOULD, not checked)."""
+    """Task IO's rules for a task input (``files`` within pins is a SHOULD, not checked)."""
     at = _At(source)
     check_uuid(task_input.task_id, source=source, json_path="$.task_id")
     _length(task_input.goal, at.key("goal"))
@@ -503,7 +509,7 @@ def _reason_code(value: str | None, at: _At) -> None:
 
 
 def validate_submit(submit: Submit, *, source: str) -> None:
-    """Seed 002's rules for ``submit.json`` that the document alone can show."""
+    """Task IO's rules for ``submit.json`` that the document alone can show."""
     at = _At(source)
     _exact_version(submit.schema_version, SUBMIT_SCHEMA_VERSION, at.key("schema_version"))
     _task_id(submit.task_id, at.key("task_id"))
@@ -743,7 +749,7 @@ def untrusted_secret(document: Any) -> tuple[str, str] | None:
     """The first untrusted field of ``document`` that holds a secret, as (JSON path, the
     reason to give); ``None`` when none does.
 
-    The untrusted fields are seed 003's ("data trust classification"): a task's
+    The untrusted fields are the task board documents' ("data trust classification"): a task's
     ``acceptance_criteria``, a packet's ``context_package[].value``, a result's
     ``notes_for_orchestrator``, a worklog entry's ``decision`` and ``result``, wherever
     these appear (a ledger delta's ``x_create``, an orchestrator output's assignments, a
@@ -800,7 +806,7 @@ def _untrusted_texts(document: Any, path: str) -> Iterator[tuple[str, str]]:
 
 
 def error_code_for(exc: ContractError) -> ErrorCode:
-    """The seed 003 error code a validator reports for ``exc``."""
+    """The task board error code a validator reports for ``exc``."""
     if isinstance(exc, UnknownVersionError):
         return ErrorCode.UNKNOWN_SCHEMA_VERSION
     if exc.rule == "required":

@@ -1,6 +1,6 @@
-"""Seed 004 wire formats: the agent request, the agent response, the checkpoint state.
+"""The agent bridge files: the agent request, the agent response, the checkpoint state.
 
-Field names, enums and ranges are the seed's JSON Schemas, verbatim. Everything the
+Field names, enums and ranges are the format's JSON Schemas, verbatim. Everything the
 engine needs beyond them lives where those schemas leave room, under ``x_`` keys:
 ``phase_data["x_orchestrator"]``, extra keys on ``agent_requests`` items, and the
 request's ``context``.
@@ -26,7 +26,7 @@ RESPONSES_DIR = ".agent-responses"
 
 
 def state_file_name(workflow_name: str) -> str:
-    """``template-create`` -> ``.template-create-state.json`` (the seed's name)."""
+    """``template-create`` -> ``.template-create-state.json`` (the format's name)."""
     return f".{workflow_name}-state.json"
 
 
@@ -51,7 +51,7 @@ class ErrorType(enum.Enum):
 
 
 class HistoryStatus(enum.Enum):
-    """``status`` of an ``agent_requests`` item in the state file (free text in the seed)."""
+    """``status`` of an ``agent_requests`` item in the state file (free text in the format)."""
 
     PENDING = "pending"
     COMPLETED = "completed"
@@ -106,7 +106,7 @@ class AgentResponse:
         return self.status is RequestStatus.SUCCESS
 
     def get_confidence(self) -> float:
-        """The metadata's confidence, 0.0 when absent (as the seed's helper does)."""
+        """The metadata's confidence, 0.0 when absent (as the format's helper does)."""
         if self.metadata is None or self.metadata.confidence is None:
             return 0.0
         return self.metadata.confidence
@@ -148,8 +148,8 @@ def _note_edit(instance: Any, attribute: Any, value: Any) -> Any:
 class AgentRequestRecord:
     """One item of the state's ``agent_requests`` history.
 
-    The seed's four keys, plus the engine's own under ``x_`` names (absent from states
-    written by other tools, such as the seed's example): the whole request
+    The format's four keys, plus the engine's own under ``x_`` names (absent from states
+    written by other tools, such as the format's example): the whole request
     (so a lost request file is re-derived from state), the phase position that asked,
     the recorded response and a digest of its bytes (so a response file left behind by a
     crash is recognised, not consumed twice). Once its phase is over, an item may be

@@ -1,4 +1,4 @@
-"""Read, validate and write the seed 004 documents.
+"""Read, validate and write the agent bridge files.
 
 ``parse_*`` take JSON-like data already read by the strict reader, structure it through
 the converter and apply the checks the type system cannot express (formats, ranges,
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import attrs
 
 from .._errors import ContractError
+from .._text import plural
 from .bridge import (
     AgentRequest,
     AgentRequestRecord,
@@ -107,7 +108,8 @@ def validate_request(
         )
     if len(request.prompt) < PROMPT_MIN_LENGTH:
         raise ContractError(
-            f"prompt has {len(request.prompt)} characters; the contract asks for at least "
+            f"prompt has {plural(len(request.prompt), 'character')}; the contract asks for "
+            "at least "
             f"{PROMPT_MIN_LENGTH}",
             source=source,
             json_path="$.prompt",
@@ -131,7 +133,7 @@ def validate_request(
 
 
 def validate_response(response: AgentResponse, *, source: str) -> None:
-    """The response schema's rules beyond types, and the seed's status/error pairing."""
+    """The response schema's rules beyond types, and the format's status/error pairing."""
     check_uuid(response.request_id, source=source, json_path="$.request_id")
     check_version(response.version, source=source)
     check_date_time(response.created_at, source=source, json_path="$.created_at")

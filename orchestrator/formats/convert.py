@@ -3,7 +3,7 @@
 :func:`structure` and :func:`unstructure` take the fast path of
 :mod:`orchestrator.formats.fastpath` when it applies and the cattrs converter of
 :mod:`orchestrator.formats.converter` otherwise; the converter alone decides what is an error
-and says where. The ``check_*`` functions hold the rules of the seeds' schemas that a
+and says where. The ``check_*`` functions hold the rules of the formats' schemas that a
 type cannot (formats, ranges, versions), each naming the file and the JSON path.
 """
 

@@ -3,12 +3,13 @@
 Structuring is strict: a key the contract does not name is refused unless it carries the
 ``x_`` extension prefix (then it is ignored), a wrong type names its JSON path, and the
 JSON type is checked before anything is built. Unstructuring omits ``None`` fields,
-because the seed's schemas forbid nulls. Imported only when the fast path
+because the formats' schemas forbid nulls. Imported only when the fast path
 (:mod:`orchestrator.formats.fastpath`) steps aside: cattrs is not free to import.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -98,6 +99,33 @@ def _strict_bool(value: Any, _: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"expected true or false, got {_json_type(value)}")
     return value
+
+
+class _NotOneOf(ValueError):
+    """A value that is none of an enumeration's: the message lists the ones it may be."""
+
+    def __init__(self, value: Any, kind: type[enum.Enum]) -> None:
+        allowed = [member.value for member in kind]
+        folded = [
+            v for v in allowed if isinstance(v, str) and str(value).casefold() == v.casefold()
+        ]
+        hint = f" (did you mean {folded[0]!r}?)" if folded else ""
+        shown = ", ".join(repr(v) for v in allowed)
+        super().__init__(f"{value!r} is not one of {shown}{hint}")
+
+
+def _is_enum_type(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, enum.Enum)
+
+
+def _enum_hook(kind: type[enum.Enum]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            raise _NotOneOf(value, kind) from None
+
+    return structure
 
 
 class _AtIndex(Exception):
@@ -193,6 +221,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(attrs.has, lambda cls: _open_map_hook(cls, converter))
     converter.register_structure_hook_factory(_is_list_type, lambda cls: _list_hook(cls, converter))
     converter.register_structure_hook_factory(_is_dict_type, lambda cls: _dict_hook(cls, converter))
+    converter.register_structure_hook_factory(_is_enum_type, _enum_hook)
     converter.register_unstructure_hook_factory(
         attrs.has, lambda cls: _drop_none_hook(cls, converter)
     )
@@ -226,8 +255,9 @@ def _problems(leaves: list[tuple[str, BaseException]]) -> list[tuple[str, str, s
                 missing[path] = []
                 problems.append((path, "required", ""))
             missing[path].append(repr(leaf.args[0]))
-        elif isinstance(leaf, ValueError) and "is not a valid" in str(leaf):
-            problems.append((path, "enum", f"{leaf}"))
+        elif isinstance(leaf, _NotOneOf):
+            field = path.rpartition(".")[2] if path != "$" else ""
+            problems.append((path, "enum", f"{field}: {leaf}" if field else f"{leaf}"))
         else:
             problems.append((path, "type", f"{leaf}"))
     return [(path, rule, text or _missing_text(missing[path])) for path, rule, text in problems]

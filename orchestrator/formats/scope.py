@@ -1,20 +1,21 @@
 """Resource locks and path pins: pure rules over repository-relative paths.
 
-Two companion rules of the seeds live here, with no I/O and no dependency beyond the
-standard library:
+Two companion rules of the task formats live here, with no I/O and no dependency beyond
+the standard library:
 
-* **Locks** (seed 003's ``locking.md``). A resource is a path relative to the repository
-  root, normalised before it is compared (:func:`normalize_resource`). Two locks conflict
-  when their resources are equal or one is a directory prefix of the other at a ``/``
-  boundary (``src`` and ``src/api.py`` conflict; ``src`` and ``src2`` do not). Locks of
-  one task never conflict with each other. Every answer is sorted, so it never depends
-  on the order of the input.
-* **Pins** (seed 002's ``pins_spec.md``). Globs relative to the repository root: ``*`` and
-  ``?`` stay within one path segment, a ``**`` segment matches zero or more whole
-  segments, and a pattern ending in ``/`` covers everything under that directory.
-  Empty ``allowed_paths`` denies all; a forbidden match denies; an allowed match allows;
-  anything else is denied. A forbidden pattern also covers everything under a directory
-  it matches; an allowed one covers only what it matches (each side errs toward denial).
+* **Locks** (the lock scopes of the task board documents, ``docs/formats/task-board.md``).
+  A resource is a path relative to the repository root, normalised before it is compared
+  (:func:`normalize_resource`). Two locks conflict when their resources are equal or one
+  is a directory prefix of the other at a ``/`` boundary (``src`` and ``src/api.py``
+  conflict; ``src`` and ``src2`` do not). Locks of one task never conflict with each
+  other. Every answer is sorted, so it never depends on the order of the input.
+* **Pins** (task IO with pins, ``docs/formats/task-io.md``). Globs relative to the
+  repository root: ``*`` and ``?`` stay within one path segment, a ``**`` segment matches
+  zero or more whole segments, and a pattern ending in ``/`` covers everything under that
+  directory. Empty ``allowed_paths`` denies all; a forbidden match denies; an allowed
+  match allows; anything else is denied. A forbidden pattern also covers everything under
+  a directory it matches; an allowed one covers only what it matches (each side errs
+  toward denial).
 
 Normalisation is purely lexical: it never looks at the file system, so symbolic links
 are not resolved and comparison is case-sensitive (as Git's index is).
@@ -300,7 +301,7 @@ def pin_matches(pattern: str, path: str) -> bool:
 
 
 def pins_allow(allowed: Sequence[str], forbidden: Sequence[str], path: str) -> bool:
-    """Seed 002's pins decision for ``path``.
+    """The pins decision of task IO for ``path``.
 
     The path is normalised first (:class:`ScopeError` if it escapes the root). Then,
     exactly: an empty ``allowed`` denies all; a match in ``forbidden`` denies; a match
@@ -309,7 +310,7 @@ def pins_allow(allowed: Sequence[str], forbidden: Sequence[str], path: str) -> b
     Each side errs toward denial. An allowed pattern must match the path itself (end it
     in ``/`` to allow a whole directory). A forbidden pattern also denies everything
     under a directory it matches: forbidding ``secrets`` or ``build/*`` forbids
-    ``secrets/key.pem`` and ``build/x/y.o`` (seed 002: changed files must not be
+    ``secrets/key.pem`` and ``build/x/y.o`` (task IO with pins: changed files must not be
     *under* ``forbidden_paths``).
     """
     if isinstance(allowed, str) or isinstance(forbidden, str):
@@ -327,7 +328,7 @@ def pins_allow(allowed: Sequence[str], forbidden: Sequence[str], path: str) -> b
 
 
 def check_pins(allowed: Sequence[str], forbidden: Sequence[str]) -> None:
-    """Check a task input's pins (seed 002's validation rules).
+    """Check a task input's pins (the validation rules of task IO with pins).
 
     ``allowed`` must be non-empty, every pattern must be usable, and no pattern may be
     in both lists (compared after normalisation, so ``docs/`` and ``./docs//`` are the

@@ -1,4 +1,4 @@
-"""The wire names of seed 000 (status values, event types, file names), apart from the
+"""The wire names of step evidence (status values, event types, file names), apart from the
 models in ``steps`` so that a writer of events needs no more than these strings."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ EVENT_TOOL_RESULT = "tool.result"
 EVENT_ARTIFACT_WRITTEN = "artifact.written"
 EVENT_DECISION = "decision"
 EVENT_ERROR = "error"
-#: The seed's initial event types; steps add their own (``review.file_analyzed``).
+#: The format's initial event types; steps add their own (``review.file_analyzed``).
 EVENT_TYPES = (
     EVENT_AGENT_START,
     EVENT_AGENT_END,

@@ -1,25 +1,26 @@
-"""Seed 000 wire formats: an agent step's ``results.json`` and its ``events.ndjson`` lines.
+"""Step evidence: an agent step's ``results.json`` and its ``events.ndjson`` lines.
 
 Every agent step writes two files into its output directory: ``results.json``
 (:class:`Results`: status, confidence, summary, the artifacts it produced) once it is
 done, and ``events.ndjson`` (one :class:`Event` per line) while it works. This module is
-the seed's self-contained schema package: data types, serialisation and validation, no
+the format's self-contained schema package: data types, serialisation and validation, no
 step execution. It imports only the standard library, attrs and the project's JSON and
 NDJSON primitives. ``docs/steps.md`` is the reference; the shipped JSON Schemas
 (``orchestrator/formats/schemas/steps/``) say the same wherever JSON Schema can.
 
-Decisions the seed leaves open, made here:
+Decisions the format leaves open, made here:
 
-- ``schema_version`` is ``MAJOR.MINOR`` without leading zeros (``specs/SEEDS.md``); a
-  major other than 1 raises :class:`UnknownVersionError` before anything else is judged
-  (fail closed), a later minor of major 1 is read as 1.0.
+- ``schema_version`` is ``MAJOR.MINOR`` without leading zeros
+  (``docs/formats/step-evidence.md``); a major other than 1 raises
+  :class:`UnknownVersionError` before anything else is judged (fail closed), a later minor
+  of major 1 is read as 1.0.
 - ``confidence`` is a JSON number in [0, 1]; a boolean is not a number.
 - An artifact ``path`` is the canonical form of a path relative to the output directory:
   ``/``-separated segments, none empty, ``.`` or ``..``, none starting or ending with
   whitespace, no backslash, no control character, no drive (``C:``). It names one file
   unambiguously, so a consumer can join it to the directory without normalising.
 - ``name`` and ``media_type`` are non-empty strings; ``summary`` may be any string.
-- An event name is lower-case segments of ``[a-z0-9_]`` joined by dots; the seed's set
+- An event name is lower-case segments of ``[a-z0-9_]`` joined by dots; the format's set
   (:data:`EVENT_TYPES`) is not closed: a step adds its own under its step type
   (``review.file_analyzed``).
 - ``ts`` is an RFC 3339 date-time with a time and an offset; a date alone is refused.

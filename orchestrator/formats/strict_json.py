@@ -16,6 +16,7 @@ from itertools import compress
 from itertools import count as count_from
 
 from orchestrator._errors import UntrustedJSONError
+from orchestrator._text import plural
 
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
 TYPE_CHECKING = False
@@ -440,7 +441,7 @@ def loads_strict(
     """
     if len(data) > max_bytes:
         raise UntrustedJSONError(
-            f"document is {len(data)} bytes, more than the limit of {max_bytes}; "
+            f"document is {plural(len(data), 'byte')}, more than the limit of {max_bytes}; "
             "send a smaller document",
             source=source,
             json_path="$",

@@ -1,10 +1,10 @@
-"""Per-workflow JSON Schemas derived from seed 004's.
+"""Per-workflow JSON Schemas derived from the agent bridge files' shipped ones.
 
-The seed's schemas are specific to template creation: the request's ``phase_name`` and
+The shipped schemas are specific to template creation: the request's ``phase_name`` and
 ``agent_name`` enums and the phase range are that workflow's. A workflow gets the same
 shape with its own values: the enum lists the phases that ask agents, in order; the agent
 enum lists the declared agents; the phase range is 1..the highest phase number. For the
-template-create example the result equals the seed's schemas exactly.
+template-create example the result equals the shipped schemas exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _SEED_PURPOSE = "template creation"
 
 
 def seed_schema(kind: str) -> dict[str, Any]:
-    """Seed 004's schema for ``kind`` (request, response or state), as printed."""
+    """The agent bridge's shipped schema for ``kind`` (request, response or state)."""
     from .schemas import shipped_schema
 
     return shipped_schema("", _FILES[kind])

@@ -26,6 +26,7 @@ import os
 import stat
 
 from .._errors import ContractError, UntrustedJSONError, UsageError
+from .._text import plural
 from ..formats.strict_json import DEFAULT_MAX_DEPTH, loads_strict
 from .durable import crash_point, fsync_directory
 
@@ -221,7 +222,7 @@ def _joined_lines(path: Path, lines: Sequence[bytes]) -> bytes:
         if end < 0 or end != len(line) - 1:
             problem = "does not end with a newline" if end < 0 else "holds a newline inside it"
             raise UsageError(
-                f"{path}: item {index} of the {len(lines)} lines to append {problem}; "
+                f"{path}: item {index} of the {plural(len(lines), 'line')} to append {problem}; "
                 "pass each record as one line ending in b'\\n' (JSON escapes its newlines)"
             )
     return b"".join(lines)
@@ -400,7 +401,8 @@ def _check_offset(fd: int, offset: int, name: str) -> None:
     size = os.fstat(fd).st_size
     if offset < 0 or offset > size or os.pread(fd, 1, offset - 1) != b"\n":
         raise ContractError(
-            f"byte offset {offset} is not the start of a line (the file has {size} bytes); "
+            f"byte offset {offset} is not the start of a line (the file has "
+            f"{plural(size, 'byte')}); "
             "the file is not the one the offset was taken from: read it from the start",
             source=name,
             rule="offset",

@@ -32,6 +32,7 @@ from json.encoder import encode_basestring as _quote
 from pathlib import Path
 
 from .._errors import ContractError, KeyFileError, StateDamagedError, StateUntrustedError
+from .._text import plural
 from ..formats.bridge import record_edits
 from ..formats.convert import unstructure
 from ..formats.fastpath import shallow
@@ -199,7 +200,7 @@ def _read_key(path: Path) -> bytes:
     key = data.strip()
     if len(key) < KEY_MIN_BYTES or len(data) > _KEY_MAX_BYTES:
         raise KeyFileError(
-            f"{path}: the signing key holds {len(key)} bytes, not {KEY_MIN_BYTES} to "
+            f"{path}: the signing key holds {plural(len(key), 'byte')}, not {KEY_MIN_BYTES} to "
             f"{_KEY_MAX_BYTES}; remove the file (a new key is made on next use, and each "
             "state signed with the old one must be trusted again with 'orchestrate trust')",
             path=str(path),

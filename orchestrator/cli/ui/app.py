@@ -37,6 +37,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from ..._errors import OrchestratorError
+from ..._text import plural
 from ...storage.runs import is_run_id
 from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
@@ -294,7 +295,11 @@ def _answer(place: Place, ref: RunRef, guard: Guard, fields: dict[str, str]) -> 
             start_new_session=True,
         )
         return _back(ref, "answered; the run resumes")
-    left = f"; {waiting} request(s) still wait" if waiting else ""
+    left = (
+        f"; {plural(waiting, 'request')} still {'waits' if waiting == 1 else 'wait'}"
+        if waiting
+        else ""
+    )
     return _back(ref, f"answered{left}")
 
 

@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from ..._text import plural
 from .runs import RunRef, RunRow
 
 STATUSES = ("paused", "running", "failed", "completed", "cancelled", "damaged")
@@ -79,7 +80,7 @@ def runs_page(
 def _waits(count: int) -> str:
     if not count:
         return ""
-    return f"waits for {count} answer{'s' if count > 1 else ''}"
+    return f"waits for {plural(count, 'answer')}"
 
 
 def run_page(
