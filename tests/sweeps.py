@@ -13,6 +13,7 @@ sweep test runs two ways:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import pytest
@@ -25,15 +26,23 @@ SWEEPS = (
 )
 
 
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def kind(label: str) -> str:
+    """A crash point's kind: its label with ids, process ids and other numbers generic."""
+    return re.sub(r"\d+", "N", UUID.sub("<id>", label))
+
+
 def chosen(sweep: str, labels: Sequence[str], *, also: Iterable[int] = ()) -> list[int]:
-    """The 1-based points of a run whose points are ``labels`` (plain) that ``sweep`` kills
+    """The 1-based points of a run whose crash points are ``labels`` that ``sweep`` kills
     at, in order."""
     if sweep == EVERY_POINT:
         return list(range(1, len(labels) + 1))
     assert sweep == EACH_KIND, sweep
     first: dict[str, int] = {}
     for point, label in enumerate(labels, start=1):
-        first.setdefault(label, point)
+        first.setdefault(kind(label), point)
     return sorted({*first.values(), *also})
 
 

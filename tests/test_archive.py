@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sweeps
 
 from orchestrator import Engine
 from orchestrator.adapters.file_bridge import FileBridge
@@ -122,13 +123,13 @@ def essence(history: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.slow
-def test_kill_9_at_every_point_loses_no_archived_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
+def test_kill_9_at_every_point_loses_no_archived_request(tmp_path: Path, sweep: str) -> None:
     baseline_dir = tmp_path / "baseline"
     baseline_dir.mkdir()
     log = tmp_path / "points.log"
     assert drive(baseline_dir, "count", log) == 0
-    points = len(log.read_text().splitlines())
-    labels = log.read_text()
+    labels = [line.partition(" ")[2] for line in log.read_text().splitlines()]
     assert "before-append requests.ndjson" in labels and "before-fsync requests.ndjson" in labels
     expected = essence(final_history(baseline_dir))
 
@@ -140,8 +141,11 @@ def test_kill_9_at_every_point_loses_no_archived_request(tmp_path: Path) -> None
         assert drive(workdir) == 0, f"point {point}: the resumed run did not finish"
         return point, essence(final_history(workdir))
 
+    # Every append to the history is among them: its line written, then made durable.
+    appends = [n for n, label in enumerate(labels, 1) if label.endswith("requests.ndjson")]
+    points = sweeps.chosen(sweep, labels, also=appends)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(killed_and_resumed, range(1, points + 1)))
+        results = list(pool.map(killed_and_resumed, points))
     for point, got in results:
         assert got == expected, f"kill at point {point} changed the history"
-    assert len(results) == points
+    assert len(results) == len(points)
