@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+import sweeps
+
 FLOWS = Path(__file__).parent / "fixtures" / "drive" / "flows.py"
 READ_OWN_FILE = (
     f'{sys.executable} -c "import json, os; '
@@ -101,7 +104,9 @@ def test_nan_confidence_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "NaN" in result.stderr
 
 
-def test_kill_9_at_any_point_of_the_last_resume_loses_no_answer(tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
+def test_kill_9_at_any_point_of_the_last_resume_loses_no_answer(tmp_path: Path, sweep: str) -> None:
     def prepared(name: str) -> Path:
         workdir = tmp_path / name
         workdir.mkdir()
@@ -115,9 +120,9 @@ def test_kill_9_at_any_point_of_the_last_resume_loses_no_answer(tmp_path: Path) 
     counted = prepared("count")
     env = {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
     assert orchestrate("resume", "--workdir", str(counted), env=env).returncode == 0
-    points = len(log.read_text().splitlines())
-    assert points >= 5
-    for point in range(1, points + 1):
+    labels = [line.partition(" ")[2] for line in log.read_text().splitlines()]
+    assert len(labels) >= 5
+    for point in sweeps.chosen(sweep, labels):
         workdir = prepared(f"kill-{point}")
         env = {
             "ORCHESTRATOR_CRASH_AT": str(point),

@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 import pg_fleet
 import pytest
+import sweeps
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +84,10 @@ class Victim:
         return b"serving" in self.log.read_bytes() if self.log.exists() else False
 
 
-def test_workers_killed_at_random_points_lose_nothing(pg_fresh_dsn: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
+def test_workers_killed_at_random_points_lose_nothing(
+    pg_fresh_dsn: str, tmp_path: Path, sweep: str
+) -> None:
     from orchestrator.adapters.postgres.migrations import upgrade
 
     dsn = pg_fresh_dsn
@@ -98,7 +102,8 @@ def test_workers_killed_at_random_points_lose_nothing(pg_fresh_dsn: str, tmp_pat
     started = 0
     live: dict[int, Victim] = {}
 
-    while len(killed) < KILLS:
+    # The default run makes a fifth of the soak run's kills.
+    while len(killed) < sweeps.fewer(sweep, KILLS, KILLS // 5):
         while len(live) < AT_ONCE:
             if pg_fleet.unfinished(dsn) < BACKLOG:
                 pg_fleet.queue(dsn, BATCH, workdir=tmp_path)
@@ -142,7 +147,7 @@ def test_workers_killed_at_random_points_lose_nothing(pg_fresh_dsn: str, tmp_pat
     assert "not advanced" not in last.read_text(), last.read_text()
 
     runs = pg_fleet.read_runs(dsn)
-    assert len(killed) >= KILLS
+    assert len(killed) >= sweeps.fewer(sweep, KILLS, KILLS // 5)
     assert len(runs) >= BATCH * 2
     problems = pg_fleet.all_problems(runs, tmp_path, killed)
     print(pg_fleet.summary(runs, tmp_path, killed))
