@@ -74,6 +74,10 @@ EXTERNAL_SPAWN_DELAY = 0.05
 BLOCKED_IN_BASELINE = {"T-5/1/blocked": "SCOPE_VIOLATION", "T-4/1/blocked": "TASK_TIMEOUT"}
 
 
+# One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
+pytestmark = pytest.mark.xdist_group("test_board_crash_safety")
+
+
 def is_mailbox(label: str) -> bool:
     """A point of the host mailbox (request and response files), not of the board."""
     return "<id>" in label or ".agent-re" in label

@@ -91,6 +91,10 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 # -- running drive ----------------------------------------------------------------------------
 
 
+# One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
+pytestmark = pytest.mark.xdist_group("test_crash_safety")
+
+
 def drive_command(workdir: Path, workflow_ref: str) -> list[str]:
     return [
         sys.executable, "-m", "orchestrator", "drive", workflow_ref,
@@ -635,7 +639,7 @@ def test_sigkill_at_every_crash_point_resumes_to_the_same_outputs(
     assert_no_errors(first)
 
     jobs = []
-    chosen = {points[i - 1] for i in spread(len(points), sweeps.fewer(sweep, LAYER_TWO_RUNS, 12))}
+    chosen = {points[i - 1] for i in spread(len(points), sweeps.fewer(sweep, LAYER_TWO_RUNS, 4))}
     for outcome, n in zip(first, points, strict=True):
         assert outcome.resume_labels is not None and outcome.resume_annotated is not None
         if n not in chosen:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sweeps
 from process_support import orchestrate
 
 from orchestrator import Workflow, phase
@@ -266,7 +267,8 @@ def test_an_ended_run_cannot_be_retried(workflow_harness: Any) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
+def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path, sweep: str) -> None:
     """A retry killed at each of its crash points in turn: running ``retry`` again (or
     ``resume``, which it becomes once the run is re-opened) completes the run, the step
     that had failed ran again at most as its window allows, and no answer is lost."""
@@ -285,7 +287,9 @@ def test_kill_9_at_every_durable_write_of_a_retry_loses_nothing(tmp_path: Path) 
     assert orchestrate("retry", "--workdir", probe.workdir, env=counting).returncode == 42
     points = log.read_text().splitlines()
     assert len(points) >= 5
-    for number, point in enumerate(points, start=1):
+    labels = [point.partition(" ")[2] for point in points]
+    for number in sweeps.chosen(sweep, labels):
+        point = points[number - 1]
         (tmp_path / f"k{number}").mkdir()
         run = failed_run(f"k{number}/run")
         crash = {"ORCHESTRATOR_CRASH_AT": str(number), "ORCHESTRATOR_CRASH_LOG": str(log)}
