@@ -95,6 +95,7 @@ def test_a_typed_ask_carries_its_schema_in_the_request(tmp_path: Path) -> None:
     assert not validator.is_valid({"verdict": "ok", "score": "7"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", ['{"verdict": "ok"}', '{"verdict": "ok", "score": 1.5}'])
 def test_an_answer_of_another_shape_is_refused_by_the_engine_too(
     tmp_path: Path, answer: str

@@ -162,6 +162,7 @@ def table() -> dict[str, set[str]]:
     return read_wing_table(ARCHITECTURE_DOC.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_every_module_imports_only_downward(table: dict[str, set[str]]) -> None:
     found = []
     for module, path in package_modules().items():

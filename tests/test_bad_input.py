@@ -156,6 +156,7 @@ BAD_RESPONSES: dict[str, Callable[[str], tuple[bytes, list[str]]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BAD_RESPONSES), ids=list(BAD_RESPONSES))
 def test_a_broken_response_is_refused_and_the_request_stays_answerable(
     tmp_path: Path, case: str
@@ -169,6 +170,7 @@ def test_a_broken_response_is_refused_and_the_request_stays_answerable(
     still_answerable(instance)
 
 
+@pytest.mark.slow
 def test_a_foreign_request_id_is_refused(tmp_path: Path) -> None:
     instance = start(tmp_path)
     rid = instance.request()["request_id"]
@@ -179,6 +181,7 @@ def test_a_foreign_request_id_is_refused(tmp_path: Path) -> None:
     still_answerable(instance)
 
 
+@pytest.mark.slow
 def test_a_stale_answer_to_an_answered_request_is_refused(tmp_path: Path) -> None:
     # review=yes: phase 2 asks again, so after the first answer the instance is paused on a
     # second request and the first one is history.
@@ -207,6 +210,7 @@ def test_a_stale_answer_to_an_answered_request_is_refused(tmp_path: Path) -> Non
     assert answers == [ANSWER, final], "the stale answer must not replace the recorded one"
 
 
+@pytest.mark.slow
 def test_an_identical_leftover_answer_is_recognised_and_consumed_once(tmp_path: Path) -> None:
     """The same bytes again (a crash after recording, before consuming) change nothing."""
     instance = start(tmp_path, review="yes")
@@ -226,6 +230,7 @@ def test_an_identical_leftover_answer_is_recognised_and_consumed_once(tmp_path: 
     assert [r["x_response"]["response"] for r in history["agent_requests"]] == [ANSWER, "reviewed"]
 
 
+@pytest.mark.slow
 def test_a_100_mb_response_is_refused_without_being_read(tmp_path: Path) -> None:
     instance = start(tmp_path)
     # Baseline: the same command with nothing to read (pauses again, changes nothing).
@@ -253,6 +258,7 @@ def test_a_100_mb_response_is_refused_without_being_read(tmp_path: Path) -> None
     still_answerable(instance)
 
 
+@pytest.mark.slow
 def test_a_symlinked_response_is_refused(tmp_path: Path) -> None:
     instance = start(tmp_path)
     rid = instance.request()["request_id"]
@@ -282,6 +288,7 @@ def _two_answers(instance: Instance, first: str, second: str) -> tuple[Path, Pat
     return instance.response_path, parallel
 
 
+@pytest.mark.slow
 def test_two_different_answers_to_one_request_are_refused(tmp_path: Path) -> None:
     """Fixed in d769c9a: before, both were applied and the last one silently won."""
     instance = start(tmp_path)
@@ -322,6 +329,7 @@ def _gate(tmp_path: Path) -> Path:
     return gate
 
 
+@pytest.mark.slow
 def test_answers_to_an_instance_with_nothing_pending_are_refused(tmp_path: Path) -> None:
     """A resume killed mid-phase, after it recorded the answer, leaves an instance with no
     pending request; neither ``respond`` nor a response file may change it."""
@@ -359,6 +367,7 @@ def test_answers_to_an_instance_with_nothing_pending_are_refused(tmp_path: Path)
     assert instance.steps() == ["outline", "save", "gate", "gate"]
 
 
+@pytest.mark.slow
 def test_answers_after_the_run_finished_are_refused(tmp_path: Path) -> None:
     instance = start(tmp_path)
     rid = instance.request()["request_id"]
@@ -381,6 +390,7 @@ def test_answers_after_the_run_finished_are_refused(tmp_path: Path) -> None:
 # -- two processes at once ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_resume_exits_75_while_the_first_holds_the_lock(tmp_path: Path) -> None:
     gate = _gate(tmp_path)
     instance = start(tmp_path, gate_dir=str(gate))
@@ -446,6 +456,7 @@ def test_resume_where_no_instance_lives(tmp_path: Path) -> None:
     assert list(empty.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_run_where_an_instance_already_lives(tmp_path: Path) -> None:
     instance = start(tmp_path)
     state_before, request_before = instance.state_bytes(), instance.request_path.read_bytes()
@@ -503,6 +514,7 @@ def test_a_workflow_reference_that_does_not_resolve(tmp_path: Path, case: str) -
     assert list(workdir.iterdir()) == [], "nothing may be started"
 
 
+@pytest.mark.slow
 def test_a_file_with_one_workflow_needs_no_class_name(tmp_path: Path) -> None:
     shutil.copy(support.WORKFLOW_FILE, tmp_path / "tiny.py")
     started = orchestrate("run", "tiny.py", "--input", "topic=owls", cwd=tmp_path)
@@ -551,6 +563,7 @@ def test_a_workflow_file_that_fails_to_import(tmp_path: Path, case: str) -> None
     assert list(workdir.iterdir()) == [], "nothing may be started"
 
 
+@pytest.mark.slow
 def test_a_workflow_file_broken_between_pause_and_resume(tmp_path: Path) -> None:
     """``run`` recorded the file's path; if that file no longer imports, resume refuses
     with a usage error and keeps everything, and works again once the file is fixed."""
@@ -574,6 +587,7 @@ def test_a_workflow_file_broken_between_pause_and_resume(tmp_path: Path) -> None
     assert instance.steps() == ["outline", "save"]
 
 
+@pytest.mark.slow
 def test_respond_with_a_missing_answer_file(tmp_path: Path) -> None:
     """Fixed in d769c9a: before, a FileNotFoundError traceback."""
     instance = start(tmp_path)
@@ -627,6 +641,7 @@ def _corrupt(tmp_path: Path, case: str) -> tuple[Instance, bytes, str]:
     return instance, instance.state_bytes(), problem
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CORRUPTIONS), ids=list(CORRUPTIONS))
 def test_a_corrupt_state_file_fails_and_is_left_untouched(tmp_path: Path, case: str) -> None:
     instance, corrupt, problem = _corrupt(tmp_path, case)
@@ -660,6 +675,7 @@ def test_a_corrupt_state_file_message_names_it_and_says_what_to_do(
         assert "$.phase_data.x_orchestrator.revision" in line
 
 
+@pytest.mark.slow
 def test_cancel_force_sets_a_corrupt_state_aside_and_a_new_run_can_start(tmp_path: Path) -> None:
     """The remedy the message gives works, and keeps the damaged bytes."""
     instance, corrupt, _ = _corrupt(tmp_path, "truncated")

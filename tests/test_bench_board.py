@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "board.py"
 FIGURES = (
     "1a ledger appends, 2 writers",
@@ -26,6 +28,9 @@ FIGURES = (
     "3d floor: assign's durable I/O",
     "3e floor: release's durable I/O",
 )
+
+
+pytestmark = pytest.mark.slow
 
 
 def test_board_bench_prints_every_figure_at_tiny_sizes(tmp_path: Path) -> None:

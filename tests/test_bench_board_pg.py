@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pg_support import server_dsn
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "board_pg.py"
@@ -20,6 +21,9 @@ FIGURES = (
     "1c board append latency",
     "1d floor: bare INSERT+COMMIT latency",
 )
+
+
+pytestmark = pytest.mark.slow
 
 
 def test_board_pg_bench_prints_every_figure_at_tiny_sizes(pg_dsn: str) -> None:

@@ -43,6 +43,9 @@ PEER = (
 )
 
 
+pytestmark = pytest.mark.slow
+
+
 def run_bench(tmp_path: Path, *extra: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
     command = [sys.executable, str(BENCH), "--shapes", "phases:5,loop:4"]

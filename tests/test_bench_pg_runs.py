@@ -16,6 +16,9 @@ from pg_support import server_dsn, unavailable_reason
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "pg_runs.py"
 
 
+pytestmark = pytest.mark.slow
+
+
 def bench_schemas(prefix: str) -> set[str]:
     import psycopg
 

@@ -575,6 +575,7 @@ def test_a_recorded_fail_stays_a_fail_after_the_task_was_requeued(board: Board) 
     assert not again.passed
 
 
+@pytest.mark.slow
 def test_the_watchdog_cannot_settle_an_attempt_while_its_result_is_judged(
     board: Board, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -925,6 +926,7 @@ def test_a_worklog_entry_of_another_run_is_refused(board: Board) -> None:
     assert not (board.directory / "worklogs" / "T-1.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_worklog_appends_from_four_processes_at_once_stay_whole(
     board: Board, tmp_path: Path
 ) -> None:
@@ -1024,6 +1026,7 @@ def test_the_handoff_is_deterministic_valid_and_lists_every_open_task(
     assert "- src/b (T-2)" in markdown
 
 
+@pytest.mark.slow
 def test_a_large_board_keeps_its_open_tasks_under_the_cap(board: Board) -> None:
     finished, still_open = 2000, 30
     board.create_tasks(
@@ -1088,6 +1091,7 @@ def many_finished_tasks_with_long_criteria(board: Board, count: int) -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_board_with_many_finished_tasks_and_long_criteria_stays_under_the_cap(
     board: Board,
 ) -> None:
@@ -1096,6 +1100,7 @@ def test_a_board_with_many_finished_tasks_and_long_criteria_stays_under_the_cap(
     assert len(data) <= HANDOFF_MAX_BYTES
 
 
+@pytest.mark.slow
 def test_a_capped_handoff_can_be_adopted(board: Board, tmp_path: Path) -> None:
     many_finished_tasks_with_long_criteria(board, 2000)
     bundle = board.handoff()

@@ -152,6 +152,7 @@ def result_for(packet: dict[str, Any], *, changed: list[str] | None = None) -> d
 # -- init and create -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_init_then_create_from_a_file(tmp_path: Path) -> None:
     made = orchestrate(
         "board", "init", "--workdir", tmp_path, "--run-id", RUN_ID,
@@ -274,6 +275,7 @@ def test_status_of_a_directory_without_a_board(tmp_path: Path) -> None:
     refused(result, "MISSING_REQUIRED_INPUT", "no task board here")
 
 
+@pytest.mark.slow
 def test_ledger_as_ndjson_for_one_task_and_as_a_table(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -293,6 +295,7 @@ def test_ledger_as_ndjson_for_one_task_and_as_a_table(workdir: Path) -> None:
     assert table[4].split()[:5] == ["5", "T-1", "blocked", "LOCK_CONFLICT", "waiting"]
 
 
+@pytest.mark.slow
 def test_assign_writes_a_valid_packet_and_refuses_what_cannot_start(workdir: Path) -> None:
     started = orchestrate(
         "board", "assign", "--task", "T-1", "--owner", "coder", "--workdir", workdir
@@ -320,6 +323,7 @@ def test_assign_writes_a_valid_packet_and_refuses_what_cannot_start(workdir: Pat
     assert sorted(p.name for p in (workdir / ".board" / "packets").iterdir()) == ["T-1.1.json"]
 
 
+@pytest.mark.slow
 def test_locks_and_their_history(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -334,6 +338,7 @@ def test_locks_and_their_history(workdir: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_heartbeat_of_the_current_attempt_only(workdir: Path) -> None:
     board_of(workdir).assign(["T-1"], owner="coder")
     beat = orchestrate(
@@ -422,6 +427,7 @@ def test_worklog_takes_a_whole_entry_on_stdin(workdir: Path) -> None:
 # -- submit ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_submit_without_a_workflow_records_the_verdict(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -469,6 +475,7 @@ def paused_example(tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
     return workdir, {r["context"]["x_task_id"]: r for r in requests}
 
 
+@pytest.mark.slow
 def test_submit_delivers_to_the_paused_workflow_waiting_for_the_task(tmp_path: Path) -> None:
     workdir, requests = paused_example(tmp_path)
     assert sorted(requests) == ["T-1", "T-5"]
@@ -499,6 +506,7 @@ def test_submit_delivers_to_the_paused_workflow_waiting_for_the_task(tmp_path: P
     assert {"T-1/1/done", "T-5/1/blocked", "T-5/2/in_progress"} <= statuses
 
 
+@pytest.mark.slow
 def test_watchdog_now_times_out_a_silent_task(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -522,6 +530,7 @@ def test_watchdog_now_times_out_a_silent_task(workdir: Path) -> None:
     assert (again.returncode, again.stdout) == (0, "")
 
 
+@pytest.mark.slow
 def test_watchdog_answers_the_pending_requests_and_resume_reassigns(tmp_path: Path) -> None:
     workdir, requests = paused_example(tmp_path)
     result = orchestrate("board", "watchdog", "--now", "2100-01-01T00:00:00Z", "--workdir", workdir)
@@ -543,6 +552,7 @@ def test_watchdog_answers_the_pending_requests_and_resume_reassigns(tmp_path: Pa
     ]
 
 
+@pytest.mark.slow
 def test_watchdog_keeps_an_answer_already_delivered(tmp_path: Path) -> None:
     workdir, requests = paused_example(tmp_path)
     packet = read(workdir / ".board" / "packets" / "T-1.1.json")
@@ -568,6 +578,7 @@ def held_maintenance_lock(board_dir: Path) -> int:
     return fd
 
 
+@pytest.mark.slow
 def test_a_second_maintenance_pass_waits_then_says_busy(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -613,6 +624,7 @@ def test_no_board_no_maintenance_lock(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_resume_does_not_wait_for_a_maintenance_pass(tmp_path: Path) -> None:
     workdir, _ = paused_example(tmp_path)
     fd = held_maintenance_lock(workdir / ".board")
@@ -638,6 +650,7 @@ def _code(name: str) -> Any:
     return ErrorCode(name)
 
 
+@pytest.mark.slow
 def test_set_status_checks_each_transition_and_the_version_seen(workdir: Path) -> None:
     blocked = orchestrate(
         "board", "set-status", "--task", "T-2", "--status", "blocked", "--workdir", workdir,
@@ -681,6 +694,7 @@ def test_set_status_checks_each_transition_and_the_version_seen(workdir: Path) -
     assert statuses == ["todo", "blocked", "canceled"]
 
 
+@pytest.mark.slow
 def test_handoff_as_json_as_markdown_and_written(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -711,6 +725,7 @@ def test_handoff_as_json_as_markdown_and_written(workdir: Path) -> None:
     assert (workdir / ".board" / "handoff.md").read_text() == page
 
 
+@pytest.mark.slow
 def test_adopt_continues_a_run_on_a_new_board(workdir: Path, tmp_path: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -737,6 +752,7 @@ def test_adopt_continues_a_run_on_a_new_board(workdir: Path, tmp_path: Path) -> 
     assert json.loads(check.stdout)["allow"] is True
 
 
+@pytest.mark.slow
 def test_adopting_the_same_bundle_again_changes_nothing(workdir: Path, tmp_path: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -940,6 +956,7 @@ def test_a_good_document_is_allowed(kind: str) -> None:
     assert "details" not in verdict
 
 
+@pytest.mark.slow
 def test_the_validators_accept_what_the_board_writes(workdir: Path) -> None:
     board = board_of(workdir)
     board.assign(["T-1"], owner="coder")
@@ -1222,6 +1239,7 @@ def test_a_lock_conflict_names_both_tasks() -> None:
 STRICT_KINDS = sorted(set(GOOD) - {"locks", "ledger"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", STRICT_KINDS)
 def test_strict_refuses_an_unknown_field_the_default_accepts(kind: str) -> None:
     document = {**GOOD[kind], "comment": "hand-written"}
@@ -1292,6 +1310,7 @@ def test_a_ledger_out_of_sequence_is_refused() -> None:
 # -- the gateway through check --packet ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_result_against_its_packet(tmp_path: Path) -> None:
     packet = tmp_path / "packet.json"
     packet.write_text(json.dumps(PACKET))
@@ -1397,6 +1416,7 @@ def test_the_offline_example_runs_to_the_end(tmp_path: Path) -> None:
     assert "== the ledger, one line per delta" in result.stdout
 
 
+@pytest.mark.slow
 def test_check_result_refuses_a_secret_in_its_notes_with_or_without_a_packet(
     workdir: Path,
 ) -> None:
@@ -1421,6 +1441,7 @@ def test_check_result_refuses_a_secret_in_its_notes_with_or_without_a_packet(
     assert check("result", result)["allow"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("lock_scope", "forbidden_scope", "where"),
     [

@@ -218,6 +218,7 @@ def replay(ledger: list[dict[str, Any]]) -> Replay:
 # --- worklogs -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_worklog_line_is_intact_and_present_once(race: Race) -> None:
     seen: Counter[tuple[int, int]] = Counter()
     orchestrator_entries: Counter[str] = Counter()
@@ -248,6 +249,7 @@ def test_every_worklog_line_is_intact_and_present_once(race: Race) -> None:
 # --- locks ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_worker_ever_saw_a_conflicting_holder(race: Race) -> None:
     assert [item for item in race.journal if item["op"] == "violation"] == []
     taken = [i for i in race.journal if i["op"] == "assign" and i["outcome"] == "applied"]

@@ -873,6 +873,7 @@ def test_every_model_is_covered() -> None:
     assert len(MODELS) == 26
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", MODELS, ids=lambda cls: cls.__name__)
 @given(data=st.data())
 def test_every_model_round_trips(cls: type[Any], data: st.DataObject) -> None:

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from board_store_support import board_pg_store
 
 from orchestrator.board.board import Board
@@ -25,6 +26,9 @@ WORKER = Path(__file__).parent / "board_pg_worker.py"
 PROCESSES = 4
 TASKS = 100
 MODULES = 6
+
+
+pytestmark = pytest.mark.slow
 
 
 def board_tasks() -> list[Task]:

@@ -14,6 +14,7 @@ import textwrap
 import uuid
 from typing import Any
 
+import pytest
 from board_store_support import board_pg_store
 
 from orchestrator._ports import BoardDocumentInput
@@ -43,6 +44,9 @@ DYING_WRITER = textwrap.dedent(
     board.assign(["T-1"], owner="doomed")
     """
 )
+
+
+pytestmark = pytest.mark.slow
 
 
 def task(task_id: str) -> Task:

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_dispatch import BoardFlow, result_for, task
 
 from orchestrator import phase
@@ -140,6 +141,7 @@ def test_dispatch_on_the_store_resumes_after_every_pause(pg_dsn: str, tmp_path: 
     assert "T-1/1/blocked" in ids and "T-1/2/done" in ids
 
 
+@pytest.mark.slow
 def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -198,6 +200,7 @@ def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
         assert (row.status.value, row.attempts) == ("done", 2)
 
 
+@pytest.mark.slow
 def test_any_worker_runs_the_watchdog_of_a_waiting_run_s_board(pg_dsn: str, tmp_path: Path) -> None:
     """A run in the store waits for T-1, whose subagent has gone silent: an ``orchestrate
     worker`` with nothing else to do times the task out on the run's board, and the

@@ -23,6 +23,9 @@ A_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 TIMES = ("x_at", "last_heartbeat_at", "timestamp", "created_at", "timestamps")
 
 
+pytestmark = pytest.mark.slow
+
+
 def orchestrate(
     *args: str | Path, stdin: str | bytes | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -307,6 +307,7 @@ def run_with_crash(adapter: Adapter, counter: WriteCounter) -> Any:
     raise AssertionError("the run did not end")
 
 
+@pytest.mark.slow
 def test_a_crash_before_any_write_is_repaired_and_no_answer_is_lost(
     new_adapter: Callable[[], Adapter],
 ) -> None:

@@ -92,7 +92,7 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 
 
 # One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
-pytestmark = pytest.mark.xdist_group("test_crash_safety")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_crash_safety")]
 
 
 def drive_command(workdir: Path, workflow_ref: str) -> list[str]:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from process_support import orchestrate
 
 HANDLER = "while [ ! -e {release} ]; do sleep 0.05; done; echo Owls hunt at night."
@@ -46,6 +47,7 @@ def test_into_a_pipe_every_step_is_a_plain_line(tmp_path: Path) -> None:
     assert len(lines) == 7
 
 
+@pytest.mark.slow
 def test_on_a_terminal_a_status_line_shows_the_handler_at_work(tmp_path: Path) -> None:
     release = tmp_path / "release"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}

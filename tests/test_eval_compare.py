@@ -403,6 +403,7 @@ def _evaluations() -> Any:
     )
 
 
+@pytest.mark.slow
 def test_any_evaluation_reads_back_as_written_and_meets_the_schema() -> None:
     import json
 

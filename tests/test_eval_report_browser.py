@@ -14,12 +14,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import needs
+import pytest
 
 from tests.eval_support import compare, copy_runs
 
 CHROMIUM = needs.CHROMIUM
 sync_api = needs.extra("playwright.sync_api", "report-test")
-pytestmark = needs.chromium
+pytestmark = [pytest.mark.slow, needs.chromium]
 
 
 def _inside(url: str, folder: Path) -> Path | None:

@@ -134,6 +134,7 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AgentS
     return run_dir, server, list(SLEEPS)
 
 
+@pytest.mark.slow
 def test_an_answer_is_kept_whole_with_its_one_attempt(scripted_run: Any) -> None:
     run_dir, server, _ = scripted_run
     case = read(run_dir, "ok.json")
@@ -150,6 +151,7 @@ def test_an_answer_is_kept_whole_with_its_one_attempt(scripted_run: Any) -> None
     ]
 
 
+@pytest.mark.slow
 def test_a_timeout_is_retried_then_recorded(scripted_run: Any) -> None:
     run_dir, server, _ = scripted_run
     failure = failure_of(run_dir, "slow")
@@ -454,6 +456,7 @@ _CASES = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(_CASES)
 def test_cases_read_back_as_written_and_both_judges_agree(cases: list[dict[str, Any]]) -> None:
     parsed = parse_cases(cases, source="cases.json")

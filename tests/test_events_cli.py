@@ -108,6 +108,7 @@ def driven(tmp_path_factory: pytest.TempPathFactory) -> Path:
 READABLE = re.compile(rb" *(\d+)  (\d\d:\d\d:\d\d\.\d{3})  ([a-z0-9_.]+) +(.*)")
 
 
+@pytest.mark.slow
 def test_every_event_gets_one_readable_line_in_order(driven: Path) -> None:
     shown = orchestrate("events", "--workdir", str(driven))
     assert shown.returncode == 0, shown.stderr.decode()
@@ -131,6 +132,7 @@ def test_every_event_gets_one_readable_line_in_order(driven: Path) -> None:
     assert re.search(r"run\.end +completed  \d+ ms  9 phases completed$", lines[-1].decode())
 
 
+@pytest.mark.slow
 def test_json_prints_the_log_lines_byte_for_byte(driven: Path) -> None:
     shown = orchestrate("events", "--workdir", str(driven), "--json")
     assert shown.returncode == 0, shown.stderr.decode()
@@ -319,6 +321,7 @@ class Follower:
         return self.child.wait(timeout=PATIENCE)
 
 
+@pytest.mark.slow
 def test_follow_started_before_the_run_prints_every_event_once(tmp_path: Path) -> None:
     with following(tmp_path, "--json") as follower:
         assert b"waiting for a run to start in" in follower.err.line()
@@ -332,6 +335,7 @@ def test_follow_started_before_the_run_prints_every_event_once(tmp_path: Path) -
     assert json.loads(printed.splitlines()[-1])["event"] == "run.end"
 
 
+@pytest.mark.slow
 def test_follow_picks_up_a_paused_run_and_stays_until_it_ends(tmp_path: Path) -> None:
     paused = orchestrate("run", *example_args(tmp_path))
     assert paused.returncode == 42, paused.stderr.decode()

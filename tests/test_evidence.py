@@ -546,6 +546,7 @@ class Cancellable(Workflow):
 """
 
 
+@pytest.mark.slow
 def test_a_cancel_cut_short_is_finished_never_run_on(tmp_path: Path) -> None:
     """Killed after the cancel is saved and before its cleanup: a resume (even with an
     answer waiting) finishes the cancel, the workflow does not run on, and the story ends
@@ -609,6 +610,7 @@ def test_a_killed_writers_temporary_is_swept_when_its_directory_is_written_again
     assert sorted(p.name for p in directory.iterdir()) == ["prompt.md", "results.json"]
 
 
+@pytest.mark.slow
 def test_resume_with_evidence_does_not_import_cattrs(tmp_path: Path) -> None:
     """Start-up cost: the engine's record (with its outbox and journal) goes through the
     fast path, so a resume that records an answer, writes evidence and pauses again never

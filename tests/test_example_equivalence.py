@@ -150,6 +150,7 @@ def without_request_ids(outputs: dict[str, Any]) -> Any:
     return json.loads(UUID.sub("<request-id>", json.dumps(outputs)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", ["cli", "drive", "mock"])
 def test_each_way_completes_all_phases_and_cleans_up(runs: dict[str, Run], way: str) -> None:
     run = runs[way]

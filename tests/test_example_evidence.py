@@ -87,6 +87,7 @@ def baseline(example_run: Path) -> tuple[list[dict], list[str]]:
     return check_run_evidence(run_dir_of(example_run)), labels
 
 
+@pytest.mark.slow
 def test_the_example_tells_its_whole_story_in_valid_evidence(
     baseline: tuple[list[dict], list[str]],
 ) -> None:
@@ -105,6 +106,7 @@ def test_the_example_tells_its_whole_story_in_valid_evidence(
     assert artifact["path"] == "validation.md" and artifact["media_type"] == "text/markdown"
 
 
+@pytest.mark.slow
 def test_kills_while_writing_evidence_leave_the_same_story(
     baseline: tuple[list[dict], list[str]], tmp_path: Path
 ) -> None:

@@ -148,6 +148,7 @@ def test_valid_documents_take_the_fast_path_and_agree(cls: type, document: Any) 
     assert same_json(_fastpath.unstructure(fast), converter.unstructure(slow))
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(data=st.data(), case=st.sampled_from(CASES))
 def test_mutated_documents_never_make_the_two_disagree(

@@ -241,6 +241,7 @@ def _board_subcommands() -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_no_help_text_says_seed() -> None:
     commands = [["--help"], *([name, "--help"] for name in COMMANDS)]
     commands += [["board", sub, "--help"] for sub in _board_subcommands()]
@@ -273,6 +274,7 @@ def _string_constants(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.value
 
 
+@pytest.mark.slow
 def test_no_message_of_the_code_says_seed() -> None:
     """Messages, help, prompts for subagents, written documents: every string constant
     that is not a docstring (names such as ``seed_schema`` are not strings)."""
@@ -342,6 +344,7 @@ def _comments_and_docstrings(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, str(node.value)
 
 
+@pytest.mark.slow
 def test_comments_and_docstrings_name_the_formats_by_what_they_are() -> None:
     """A maintainer has this repository alone: the code says "the task board documents",
     not the name of the document the format came from (names of test files and fixture

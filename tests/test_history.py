@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 WORKFLOW = """
 from orchestrator import Workflow, phase
 
@@ -46,6 +48,7 @@ def orchestrate(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
     )
 
 
+@pytest.mark.slow
 def test_the_timeline_lists_phases_asks_answers_and_retries_in_order(tmp_path: Path) -> None:
     import os
 
@@ -86,6 +89,7 @@ def test_the_timeline_lists_phases_asks_answers_and_retries_in_order(tmp_path: P
     assert offsets == sorted(offsets)
 
 
+@pytest.mark.slow
 def test_a_paused_instance_shows_what_it_waits_for(tmp_path: Path) -> None:
     (tmp_path / "wf.py").write_text(WORKFLOW)
     assert (

@@ -170,6 +170,7 @@ def test_a_handler_printing_more_than_a_response_holds_is_stopped(tmp_path: Path
     assert list((tmp_path / ".agent-responses").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_what_a_handler_leaves_running_is_killed_and_does_not_hold_the_answer(
     tmp_path: Path,
 ) -> None:

@@ -256,6 +256,7 @@ def test_exhausted_5xx_fails_naming_the_attempts_and_the_last_cause(
         assert 0.0 <= wait <= min(1.0 * 2**retry, 3.0)
 
 
+@pytest.mark.slow
 def test_a_slow_answer_times_out_and_is_retried(
     server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
 ) -> None:
@@ -269,6 +270,7 @@ def test_a_slow_answer_times_out_and_is_retried(
     assert len(sleeps) == 1
 
 
+@pytest.mark.slow
 def test_timeouts_exhausted_are_a_timeout(
     server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
 ) -> None:
@@ -285,6 +287,7 @@ def test_timeouts_exhausted_are_a_timeout(
     assert len(sleeps) == 1
 
 
+@pytest.mark.slow
 def test_the_engines_timeout_applies_when_it_is_the_shorter(
     server: FakeChatServer, sleeps: list[float], leak_check: list[Any]
 ) -> None:

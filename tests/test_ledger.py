@@ -227,6 +227,7 @@ def crash_points(tmp_path: Path, *extra: str, start_from: Path | None = None) ->
     return [line.split(" ", 1)[1] for line in log]
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_any_point_leaves_a_ledger_the_next_writer_completes(
     tmp_path: Path,
 ) -> None:
@@ -253,6 +254,7 @@ def test_a_writer_killed_at_any_point_leaves_a_ledger_the_next_writer_completes(
         assert [json.loads(line)["x_seq"] for line in lines_of(directory)] == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_a_writer_killed_in_the_middle_of_a_line(tmp_path: Path) -> None:
     directory = tmp_path / "ledger"
     directory.mkdir()
@@ -274,6 +276,7 @@ def test_a_writer_killed_in_the_middle_of_a_line(tmp_path: Path) -> None:
     assert [json.loads(line)["x_seq"] for line in lines_of(directory)] == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_writers_in_several_processes_at_once_append_whole_numbered_lines(
     tmp_path: Path,
 ) -> None:
@@ -371,6 +374,7 @@ def test_an_unreadable_snapshot_is_ignored(tmp_path: Path, snapshot: bytes) -> N
     assert Ledger(tmp_path).read().rows == expected
 
 
+@pytest.mark.slow
 def test_a_ledger_of_100000_deltas_loads(tmp_path: Path) -> None:
     # About 15 s here: built through Ledger.append in ten batches of 10,000, then loaded with
     # its snapshot and without.

@@ -537,6 +537,7 @@ LedgerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestLedgerMachine = LedgerMachine.TestCase
+TestLedgerMachine.pytestmark = [pytest.mark.slow]
 
 
 class PostgresLedgerMachine(LedgerMachine):
@@ -569,6 +570,7 @@ class PostgresLedgerMachine(LedgerMachine):
         self.shared.close()
 
 
+@pytest.mark.slow
 def test_the_ledger_model_holds_in_postgresql(pg_dsn: str) -> None:
     PostgresLedgerMachine.dsn = pg_dsn
     run_state_machine_as_test(

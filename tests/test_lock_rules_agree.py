@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,6 +72,7 @@ def lock_table_allows(resource: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(lock_scope=scopes, forbidden_scope=scopes)
 def test_the_packet_validator_and_board_create_agree(

@@ -72,6 +72,7 @@ def run_writer(
 # --- several writers --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("durable", "count"),
     [

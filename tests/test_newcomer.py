@@ -18,6 +18,7 @@ from orchestrator.cli.main import COMMANDS, _parser
 from orchestrator.testing import MockAgentInvoker
 
 
+@pytest.mark.slow
 def test_init_then_its_tests_pass_in_a_fresh_directory(tmp_path: Path) -> None:
     made = orchestrate("init", "demo", "--directory", tmp_path)
     assert made.returncode == 0, made.stderr
@@ -33,6 +34,7 @@ def test_init_then_its_tests_pass_in_a_fresh_directory(tmp_path: Path) -> None:
     assert "2 passed" in tests.stdout
 
 
+@pytest.mark.slow
 def test_the_made_workflow_runs_as_its_docstring_says(tmp_path: Path) -> None:
     assert orchestrate("init", "code-review", "--directory", tmp_path).returncode == 0
     env = {"PYTHONDONTWRITEBYTECODE": "1"}
@@ -194,6 +196,7 @@ def test_the_cli_reference_has_every_command_and_subcommand() -> None:
     assert not missing, missing
 
 
+@pytest.mark.slow
 def test_a_moved_project_is_pointed_at_its_new_place_with_trust(tmp_path: Path) -> None:
     before, after = tmp_path / "before", tmp_path / "after"
     before.mkdir()

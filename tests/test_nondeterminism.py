@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 try:  # tests/ may or may not become a package; work either way
     from . import bad_input_support as support
 except ImportError:
@@ -29,6 +31,9 @@ ANSWER = "Owls hunt at night and see well in the dark."
 
 ASK_LINE = 'return ctx.ask("writer", PROMPT.format(topic=topic))'
 STEP_LINE = 'ctx.step("outline", _outline, ctx.output_path, topic)'
+
+
+pytestmark = pytest.mark.slow
 
 
 def paused_copy(tmp_path: Path, *, rename_step_to: str | None = None) -> support.Instance:

@@ -100,6 +100,7 @@ def plain(value: dict[str, Any]) -> Any:
 # -- the OTLP/JSON export of a real run ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_finished_run_exports_as_one_well_formed_trace(driven: Path, tmp_path: Path) -> None:
     document = exported(driven, tmp_path / "trace.json")
     records = records_of(driven)
@@ -135,6 +136,7 @@ def test_a_finished_run_exports_as_one_well_formed_trace(driven: Path, tmp_path:
     assert int(root["endTimeUnixNano"]) == unix_nanos(records[-1]["ts"])
 
 
+@pytest.mark.slow
 def test_spans_carry_the_events_facts_and_times(driven: Path, tmp_path: Path) -> None:
     spans = spans_of(exported(driven, tmp_path / "trace.json"))
     records = records_of(driven)

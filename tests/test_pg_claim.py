@@ -14,6 +14,8 @@ import pg_fleet
 import pg_flows
 import pytest
 
+pytestmark = pytest.mark.slow
+
 
 class Crash(BaseException):
     """A process dying there (not an error any code would catch)."""

@@ -34,6 +34,9 @@ LOST = "lost its connection"
 PATIENCE = 300.0
 
 
+pytestmark = pytest.mark.slow
+
+
 def wait_for(condition: object, what: str, workers: list[subprocess.Popen[bytes]]) -> None:
     deadline = time.monotonic() + PATIENCE
     while not condition():  # type: ignore[operator]

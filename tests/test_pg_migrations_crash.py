@@ -20,11 +20,15 @@ from collections.abc import Callable
 from typing import Any
 
 import needs
+import pytest
 
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
 
 psycopg = needs.psycopg()
 sql = psycopg.sql
+
+
+pytestmark = pytest.mark.slow
 
 
 def columns(dsn: str) -> list[tuple[Any, ...]]:

@@ -200,6 +200,7 @@ def test_every_block_is_one_the_tests_run_or_a_sample(document: Path) -> None:
     assert all(b.language == "sh" for b in blocks if b.marker)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_blocks_run_as_written(document: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"

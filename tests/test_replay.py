@@ -73,6 +73,7 @@ def signed_recording(tmp_path: Path) -> Path:
     return recorded
 
 
+@pytest.mark.slow
 def test_orchestrate_replay_exits_0_clean_and_1_at_a_difference(tmp_path: Path) -> None:
     recorded = signed_recording(tmp_path)
     clean = orchestrate("replay", f"{EXAMPLE}:TemplateCreate", "--run", recorded)
@@ -86,6 +87,7 @@ def test_orchestrate_replay_exits_0_clean_and_1_at_a_difference(tmp_path: Path) 
     assert "position 0" in line and "the prompt changed" in line
 
 
+@pytest.mark.slow
 def test_orchestrate_replay_refuses_a_run_it_cannot_trust_until_it_is_trusted(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from process_support import orchestrate
 
 FLOWS = Path(__file__).parent / "fixtures" / "drive" / "flows.py"
@@ -41,6 +42,9 @@ class Measured(Workflow):
     def measure(self, ctx):
         return {"lines": 3}
 """
+
+
+pytestmark = pytest.mark.slow
 
 
 def completed(workdir: Path, answer: str = "high tide at noon") -> Path:

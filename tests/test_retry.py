@@ -145,6 +145,7 @@ def check_history(run: Run, *words: str) -> None:
         assert word in line, (word, line)
 
 
+@pytest.mark.slow
 def test_a_failed_step_runs_again_with_the_fixed_code(tmp_path: Path) -> None:
     run = Run(tmp_path, flow(parse="raise ValueError('cannot parse ' + text)"))
     failed = run.drive()
@@ -157,6 +158,7 @@ def test_a_failed_step_runs_again_with_the_fixed_code(tmp_path: Path) -> None:
     check_history(run, "ValueError: cannot parse ok first", "step 'parse' failed")
 
 
+@pytest.mark.slow
 def test_an_agent_error_asks_that_agent_again_and_no_other(tmp_path: Path) -> None:
     run = Run(tmp_path, flow())
     (tmp_path / "broken-topic").write_text("first")
@@ -171,6 +173,7 @@ def test_an_agent_error_asks_that_agent_again_and_no_other(tmp_path: Path) -> No
     check_history(run, "AGENT_NOT_FOUND", "ask of writer failed")
 
 
+@pytest.mark.slow
 def test_a_prompt_too_short_is_asked_once_it_is_long_enough(tmp_path: Path) -> None:
     run = Run(tmp_path, flow(second_prompt='"Topic: second"'))
     failed = run.drive()
@@ -183,6 +186,7 @@ def test_a_prompt_too_short_is_asked_once_it_is_long_enough(tmp_path: Path) -> N
     check_history(run, "prompt of 13 characters")
 
 
+@pytest.mark.slow
 def test_a_phase_changed_under_a_paused_run_goes_on_with_the_new_code(tmp_path: Path) -> None:
     """The code changes while the run waits for the critic: the resume finds the first
     ask's prompt changed (non-determinism) and fails; retry keeps the new code, asks from
@@ -206,6 +210,7 @@ def test_a_phase_changed_under_a_paused_run_goes_on_with_the_new_code(tmp_path: 
     check_history(run, "the prompt changed", "dropped from position 0")
 
 
+@pytest.mark.slow
 def test_retry_of_a_run_that_did_not_fail_is_a_usage_error(tmp_path: Path) -> None:
     run = Run(tmp_path, flow())
     assert (

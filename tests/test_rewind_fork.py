@@ -30,6 +30,9 @@ sys.stdout.write(answer.stdout)
 """
 
 
+pytestmark = pytest.mark.slow
+
+
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
     return {
         p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)

@@ -394,6 +394,7 @@ def test_check_lock_table_matches_brute_force_in_any_order(
     assert check_lock_table(shuffled) == expected
 
 
+@pytest.mark.slow
 @given(lock_rows, st.lists(clean_paths, max_size=4), st.randoms(use_true_random=False))
 def test_lock_conflicts_matches_brute_force_in_any_order(
     rows: list[tuple[str, str, bool]], wanted: list[str], rnd: random.Random

@@ -178,6 +178,7 @@ def assert_refused_by_every_command(run: Run, *fragments: str) -> None:
 # -- states edited by hand are refused before any import ---------------------------------
 
 
+@pytest.mark.slow
 def test_a_workflow_reference_edited_to_another_module_is_never_imported(tmp_path: Path) -> None:
     run = Run(tmp_path)
     run.start()
@@ -199,6 +200,7 @@ def test_a_workflow_reference_edited_to_another_module_is_never_imported(tmp_pat
     assert not (evil.parent / "MARKER").exists()
 
 
+@pytest.mark.slow
 def test_a_phase_moved_on_by_hand_is_refused(tmp_path: Path) -> None:
     """The phase moved to a later one, consistently: the phase would run with the
     outputs of the one before missing."""
@@ -208,6 +210,7 @@ def test_a_phase_moved_on_by_hand_is_refused(tmp_path: Path) -> None:
     assert_refused_by_every_command(run, "signed it: the phase and the other top-level fields;")
 
 
+@pytest.mark.slow
 def test_a_recorded_answer_changed_by_hand_is_refused_then_trusted_and_resumed(
     tmp_path: Path,
 ) -> None:
@@ -226,6 +229,7 @@ def test_a_recorded_answer_changed_by_hand_is_refused_then_trusted_and_resumed(
     run.answer("Yes, that is right.", expect=0)  # the run goes on from the state as trusted
 
 
+@pytest.mark.slow
 def test_a_workflow_file_that_moved_is_trusted_by_hand_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -243,6 +247,7 @@ def test_a_workflow_file_that_moved_is_trusted_by_hand_and_the_run_goes_on(
     assert (moved.parent / "imports.log").exists()
 
 
+@pytest.mark.slow
 def test_a_state_without_its_signature_is_refused(tmp_path: Path) -> None:
     run = Run(tmp_path)
     run.start()
@@ -285,6 +290,7 @@ def test_an_unsigned_edit_is_refused_in_process_too(tmp_path: Path) -> None:
     assert run.state_path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_finished_run_whose_history_was_edited_is_not_rewound_or_forked(
     tmp_path: Path,
 ) -> None:
@@ -372,6 +378,7 @@ def test_every_option_of_trust_has_help() -> None:
 # -- the key ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_key_is_made_0600_on_first_use_and_kept(tmp_path: Path) -> None:
     key = tmp_path / "config" / "checkpoint-orchestrator" / "state.key"
     env = {"ORCHESTRATOR_KEY_FILE": str(key)}
@@ -402,6 +409,7 @@ def test_the_key_under_xdg_config_home_by_default(
         key_file()
 
 
+@pytest.mark.slow
 def test_processes_that_make_the_key_at_once_agree_on_it(tmp_path: Path) -> None:
     key = tmp_path / "race" / "state.key"
     code = (
@@ -417,6 +425,7 @@ def test_processes_that_make_the_key_at_once_agree_on_it(tmp_path: Path) -> None
     assert [p.name for p in key.parent.iterdir()] == ["state.key"]  # no temporary left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604], ids=["0644", "0640", "0604"])
 def test_a_key_others_can_read_is_refused_and_nothing_changes(tmp_path: Path, mode: int) -> None:
     key = tmp_path / "keys" / "state.key"
@@ -457,6 +466,7 @@ def test_a_key_inside_the_work_directory_is_refused(tmp_path: Path) -> None:
 # -- phase consistency: a signed state whose phase the workflow does not have -----------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "where"),
     [
@@ -555,6 +565,7 @@ def test_a_signature_names_the_parts_that_changed(tmp_path: Path) -> None:
     assert not verdict.ok and verdict.changed == ()
 
 
+@pytest.mark.slow
 def test_a_signed_state_file_still_reads_as_it_did(tmp_path: Path) -> None:
     """One line per top-level field, phase output and request; the signature inside the
     engine's record, on its line."""
@@ -569,6 +580,7 @@ def test_a_signed_state_file_still_reads_as_it_did(tmp_path: Path) -> None:
     assert run.state_path.read_text().splitlines() == lines
 
 
+@pytest.mark.slow
 def test_a_resume_checks_and_signs_without_loading_openssl(tmp_path: Path) -> None:
     """Start-up cost: ``hashlib`` and ``hmac`` load OpenSSL; a resume that checks the
     state, records an answer and signs the state it writes imports neither."""
@@ -641,6 +653,7 @@ def _resumed(run: Run) -> Any:
     return run.cli("resume", "--workdir", run.workdir)
 
 
+@pytest.mark.slow
 def test_a_state_is_signed_over_its_file_so_the_same_data_in_other_bytes_is_refused(
     tmp_path: Path,
 ) -> None:
@@ -658,6 +671,7 @@ def test_a_state_is_signed_over_its_file_so_the_same_data_in_other_bytes_is_refu
     assert run.state_path.read_bytes() == squeezed
 
 
+@pytest.mark.slow
 def test_a_state_signed_over_its_parts_still_resumes(tmp_path: Path) -> None:
     """States written before the signature covered the file carry one over their parts;
     they resume as they are, and are signed over the file from the next save on."""
@@ -674,6 +688,7 @@ def test_a_state_signed_over_its_parts_still_resumes(tmp_path: Path) -> None:
     assert run.state()["phase_data"][ENGINE_KEY]["x_signature"]["covers"] == "segments"
 
 
+@pytest.mark.slow
 def test_a_state_signed_over_its_whole_file_still_resumes(tmp_path: Path) -> None:
     """States written before the signature was cut into segments carry one over the
     whole file (and the parts' digests beside it); they resume as they are, and are
@@ -738,6 +753,7 @@ def test_a_state_holding_the_mark_is_signed_over_its_parts(tmp_path: Path) -> No
     assert judge_signature(json.loads(written), written).ok
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(
     st.binary(min_size=2, max_size=40).map(lambda b: bytes(97 + x % 3 for x in b)),
@@ -829,6 +845,7 @@ def test_a_peek_hands_its_parse_to_the_next_read_of_the_same_bytes_once(
     assert read_signed(raw, source="state")[0] is not peeked
 
 
+@pytest.mark.slow
 def test_a_resume_parses_the_state_once(tmp_path: Path) -> None:
     """A new process resuming a run checks and parses its state's bytes once, though it
     reads them twice (for the workflow's name before the import, then under the lock)."""
@@ -871,6 +888,7 @@ def test_bytes_a_save_wrote_are_read_without_the_careful_parser_and_others_are_n
     assert data_if_signed(raw + b" ") is None
 
 
+@pytest.mark.slow
 @given(
     st.lists(
         st.tuples(

@@ -548,6 +548,7 @@ EVENT_STRATEGY = st.builds(
 )
 
 
+@pytest.mark.slow
 @given(results=RESULTS_STRATEGY)
 def test_results_round_trip(results: Results) -> None:
     written = dump_results(results)
@@ -556,6 +557,7 @@ def test_results_round_trip(results: Results) -> None:
     assert parse_results(document, source="results.json", strict=True) == results
 
 
+@pytest.mark.slow
 @given(event=EVENT_STRATEGY)
 def test_events_round_trip(event: Event) -> None:
     line = encode_event(event)

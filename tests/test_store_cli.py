@@ -24,6 +24,9 @@ WORKFLOW = f"{EXAMPLE / 'workflow.py'}:TemplateCreate"
 FAKE_AGENT = f"{sys.executable} {EXAMPLE / 'fake_agent.py'}"
 
 
+pytestmark = pytest.mark.slow
+
+
 def start_args(workdir: Path, output: str) -> list[str]:
     return [
         "--workdir",

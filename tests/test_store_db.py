@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import needs
+import pytest
 from process_support import orchestrate
 
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
@@ -110,6 +111,7 @@ def wait_until_waiting(
     raise AssertionError(f"{count} upgrades never waited for the lock")
 
 
+@pytest.mark.slow
 def test_a_store_a_newer_version_migrated_is_refused_unchanged(pg_fresh_dsn: str) -> None:
     assert orchestrate("db", "upgrade", "--store", pg_fresh_dsn).returncode == 0
     newer = latest() + 1
@@ -135,6 +137,7 @@ def test_a_store_a_newer_version_migrated_is_refused_unchanged(pg_fresh_dsn: str
     assert snapshot(pg_fresh_dsn) == before
 
 
+@pytest.mark.slow
 def test_status_shows_the_version_and_the_runs_by_status_changing_nothing(
     pg_fresh_dsn: str,
 ) -> None:
@@ -162,6 +165,7 @@ def test_status_shows_the_version_and_the_runs_by_status_changing_nothing(
     assert "runs: 1 completed, 2 paused" in text.stdout
 
 
+@pytest.mark.slow
 def test_a_store_that_cannot_be_used_is_one_line_naming_why(pg_fresh_dsn: str) -> None:
     no_server = orchestrate("db", "upgrade", "--store", "postgresql://127.0.0.1:1/test")
     assert no_server.returncode == 1

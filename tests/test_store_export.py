@@ -182,6 +182,7 @@ def export(dsn: str, run_id: str, target: Path) -> subprocess.CompletedProcess[s
     return orchestrate("export", "--store", dsn, "--run", run_id, "--to", target)
 
 
+@pytest.mark.slow
 def test_export_writes_every_point_of_a_run_as_the_file_store_left_it(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -212,6 +213,7 @@ def test_export_writes_every_point_of_a_run_as_the_file_store_left_it(
     )
 
 
+@pytest.mark.slow
 def test_an_exported_live_run_goes_on_from_its_files(pg_dsn: str, tmp_path: Path) -> None:
     """A run paused in the store, exported, answered and finished with files alone."""
     started = orchestrate(
@@ -330,6 +332,7 @@ def test_a_link_in_the_target_is_never_followed(
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_directory_holding_an_instance_or_the_run_is_refused_unchanged(
     pg_dsn: str, tmp_path: Path, ended_run: tuple[psycopg.Connection[Any], str]
 ) -> None:

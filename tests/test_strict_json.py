@@ -583,6 +583,7 @@ json_values = st.recursive(
 ).filter(lambda value: nesting(value) <= DEFAULT_MAX_DEPTH)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(json_values)
 def test_canonical_round_trip(value: Any) -> None:
@@ -600,6 +601,7 @@ tricky_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(tricky_values, st.sampled_from([None, 0, 2]), st.booleans())
 def test_depth_scan_is_exact(value: Any, indent: int | None, ascii_only: bool) -> None:
@@ -610,6 +612,7 @@ def test_depth_scan_is_exact(value: Any, indent: int | None, ascii_only: bool) -
         assert refused(data, max_depth=depth - 1).rule == "depth"
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
@@ -646,6 +649,7 @@ _small_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     steps=st.lists(
@@ -740,6 +744,7 @@ _JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.dictionaries(st.text(alphabet='{}, "a', max_size=4), _JSON_VALUES), max_size=12))
 def test_a_list_encoded_in_one_call_splits_into_its_items_texts_or_not_at_all(
@@ -769,6 +774,7 @@ _CUT_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(
     _CUT_KEYS,

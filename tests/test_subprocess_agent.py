@@ -204,6 +204,7 @@ def test_bad_configuration_is_refused_at_once(kwargs: dict[str, Any]) -> None:
 # -- timeouts --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_timeout_kills_a_sleeping_child(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     invoker = SubprocessInvoker(agent("sleep", "60", str(pid_file)))
@@ -213,6 +214,7 @@ def test_timeout_kills_a_sleeping_child(tmp_path: Path) -> None:
     assert_group_gone(pid_file)
 
 
+@pytest.mark.slow
 def test_timeout_kills_a_shell_grandchild_that_holds_stdout(tmp_path: Path) -> None:
     # The shell waits for its background child, which keeps stdout open and sleeps.
     pid_file = tmp_path / "pid"

@@ -250,6 +250,7 @@ def finished(workdir: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
+@pytest.mark.slow
 def test_a_request_answered_three_days_later_completes_the_run(tmp_path: Path, flow: Path) -> None:
     workdir = fresh(tmp_path / "run")
     started = orchestrate("run", f"{flow}:Patient", "--workdir", workdir, env=at(DAY))
@@ -266,6 +267,7 @@ def test_a_request_answered_three_days_later_completes_the_run(tmp_path: Path, f
     assert [r["status"] for r in record["agent_requests"]] == ["completed"]
 
 
+@pytest.mark.slow
 def test_with_answer_within_a_late_request_times_out_by_policy(tmp_path: Path, flow: Path) -> None:
     workdir = fresh(tmp_path / "run")
     assert orchestrate("run", f"{flow}:Hurried", "--workdir", workdir, env=at(DAY)).returncode == 42
@@ -282,6 +284,7 @@ def test_with_answer_within_a_late_request_times_out_by_policy(tmp_path: Path, f
     )
 
 
+@pytest.mark.slow
 def test_resume_before_the_wake_time_exits_42_and_writes_nothing(
     tmp_path: Path, flow: Path
 ) -> None:
@@ -348,6 +351,7 @@ def test_kill_9_around_the_wake_loses_nothing_and_repeats_no_step(
             assert ran.count(step) == 1 or (ran.count(step) == 2 and window), (line, ran)
 
 
+@pytest.mark.slow
 def test_drive_waits_out_a_timer(tmp_path: Path, flow: Path) -> None:
     workdir = fresh(tmp_path / "run")
     result = orchestrate("drive", f"{flow}:Nap", "--workdir", workdir, "--agent", "subprocess:cat")

@@ -17,6 +17,8 @@ needs.extra("starlette", "ui")
 
 from ui_support import Served, paused_template_create, serving  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def paused(tmp_path: Path) -> Path:

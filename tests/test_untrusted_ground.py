@@ -54,6 +54,9 @@ start = support.start
 ANSWER = "Owls hunt at night and see well in the dark."
 
 
+pytestmark = pytest.mark.slow
+
+
 def answered_to_the_end(instance: Instance, text: str = ANSWER) -> None:
     """A correct answer now resumes the run to its end, and no step ran twice."""
     instance.answer_and_resume(text, expect=0)

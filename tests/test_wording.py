@@ -52,6 +52,7 @@ def counted_in_fstrings(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_message_counts_without_the_plural_helper() -> None:
     files = [*(REPO / "orchestrator").rglob("*.py"), *(REPO / "adapters").rglob("*.py")]
     assert [place for path in sorted(files) for place in counted_in_fstrings(path)] == []
