@@ -34,8 +34,9 @@ settings.load_profile("project")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The soak sweeps (a crash at every point, where the default run takes one point of
-    each kind) run only when a marker expression names them: ``pytest -m soak``."""
+    """The soak tests (crash sweeps at every point, where the default run takes one point
+    of each kind; installs from the package index) run only when a marker expression names
+    them: ``pytest -m soak``."""
     if "soak" in (config.option.markexpr or ""):
         return
     soaked = [item for item in items if item.get_closest_marker("soak")]

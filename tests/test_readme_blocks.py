@@ -43,7 +43,7 @@ INSTALL = "Installing it into your own project"
 # The blocks run elsewhere, by document and section, with the marker that says where.
 RUN_ELSEWHERE = {
     ("README.md", "The two commands"): "covered by CI (.ci/run runs both commands)",
-    ("README.md", INSTALL): "run by test_the_install_section_installs_as_written (slow)",
+    ("README.md", INSTALL): "run by test_the_install_section_installs_as_written (soak: it installs from the package index)",
 }
 
 FENCE = re.compile(r"^```(\S*)\s*$")
@@ -231,6 +231,7 @@ def test_the_two_commands_are_a_shell_block_of_two_commented_commands() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_the_install_section_installs_as_written(tmp_path: Path) -> None:
     """Into a new virtual environment, from a copy of this checkout: each line as written,
     ``/path/to/checkout`` standing for the copy, run in it; then every extra imports."""
