@@ -43,7 +43,7 @@ INSTALL = "Installing it into your own project"
 # The blocks run elsewhere, by document and section, with the marker that says where.
 RUN_ELSEWHERE = {
     ("README.md", "The two commands"): "covered by CI (.ci/run runs both commands)",
-    ("README.md", INSTALL): "run by test_the_install_section_installs_as_written (soak: it installs from the package index)",
+    ("README.md", INSTALL): "run by test_the_install_section_installs_as_written (soak)",
 }
 
 FENCE = re.compile(r"^```(\S*)\s*$")
