@@ -33,6 +33,30 @@ settings.register_profile("project", derandomize=True, deadline=None, print_blob
 settings.load_profile("project")
 
 
+# Modules whose module-scoped fixtures are costly (a baseline run, a whole crash sweep):
+# pytest-xdist sends each one whole to one worker, so no fixture is made twice.
+ONE_WORKER = (
+    "test_board_concurrency.py",
+    "test_board_crash_safety.py",
+    "test_crash_safety.py",
+    "test_long_run_crashes.py",
+    "test_power_cut.py",
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Load scheduling, one test at a time, but a module of ``ONE_WORKER`` as one unit.
+    (pytest-xdist's own ``loadgroup`` renames node ids, which pytest 9.2 no longer lets it.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module.rsplit("/", 1)[-1] in ONE_WORKER else nodeid
+
+    return Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The soak tests (crash sweeps at every point, where the default run takes one point
     of each kind; installs from the package index) run only when a marker expression names

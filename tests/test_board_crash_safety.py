@@ -74,8 +74,7 @@ EXTERNAL_SPAWN_DELAY = 0.05
 BLOCKED_IN_BASELINE = {"T-5/1/blocked": "SCOPE_VIOLATION", "T-4/1/blocked": "TASK_TIMEOUT"}
 
 
-# One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_board_crash_safety")]
+pytestmark = pytest.mark.slow
 
 
 def is_mailbox(label: str) -> bool:

@@ -91,8 +91,7 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 # -- running drive ----------------------------------------------------------------------------
 
 
-# One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_crash_safety")]
+pytestmark = pytest.mark.slow
 
 
 def drive_command(workdir: Path, workflow_ref: str) -> list[str]:

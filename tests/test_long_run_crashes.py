@@ -59,10 +59,6 @@ print(json.dumps({
 """
 
 
-# One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
-pytestmark = pytest.mark.xdist_group("test_long_run_crashes")
-
-
 def write_subject(base: Path) -> tuple[str, str]:
     """The workflow file and the handler script; (workflow reference, handler command)."""
     (base / "long.py").write_text(long_workflow(ASKS, PHASES), encoding="utf-8")

@@ -56,10 +56,6 @@ MIN_DISKS = 1000
 HOST_ROUNDS = 40  # resumes a recovery may take before it counts as stuck
 
 
-# One worker runs this module: its module fixtures (the baseline, the sweep) are costly.
-pytestmark = pytest.mark.xdist_group("test_power_cut")
-
-
 @dataclass
 class Report:
     """What exploring one subject found."""
