@@ -59,8 +59,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The soak tests (crash sweeps at every point, where the default run takes one point
-    of each kind; installs from the package index) run only when a marker expression names
-    them: ``pytest -m soak``."""
+    of each kind; the largest races and ledgers; installs from the package index) run only
+    when a marker expression names them: ``pytest -m soak``."""
     if "soak" in (config.option.markexpr or ""):
         return
     soaked = [item for item in items if item.get_closest_marker("soak")]

@@ -148,7 +148,7 @@ def run_race(directory: Path, count: int) -> Race:
     scope="module",
     params=[
         pytest.param(200, id="8x200"),
-        pytest.param(10_000, id="8x10000", marks=pytest.mark.slow),
+        pytest.param(10_000, id="8x10000", marks=[pytest.mark.slow, pytest.mark.soak]),
     ],
 )
 def race(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Race:

@@ -375,6 +375,7 @@ def test_an_unreadable_snapshot_is_ignored(tmp_path: Path, snapshot: bytes) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_a_ledger_of_100000_deltas_loads(tmp_path: Path) -> None:
     # About 15 s here: built through Ledger.append in ten batches of 10,000, then loaded with
     # its snapshot and without.

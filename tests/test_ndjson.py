@@ -78,7 +78,9 @@ def run_writer(
     [
         pytest.param(False, 10_000, id="8x10000"),
         pytest.param(True, 500, id="8x500-durable"),
-        pytest.param(True, 10_000, id="8x10000-durable", marks=pytest.mark.slow),
+        pytest.param(
+            True, 10_000, id="8x10000-durable", marks=[pytest.mark.slow, pytest.mark.soak]
+        ),
     ],
 )
 def test_concurrent_writers_never_lose_split_or_reorder_a_line(
