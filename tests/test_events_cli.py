@@ -299,6 +299,9 @@ def following(workdir: Path, *args: str) -> Iterator[Follower]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         bufsize=0,
+        # A suite started in the background ignores SIGINT, and a child inherits that:
+        # the follower gets the default, as a person's terminal gives it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         yield Follower(child)
