@@ -289,7 +289,7 @@ def test_the_cli_loads_no_optional_extra_until_a_command_needs_it() -> None:
         "import sys\n"
         "from orchestrator.cli import main\n"
         "for name in main.COMMANDS:\n"
-        "    main._parser(name)\n"
+        "    main.build_parser(name)\n"
         "loaded = {m.split('.')[0] for m in sys.modules}\n"
         "print(sorted(loaded & {'starlette', 'uvicorn', 'psycopg', 'opentelemetry'}))\n"
     )

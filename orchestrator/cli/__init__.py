@@ -1,9 +1,21 @@
 """``orchestrate``, the command line: the composition root.
 
-``main`` parses the arguments, picks the store and the adapters, runs the command and
-maps its outcome to an exit code; each command group has its own module (``board``,
-``events``, ``drive``, ``instance``, ``eval_compare``), imported only when its command
-runs, because a host spawns ``orchestrate`` once per pause.
+``main`` is the entry point: it builds the parser from what each command module declares
+(a ``COMMANDS`` table: help, arguments, handler), runs the command and maps its outcome
+to an exit code. Only the module of the command being run is imported, because a host
+spawns ``orchestrate`` once per pause. ``common`` holds what the command modules share
+(the work directory and its instance, the engine and its agent, the store a command
+names, the arguments several commands take); they import it, never ``main``.
+
+The command modules: ``run`` (run, resume, retry, rewind, fork, replay, drive, cancel),
+``inspect`` (status, history, output), ``answer`` (respond, pending), ``validate``
+(validate, schema), ``scaffold`` (init), ``trust``, ``events``, ``board`` (board,
+check), ``evals`` and ``eval_compare`` (eval), ``store`` (db, export), ``worker``, and
+``ui/`` (``orchestrate ui``, the local web app). Beside them: ``store_runs``, the same
+commands on a run of a PostgreSQL store; ``board_handoff``, which hands a task board's
+outcome to the workflow waiting for it; ``instance``, the reads and writes of an
+instance's files that the commands share; ``drive``, the host loop of ``drive``; and
+``reference``, which makes ``docs/cli.md`` from the parser.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """

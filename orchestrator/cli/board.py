@@ -24,14 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import BoardError, ContractError, UsageError
 from .._text import plural
+from .board_handoff import _workflow_requests, time_out_stale_tasks
+from .common import (
+    STORE_ENV,
+    Command,
+    Formatter,
+    close_board_stores,
+    no_subcommand,
+    open_board_store,
+)
 
 if TYPE_CHECKING:
-    from .._ports import BoardStore
     from ..board.board import Board
-
-STORE_ENV = "ORCHESTRATOR_STORE"
-# Stores a command opened, closed when it ends (a database connection each).
-_OPENED: list[BoardStore] = []
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 # The validators' short names, and the document kind each one reads.
@@ -193,7 +197,7 @@ def _with_codes(
 
             raise BoardError(str(exc), code=error_code_for(exc).value) from None
         finally:
-            _close_stores()
+            close_board_stores()
 
     return run
 
@@ -214,11 +218,6 @@ def _add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
         help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE, whose board --board "
         f"names (default: ${STORE_ENV}; without either: a board directory)",
     )
-
-
-def _close_stores() -> None:
-    while _OPENED:
-        _OPENED.pop().close()
 
 
 def add_check_command(check: Any) -> None:
@@ -248,7 +247,7 @@ def _add_input(parser: Any) -> None:
 
 def _store_dsn(args: argparse.Namespace) -> str | None:
     """The PostgreSQL store named by ``--store`` or ``$ORCHESTRATOR_STORE``; ``None``: files."""
-    from .store_runs import store_of
+    from .common import store_of
 
     return store_of(args)
 
@@ -258,23 +257,10 @@ def _board(args: argparse.Namespace) -> Board:
 
     dsn = _store_dsn(args)
     if dsn is not None:
-        return Board(store=_open_store(dsn, args.board))
+        return Board(store=open_board_store(dsn, args.board))
     workdir = (getattr(args, "workdir", None) or Path.cwd()).resolve()
     directory = Path(args.board).resolve() if args.board else workdir / BOARD_DIR
     return Board(directory)
-
-
-def _open_store(dsn: str, board_id: str | None) -> BoardStore:
-    if not board_id:
-        raise UsageError(
-            "with --store, name the board: --board ID (a dispatch board's id is its run's "
-            "id; 'orchestrate status --store DSN' lists runs)"
-        )
-    from ..adapters.postgres import board_store
-
-    store = board_store(dsn, board_id)
-    _OPENED.append(store)
-    return store
 
 
 def _read_input(args: argparse.Namespace) -> bytes:
@@ -533,47 +519,6 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def time_out_stale_tasks(
-    board: Board, workdir: Path, *, now: Any = None, dsn: str | None = None
-) -> list[Any]:
-    """Run the watchdog; a workflow request waiting for a timed-out task is answered
-    TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes. The
-    workflow is an instance in ``workdir``, or with ``dsn`` the run of the store's board."""
-    waiting = _workflow_requests(board, workdir, dsn)
-    timed_out = board.watchdog(now=now, spare=waiting.answered_tasks())
-    for delta in timed_out:
-        attempt = board.state().row(delta.task_id).attempts
-        request = waiting.requests.get((delta.task_id, attempt))
-        if request is not None:
-            waiting.answer(request, text=delta.reason, status="timeout")
-    return timed_out
-
-
-def use_store_boards(engine: Any, dsn: str) -> None:
-    """Keep the task boards of ``engine``'s run (``ctx.dispatch``, ``ctx.board()``) in the
-    store at ``dsn``, each named by its run's id: what a command that runs a workflow on
-    a store (run, resume, drive, worker) calls on the engine it made."""
-    from ..adapters.postgres import board_store
-
-    engine.board_store = lambda run_id: board_store(dsn, run_id)
-
-
-def watch_store_board(dsn: str, board_id: str) -> list[Any]:
-    """One watchdog pass over board ``board_id`` of the store at ``dsn`` (a worker's, say),
-    unless another pass runs now; requests of the board's run waiting for a timed-out
-    task are answered TIMEOUT. Returns the deltas that timed tasks out."""
-    from ..board.board import Board
-
-    board = Board(store=_open_store(dsn, board_id))
-    try:
-        with board.store.maintenance(wait=None) as held:
-            if not held:
-                return []
-            return time_out_stale_tasks(board, Path.cwd(), dsn=dsn)
-    finally:
-        _close_stores()
-
-
 def _cmd_set_status(args: argparse.Namespace) -> int:
     from ..formats.board import TaskStatus
     from ..formats.convert import unstructure
@@ -625,95 +570,6 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _WorkflowRequests:
-    """Workflow requests pending for this board's assignments, (task, attempt) -> request
-    id, and how to answer one: a response file beside an instance's state, or a response
-    in the store of the board's run."""
-
-    def __init__(self) -> None:
-        self.requests: dict[tuple[str, int], str] = {}
-        self.answered: set[str] = set()  # request ids whose answer waits to be read
-        self._state_paths: dict[str, Path] = {}
-        self._dsn: str | None = None
-        self._run_id = ""
-
-    def answered_tasks(self) -> set[str]:
-        """Tasks whose subagent's answer is in: alive, not to time out."""
-        return {task_id for (task_id, _), rid in self.requests.items() if rid in self.answered}
-
-    def answer(self, request_id: str, *, text: str, status: str = "success") -> str:
-        """Answer the request; where the answer went."""
-        from .instance import response_document, write_response
-
-        if self._dsn is None:
-            path = self._state_paths[request_id]
-            return str(write_response(path, request_id=request_id, text=text, status=status))
-        from .store_runs import open_store
-
-        with open_store(self._dsn) as store:
-            store.respond(self._run_id, response_document(request_id, text=text, status=status))
-            return f"{store.name} run {self._run_id} request {request_id}"
-
-
-def _workflow_requests(board: Board, workdir: Path, dsn: str | None) -> _WorkflowRequests:
-    found = _WorkflowRequests()
-    if dsn is None:
-        _instance_requests(board, workdir, found)
-    else:
-        _store_requests(board, dsn, found)
-    return found
-
-
-def _instance_requests(board: Board, workdir: Path, found: _WorkflowRequests) -> None:
-    """The requests of every workflow instance in ``workdir`` pending for an assignment of
-    this board, and those a response file answers."""
-    from ..formats.bridge import RESPONSE_FILE, RESPONSES_DIR, HistoryStatus
-    from ..storage.beneath import list_directory
-    from ..storage.files import read_regular_file
-    from .instance import load_state_file
-
-    for state_path in sorted(workdir.glob(".*-state.json")):
-        for record in load_state_file(state_path).agent_requests:
-            if record.status is not HistoryStatus.PENDING or record.x_request is None:
-                continue
-            context = record.x_request.context or {}
-            if context.get("x_board") == board.location and "x_task_id" in context:
-                key = (str(context["x_task_id"]), int(context.get("x_attempt", 0)))
-                found.requests[key] = record.request_id
-                found._state_paths[record.request_id] = state_path
-    if not found.requests:
-        return
-    names = list_directory(workdir / RESPONSES_DIR)
-    found.answered = {name[:-5] for name in names if name.endswith(".json")}
-    try:
-        raw = read_regular_file(workdir / RESPONSE_FILE, max_bytes=16 * 1024 * 1024)
-        found.answered.add(str(json.loads(raw).get("request_id")))
-    except (OSError, ValueError, AttributeError):  # ContractError is a ValueError
-        pass
-
-
-def _store_requests(board: Board, dsn: str, found: _WorkflowRequests) -> None:
-    """The requests of the board's run (a dispatch board's id is its run's id) pending in
-    the store for an assignment of this board, and those answered but not yet read."""
-    from .store_runs import open_store
-
-    if not board.store.board_exists():
-        return
-    found._dsn, found._run_id = dsn, board.run_id
-    with open_store(dsn) as store:
-        for pending in store.pending(board.run_id):
-            request = json.loads(pending.document)
-            context = request.get("context") or {}
-            if "x_board" in context and "x_task_id" in context:
-                key = (str(context["x_task_id"]), int(context.get("x_attempt", 0)))
-                found.requests[key] = pending.request_id
-        if found.requests:
-            rows = store.conn.execute(
-                "select request_id from responses where run_id = %s", (board.run_id,)
-            ).fetchall()
-            found.answered = {str(row[0]) for row in rows}
-
-
 # -- validators ------------------------------------------------------------------------
 
 
@@ -757,7 +613,7 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         try:
             return _check_ledger(b"".join(line + b"\n" for line in _ledger_lines(_board(args))))
         finally:
-            _close_stores()
+            close_board_stores()
     raw = sys.stdin.buffer.read()
     source = "<stdin>"
     if kind == "ledger":
@@ -843,3 +699,21 @@ def _check_ledger(raw: bytes) -> dict[str, Any]:
         f"({plural(fold.duplicates, 'duplicate')} ignored){torn}; "
         f"{plural(len(state.rows), 'task')}, {plural(len(state.active_locks()), 'lock')} held",
     }
+
+
+def _declare_board(board: argparse.ArgumentParser) -> None:
+    add_board_commands(board, Formatter)
+
+
+COMMANDS = {
+    "board": Command(
+        "The task board: tasks, locks, heartbeats, worklogs, results, handoff.",
+        _declare_board,
+        no_subcommand,
+    ),
+    "check": Command(
+        "Validate a board document on stdin: one line of JSON; exit 0 only if allowed.",
+        add_check_command,
+        cmd_check,
+    ),
+}

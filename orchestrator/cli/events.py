@@ -35,6 +35,8 @@ from ..storage.runs import (
     run_id_in,
     runs_dir,
 )
+from . import common
+from .common import Command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -162,7 +164,7 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
     out = output if output is not None else sys.stdout.buffer
     exporting = args.otlp is not None or args.otlp_endpoint is not None
     _check_options(args, exporting)
-    from .store_runs import store_of
+    from .common import store_of
 
     dsn = store_of(args)
     try:
@@ -796,7 +798,7 @@ def _on_store(args: argparse.Namespace, dsn: str, out: BinaryIO, exporting: bool
     lines as its ``events.ndjson``; ``--follow`` polls for new ones until ``run.end``."""
     import time
 
-    from .store_runs import open_store, required_run
+    from .common import open_store, required_run
 
     run_id = required_run(args)
     show: Callable[[LoggedEvent], None]
@@ -850,3 +852,18 @@ def _write_export(target: str, body: bytes, out: BinaryIO) -> None:
             f"--otlp {path}: cannot write it ({exc.strerror or exc}); choose a file in a "
             "directory that exists and is writable"
         ) from None
+
+
+def _declare_events(events: argparse.ArgumentParser) -> None:
+    common.add_workdir(events)
+    add_events_arguments(events)
+    common.add_store(events, run=False)
+
+
+COMMANDS = {
+    "events": Command(
+        "Show a run's events: filter, follow, or export them as OpenTelemetry spans.",
+        _declare_events,
+        cmd_events,
+    ),
+}

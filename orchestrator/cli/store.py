@@ -28,6 +28,7 @@ import attrs
 
 from .._errors import InstanceExistsError, NoInstanceError, OrchestratorError, UsageError
 from .._text import plural, printable
+from .common import Command, Formatter, no_subcommand
 
 if TYPE_CHECKING:
     from ..adapters.postgres.migrations import Migration
@@ -52,7 +53,7 @@ class StoreDamageError(OrchestratorError):
 
 def add_db_commands(db: Any, formatter: Any) -> None:
     """``db upgrade`` and ``db status``, on the ``db`` command's parser."""
-    from .store_runs import add_store_argument
+    from .common import add_store_argument
 
     subs = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND", required=True)
     upgrade = subs.add_parser(
@@ -79,7 +80,7 @@ def add_db_commands(db: Any, formatter: Any) -> None:
 
 
 def add_export_arguments(export: Any) -> None:
-    from .store_runs import add_store_argument
+    from .common import add_store_argument
 
     add_store_argument(export, run=False, needed=True)
     export.add_argument("--run", required=True, metavar="ID", help="the run's id")
@@ -94,7 +95,7 @@ def add_export_arguments(export: Any) -> None:
 
 def required_store(args: argparse.Namespace) -> str:
     """The store named by ``--store`` or ``$ORCHESTRATOR_STORE``; one is needed here."""
-    from .store_runs import STORE_ENV, store_of
+    from .common import STORE_ENV, store_of
 
     dsn = store_of(args)
     if dsn is None:
@@ -452,3 +453,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     print(plan.state[0])
     return EXIT_OK
+
+
+def _declare_db(db: argparse.ArgumentParser) -> None:
+    add_db_commands(db, Formatter)
+
+
+COMMANDS = {
+    "db": Command(
+        "The PostgreSQL store's schema: upgrade it to this version, or show its version and "
+        "its runs by status.",
+        _declare_db,
+        no_subcommand,
+    ),
+    "export": Command(
+        "Write a run of a PostgreSQL store into a work directory as the files the file "
+        "store keeps: its state, requests and evidence, byte for byte.",
+        add_export_arguments,
+        cmd_export,
+    ),
+}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NoInstanceError, StateDamagedError, UsageError
 from .._text import printable
+from .common import open_store, required_run
 
 if TYPE_CHECKING:
     from ..adapters.postgres.store import PostgresStore
@@ -22,64 +23,7 @@ if TYPE_CHECKING:
     from ..engine.record import Outcome
     from ..formats.bridge import AgentResponse
 
-STORE_ENV = "ORCHESTRATOR_STORE"
 EXIT_OK = 0
-
-
-def add_store_argument(
-    sub: Any, *, run: bool = True, run_required: bool = False, needed: bool = False
-) -> None:
-    """``--store`` (and ``--run``) on a command that works on both stores; ``needed``: on a
-    command that works on a PostgreSQL store only (a worker, ``db``, ``export``)."""
-    without = (
-        "one of the two is required" if needed else "without either: the work directory's files"
-    )
-    sub.add_argument(
-        "--store",
-        default=None,
-        metavar="DSN",
-        help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
-        f"{without})",
-    )
-    if run:
-        sub.add_argument(
-            "--run",
-            required=run_required,
-            default=None,
-            metavar="ID",
-            help="with --store: the run's id (as 'run' printed it)",
-        )
-
-
-def store_of(args: argparse.Namespace) -> str | None:
-    """The store a command names: ``--store``, else ``$ORCHESTRATOR_STORE``; ``None``: files."""
-    dsn = getattr(args, "store", None) or os.environ.get(STORE_ENV) or None
-    if dsn is None:
-        return None
-    from ..adapters.postgres.connection import is_store_dsn
-
-    if not is_store_dsn(dsn):
-        where = "--store" if getattr(args, "store", None) else STORE_ENV
-        raise UsageError(
-            f"{where} {dsn!r}: name a PostgreSQL store as postgresql://USER@HOST/DATABASE "
-            "(work directories are named with --workdir)"
-        )
-    return dsn
-
-
-def open_store(dsn: str) -> PostgresStore:
-    from ..adapters.postgres.store import PostgresStore
-
-    return PostgresStore(dsn)
-
-
-def required_run(args: argparse.Namespace) -> str:
-    run_id = getattr(args, "run", None)
-    if not run_id:
-        raise UsageError(
-            "with --store, name the run: --run ID ('orchestrate status --store' lists them)"
-        )
-    return str(run_id)
 
 
 # -- composition --------------------------------------------------------------------------
@@ -87,11 +31,11 @@ def required_run(args: argparse.Namespace) -> str:
 
 def engine_for(store: PostgresStore, run_id: str, workflow_cls: Any, agent: str) -> Engine:
     from ..engine.engine import Engine
-    from .board import use_store_boards
-    from .main import _clock, _invoker
+    from .board_handoff import use_store_boards
+    from .common import clock, invoker
 
     engine = Engine(
-        workflow_cls, bridge=store.bridge(run_id), invoker=_invoker(agent), clock=_clock()
+        workflow_cls, bridge=store.bridge(run_id), invoker=invoker(agent), clock=clock()
     )
     use_store_boards(engine, store.dsn)  # its task boards live in the store too
     return engine
@@ -164,10 +108,10 @@ def report(outcome: Outcome, run_id: str) -> int:
 
 def cmd_run(args: argparse.Namespace, dsn: str) -> int:
     from ..engine.loader import locate_workflow
-    from .main import _parse_inputs
+    from .common import parse_inputs
 
     reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
-    inputs = _parse_inputs(args.input)
+    inputs = parse_inputs(args.input)
     output = str(Path(args.output).resolve()) if args.output else None
     workdir = str((args.workdir or Path.cwd()).resolve())
     run_id = str(uuid.uuid4())
@@ -276,9 +220,9 @@ def cmd_status(args: argparse.Namespace, dsn: str) -> int:
         if args.json:
             print(json.dumps(summary, indent=2))
         else:
-            from .main import _format_ended, _format_status
+            from .instance import format_ended, format_status
 
-            print(_format_ended(summary) if "ended_at" in summary else _format_status(summary))
+            print(format_ended(summary) if "ended_at" in summary else format_status(summary))
         return EXIT_OK
     with open_store(dsn) as store:
         rows = store.runs()
@@ -361,7 +305,7 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
                 outcome = engine.resume()
         elif args.workflow:
             from ..engine.loader import locate_workflow
-            from .main import _parse_inputs
+            from .common import parse_inputs
 
             reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
             run_id = str(uuid.uuid4())
@@ -369,7 +313,7 @@ def cmd_drive(args: argparse.Namespace, dsn: str) -> int:
             outcome = engine.start(
                 workflow_ref=reference,
                 workdir=(args.workdir or Path.cwd()).resolve(),
-                inputs=_parse_inputs(args.input),
+                inputs=parse_inputs(args.input),
                 output_path=str(Path(args.output).resolve()) if args.output else None,
                 run_id=run_id,
             )

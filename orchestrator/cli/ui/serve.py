@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import UsageError
+from ..common import Command
 
 
 def add_ui_arguments(sub: Any) -> None:
@@ -29,7 +30,7 @@ def add_ui_arguments(sub: Any) -> None:
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
     sub.add_argument("--open", action="store_true", help="open the link in a browser")
-    from ..store_runs import add_store_argument
+    from ..common import add_store_argument
 
     add_store_argument(sub, run=False)
 
@@ -42,7 +43,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
             "orchestrate ui needs its extra: pip install 'checkpoint-orchestrator[ui]'"
         ) from None
     from ...storage.beneath import guard as guard_directory
-    from ..store_runs import store_of
+    from ..common import store_of
     from .app import make_app
     from .guard import Guard
     from .places import DirectoryPlace, Place, StorePlace
@@ -56,7 +57,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         guard_directory(directory)  # nothing under it is reached through a link
     places: list[Place] = [DirectoryPlace(w) for w in workdirs]
     if dsn is not None:
-        from ..store_runs import open_store
+        from ..common import open_store
 
         open_store(dsn).close()  # the store answers, its schema is current: say so now
         places.append(StorePlace(dsn))
@@ -89,3 +90,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
         webbrowser.open(url)
     server.run(sockets=[sock])
     return 0
+
+
+COMMANDS = {
+    "ui": Command(
+        "A local web page to watch runs and answer their requests: prints a link "
+        "(127.0.0.1, with an access token) and serves until Ctrl-C.",
+        add_ui_arguments,
+        cmd_ui,
+    ),
+}
