@@ -113,36 +113,46 @@ class BoardCore:
         board no run dispatches may leave it out: a fresh one (or the board's own, when
         the board is there already)."""
         board = cls(directory, clock=clock, store=store)
-        if board.store.board_exists():
-            info = board.info
+        board.open_or_make(
+            run_id=run_id, objective=objective, constraints=constraints, workspace=workspace
+        )
+        return board
+
+    def open_or_make(
+        self,
+        *,
+        run_id: str | None = None,
+        objective: str,
+        constraints: Sequence[str] = (),
+        workspace: Path | None = None,
+    ) -> None:
+        """Open this board, refusing it if it is another run's, or make it (what
+        :meth:`create` does once the board is constructed)."""
+        if self.store.board_exists():
+            info = self.info
             if run_id is not None and info.run_id.lower() != run_id.lower():
                 raise BoardError(
-                    f"{board.location} is the board of run {info.run_id}, not {run_id}; use "
+                    f"{self.location} is the board of run {info.run_id}, not {run_id}; use "
                     "another board or remove that one",
                     code=ErrorCode.LEDGER_INCONSISTENT.value,
                 )
-            return board
-        refuse_secrets(constraints, "a constraint")
+            return
+        _refuse_secrets(constraints, "a constraint")
         info = BoardInfo(
             run_id=run_id or str(uuid.uuid4()),
             objective=objective,
             constraints=list(constraints),
-            created_at=format_time(board.clock.now()),
+            created_at=format_time(self.clock.now()),
             x_workspace=str(workspace) if workspace is not None else None,
         )
         _check_info(info)
-        if not board.store.create_board(canonical_bytes(info)):
-            return cls.create(
-                directory,
-                run_id=run_id,
-                objective=objective,
-                constraints=constraints,
-                workspace=workspace,
-                clock=clock,
-                store=store,
-            )  # another process made it first: open it as made, or refuse another run's
-        board._info = info
-        return board
+        if self.store.create_board(canonical_bytes(info)):
+            self._info = info
+            return
+        # another process made it first: open it as made, or refuse another run's
+        self.open_or_make(
+            run_id=run_id, objective=objective, constraints=constraints, workspace=workspace
+        )
 
     @property
     def info(self) -> BoardInfo:
@@ -204,6 +214,8 @@ class BoardCore:
     def _blocked(
         self, row: TaskRow, attempt: int, code: ErrorCode, reason: str, *, timed_out: bool = False
     ) -> LedgerDelta:
+        """The delta that blocks ``attempt`` of ``row``'s task with ``code`` (a verdict that
+        did not pass, a timeout); the same delta releases the attempt's locks."""
         from ..formats.secrets import redact
 
         return LedgerDelta(
@@ -221,6 +233,9 @@ class BoardCore:
     def _final_worklog(
         self, delta: LedgerDelta, task: Task, *, next_step: str, fresh: bool = True
     ) -> None:
+        """The orchestrator's worklog entry for ``delta`` (a task blocked, failed or
+        canceled). Unless the delta was ``fresh``ly appended, an entry already written
+        for it (before a crash) is not written again."""
         path = self.worklog_name(task)
         if not fresh and self.store.worklog_has_entry(
             WorklogInput(path=path, line=b"", delta_id=delta.delta_id)
@@ -249,7 +264,7 @@ class BoardCore:
         self.store.sweep()
 
 
-def refuse_secrets(texts: Iterable[str], what: str) -> None:
+def _refuse_secrets(texts: Iterable[str], what: str) -> None:
     """Untrusted fields never carry a secret to a subagent: refuse, naming the kind."""
     from ..formats.secrets import first_secret_kind
 
@@ -263,6 +278,8 @@ def refuse_secrets(texts: Iterable[str], what: str) -> None:
 
 
 def _check_info(info: BoardInfo) -> None:
+    """Refuse a ``board.json`` whose run id is not a UUID or whose objective is empty or
+    too long, before it is written."""
     import re
 
     if re.fullmatch(r"[0-9a-fA-F-]{36}", info.run_id) is None:
@@ -280,6 +297,7 @@ def _check_info(info: BoardInfo) -> None:
 
 
 def next_step_after(delta: LedgerDelta) -> str:
+    """What happens next to a task ``delta`` settled, for its final worklog entry."""
     if delta.status is TaskStatus.BLOCKED:
         return "the orchestrator requeues the task while attempts remain, else fails it"
     if delta.status is TaskStatus.FAILED:
@@ -290,10 +308,12 @@ def next_step_after(delta: LedgerDelta) -> str:
 
 
 def canonical_bytes(obj: Any) -> bytes:
+    """A board document (``board.json``, a packet, a verdict) as its canonical JSON."""
     from ..formats.strict_json import dumps_canonical
 
     return dumps_canonical(unstructure(obj))
 
 
 def json_line(data: dict[str, Any]) -> bytes:
+    """One worklog line: compact JSON and a newline."""
     return (json.dumps(data, separators=(",", ":")) + "\n").encode()

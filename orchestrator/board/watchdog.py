@@ -14,7 +14,7 @@ from .core import BoardCore, next_step_after
 
 
 class BoardWatchdog(BoardCore):
-    """Timeouts and rescheduling."""
+    """Attempts ended without a result, timeouts, and what comes after them."""
 
     def fail_attempt(
         self,
