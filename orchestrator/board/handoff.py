@@ -86,6 +86,8 @@ def continue_handoff(board: Board, bundle: HandoffBundle) -> None:
     off: every task recreated and brought to its recorded status (finished tasks stay
     finished, a task that was in progress is blocked, to be reassigned). Doing it again
     after a crash finishes what is left."""
+    from ..formats.board_rules import validate_task
+
     depends = {d.task_id: list(d.depends_on) for d in bundle.dependencies}
     criteria = {t.task_id: list(t.acceptance_criteria) for t in bundle.acceptance_targets}
     tasks = [
@@ -106,8 +108,6 @@ def continue_handoff(board: Board, bundle: HandoffBundle) -> None:
         for row in bundle.ledger
     ]
     for task in tasks:
-        from ..formats.board_rules import validate_task
-
         validate_task(task, source=f"handoff ledger {task.task_id}")
     board.create_tasks(tasks, owner="handoff")
     by_id = {row.task_id: row for row in bundle.ledger}
