@@ -17,7 +17,7 @@ Its modules:
 - ``progress.py``: a working subagent's heartbeats and worklog entries;
 - ``results.py``: a subagent's answer judged and its verdict recorded, once;
 - ``watchdog.py``: timeouts, requeueing or failing blocked tasks, cancelling unreachable ones;
-- ``handoff.py``: the bundle a fresh orchestrator continues from, its page, its adoption;
+- ``bundle.py``: the handoff bundle a fresh orchestrator continues from, its page, its adoption;
 - ``ledger.py``: the append-only ledger and the rows it folds into;
 - ``files.py``: the board kept in a directory (a ``BoardStore`` and ``LedgerStore``);
 - ``gateway.py``: a subagent's answer judged into a verdict;

@@ -6,7 +6,7 @@ per role, each in its module: :mod:`~orchestrator.board.tasks`,
 :mod:`~orchestrator.board.assignment`, :mod:`~orchestrator.board.progress`,
 :mod:`~orchestrator.board.results` and :mod:`~orchestrator.board.watchdog`, all built on
 :class:`orchestrator.board.core.BoardCore`; the handoff bundle is
-:mod:`orchestrator.board.handoff`. Every change of a task is a ledger delta appended
+:mod:`orchestrator.board.bundle`. Every change of a task is a ledger delta appended
 under the board's writer lock (:class:`orchestrator.board.ledger.Ledger`); documents a
 delta relies on (a packet, a verdict) are written before it.
 
@@ -21,7 +21,7 @@ from .._ports import BoardStore, Clock
 from ..formats.board import ActiveLock, HandoffBundle
 from .assignment import BoardAssignments
 from .core import BOARD_DIR, BoardInfo
-from .handoff import (
+from .bundle import (
     HANDOFF_MAX_BYTES,
     cap_handoff,
     continue_handoff,
