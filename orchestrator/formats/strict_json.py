@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 import threading
 from itertools import compress
 from itertools import count as count_from
@@ -21,7 +22,6 @@ from orchestrator._text import plural
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import re
     from collections.abc import Callable
     from typing import Any
 
@@ -56,10 +56,19 @@ _BRACKET_WEIGHTS = bytes.maketrans(b"[]", b"\x02\x00")
 # json.dumps leaves these raw with ensure_ascii=False, yet splitlines() breaks on them.
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
-_escapes_pattern: re.Pattern[bytes] | None = None
-_tokens_pattern: re.Pattern[bytes] | None = None
-_surrogate_escapes_pattern: re.Pattern[str] | None = None
-_surrogates_pattern: re.Pattern[str] | None = None
+# An escaped backslash or quote; left to right, so an escaped backslash is consumed
+# before it could escape a quote.
+_ESCAPES = re.compile(rb'\\[\\"]')
+# Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text \ud800)
+# is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
+_SURROGATE_ESCAPES = re.compile(
+    r"(?P<backslash>\\\\)"
+    r"|(?P<pair>\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?P<lone>\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+_SURROGATES = re.compile("[\\ud800-\\udfff]")
+# A string (with its escapes) or a structural character.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
 
 
 def dumps_canonical(
@@ -559,7 +568,7 @@ def _check_lone_surrogates(text: str, value: Any, source: str) -> None:
     ``json`` reads it as a lone surrogate: a ``str`` no UTF-8 file, pipe or terminal takes,
     so an answer holding one would fail the run wherever a workflow wrote it.
     """
-    for match in _surrogate_escapes().finditer(text):
+    for match in _SURROGATE_ESCAPES.finditer(text):
         if match.lastgroup != "lone":
             continue  # an escaped backslash, or a valid pair
         offset = match.start()
@@ -580,7 +589,7 @@ def _check_lone_surrogates(text: str, value: Any, source: str) -> None:
 def _locate_surrogate(value: Any) -> tuple[str, bool]:
     """The path of the first string (in document order) holding a lone surrogate, and
     whether it is a key (then the path is its object's)."""
-    has_surrogate = _surrogates().search
+    has_surrogate = _SURROGATES.search
     stack: list[tuple[Any, str]] = [(value, "$")]
     while stack:
         node, path = stack.pop()
@@ -641,7 +650,7 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
     innermost ``[]`` pairs are removed once per level; within ``max_depth`` levels that
     empties the text.
     """
-    scanned = _escapes().sub(b"", data) if b"\\" in data else data
+    scanned = _ESCAPES.sub(b"", data) if b"\\" in data else data
     reduced = scanned.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
     # Each '""' is an empty string or the seam between two strings with nothing between them,
     # so dropping it keeps what lies outside strings; quotes left enclose bracket-holding text.
@@ -703,7 +712,7 @@ def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str] | None:
     """
     # Each open container: [is_object, index (arrays), key (objects), a key comes next].
     stack: list[list[Any]] = []
-    for match in _tokens().finditer(data):
+    for match in _TOKENS.finditer(data):
         token = match.group()
         first = token[0]
         if first in b"[{":
@@ -740,47 +749,3 @@ def _stack_path(stack: list[list[Any]]) -> str:
         elif isinstance(key, str):
             parts.append(_member(key))
     return "".join(parts)
-
-
-def _escapes() -> re.Pattern[bytes]:
-    # Compiled on first use: most documents have no backslash, and import time matters here.
-    global _escapes_pattern
-    if _escapes_pattern is None:
-        import re
-
-        # Left to right, so an escaped backslash is consumed before it could escape a quote.
-        _escapes_pattern = re.compile(rb'\\[\\"]')
-    return _escapes_pattern
-
-
-def _surrogate_escapes() -> re.Pattern[str]:
-    global _surrogate_escapes_pattern
-    if _surrogate_escapes_pattern is None:
-        import re
-
-        # Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text
-        # \ud800) is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
-        _surrogate_escapes_pattern = re.compile(
-            r"(?P<backslash>\\\\)"
-            r"|(?P<pair>\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-            r"|(?P<lone>\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
-        )
-    return _surrogate_escapes_pattern
-
-
-def _surrogates() -> re.Pattern[str]:
-    global _surrogates_pattern
-    if _surrogates_pattern is None:
-        import re
-
-        _surrogates_pattern = re.compile("[\\ud800-\\udfff]")
-    return _surrogates_pattern
-
-
-def _tokens() -> re.Pattern[bytes]:
-    global _tokens_pattern
-    if _tokens_pattern is None:
-        import re
-
-        _tokens_pattern = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
-    return _tokens_pattern

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import sys
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,68 +59,27 @@ def crash_point(label: str) -> None:
 
 
 def sha256_hex(data: bytes) -> str:
-    """SHA-256 of ``data`` in hex; in a brief process, without importing ``hashlib``.
-
-    ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
-    interpreter's built-in implementation gives the same digest.
-    """
-    return sha256_constructor(len(data))(data).hexdigest()  # type: ignore[no-any-return]
+    """SHA-256 of ``data`` in hex."""
+    return sha256_constructor()(data).hexdigest()  # type: ignore[no-any-return]
 
 
-def sha256_constructor(size: int = 0) -> Any:
-    """A SHA-256 constructor (``hashlib.sha256``'s signature). ``size``: how many bytes the
-    caller is about to hash.
+def sha256_constructor(size: int = 0) -> Callable[..., Any]:
+    """The SHA-256 constructor the project hashes with: ``hashlib.sha256``.
 
-    ``hashlib``'s (OpenSSL's, five times faster) in a process that lives on, as a host
-    does. A process that lives for one command (see :func:`live_briefly`) saves its
-    load, a few milliseconds, with the interpreter's built-in one, unless one call is
-    about to hash :data:`HASHLIB_FOR` bytes or more, or the built-in one has hashed
-    :data:`HASHLIB_AFTER` bytes in this process."""
-    loaded = sys.modules.get("hashlib")
-    if loaded is not None:
-        return loaded.sha256
-    global _sha256_constructor, _hashed_builtin
-    _hashed_builtin += size
-    if not _brief or size >= HASHLIB_FOR or _hashed_builtin > HASHLIB_AFTER:
-        import hashlib
-
-        return hashlib.sha256
-    if _sha256_constructor is None:
-        _sha256_constructor = _find_sha256()
-    return _sha256_constructor
+    Every hash goes through here, so a test can watch what a caller hashes. ``size``
+    (how many bytes the caller is about to hash) changes nothing; callers may give it."""
+    del size
+    return hashlib.sha256
 
 
 def live_briefly(brief: bool = True) -> None:
     """Say that this process lives for one command (``orchestrate``'s one-shot commands),
-    or, with ``False``, that it lives on (``drive``): see :func:`sha256_constructor`."""
+    or, with ``False``, that it lives on (``drive``): see :func:`_lanes_pay`."""
     global _brief
     _brief = brief
 
 
 _brief = False
-_sha256_constructor: Any = None
-_hashed_builtin = 0  # bytes the built-in SHA-256 has hashed in this process
-#: Bytes a brief process hashes with the built-in SHA-256 before it loads ``hashlib``.
-#: The load costs what hashing about 1 MB with the built-in one does (2.5 ms on the
-#: 2-core machine, where the built-in one hashes 0.36 GB/s and OpenSSL's 1.9 GB/s).
-HASHLIB_AFTER = 4 * 1024 * 1024
-#: The size of one hash that loads ``hashlib`` at once. A process that resumes a state
-#: hashes it about once (its check; its save hashes on from the check's hashes), so the
-#: load pays for itself from about a megabyte.
-HASHLIB_FOR = 1024 * 1024
-
-
-def _find_sha256() -> Any:
-    import importlib
-
-    for name in ("_sha2", "_sha256"):  # Python >= 3.12, then 3.10 and 3.11
-        try:
-            return importlib.import_module(name).sha256
-        except ImportError:
-            continue
-    from hashlib import sha256  # pragma: no cover - a build without the built-in module
-
-    return sha256  # pragma: no cover
 
 
 def fsync_directory(directory: Path) -> None:
@@ -439,16 +399,8 @@ def _write_temporary(
     return tmp
 
 
-# The C library's syncfs, found once: a callable taking a file descriptor, or None where
-# the system has none (then each file and directory is synced by itself). Only ``_ctypes``
-# is loaded (half a millisecond; the ``ctypes`` package costs four times that).
-_syncfs_function: Any = False
-
-
 def _syncfs() -> Any:
-    global _syncfs_function
-    if _syncfs_function is False:
-        _syncfs_function = _find_syncfs()
+    """The C library's ``syncfs`` (see :data:`_syncfs_function`), or ``None``."""
     return _syncfs_function
 
 
@@ -472,6 +424,13 @@ def _find_syncfs() -> Any:
         _argtypes_ = (_Int,)
 
     return _Function(address)
+
+
+# The C library's syncfs, found when this module is imported (every save uses it): a
+# callable taking a file descriptor, or None where the system has none (then each file and
+# directory is synced by itself). Only ``_ctypes`` is loaded (the ``ctypes`` package costs
+# four times as much).
+_syncfs_function: Any = _find_syncfs()
 
 
 def sweep_temporaries(directory: Path) -> list[Path]:

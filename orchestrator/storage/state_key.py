@@ -13,14 +13,15 @@ The key is a file of 64 hex digits, readable by its owner alone:
 ``~/.config/checkpoint-orchestrator/state.key``. It is made on first use, whole or not
 at all, and two processes that make it at once end up with the same one.
 
-``hashlib`` and ``hmac`` load OpenSSL, milliseconds of every ``orchestrate`` start; the
-MAC is built by hand (RFC 2104) on the interpreter's built-in SHA-256, as
-``orchestrator.storage.durable.sha256_hex`` does, and compared in constant time.
+The MAC is the standard library's ``hmac`` over ``hashlib``'s SHA-256, compared in
+constant time (``hmac.compare_digest``).
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import hmac
 import json
 import operator
 import os
@@ -92,12 +93,14 @@ COVERS_SEGMENTS = "segments"  # ``covers`` of one over the file's segments
 _MARK = "checkpoint-orchestrator: the state signature goes here"
 _MARK_TEXT = b'"' + _MARK.encode() + b'"'
 _SIGNATURE_OPENING = b'"' + SIGNATURE_KEY.encode() + b'": {"hmac_sha256": "'
-_signature_pattern: re.Pattern[bytes] | None = None
+# The signature's text as a save writes it: its MAC, its other fields, and what it covers.
+_SIGNATURE_TEXT = re.compile(
+    _SIGNATURE_OPENING
+    + rb'([0-9a-f]{64})", ("key_id": "[0-9a-f]{1,64}", "parts": \{[^{}]*\}, '
+    + rb'"covers": "(file|segments)"\})'
+)
 _KEY_ID_CONTEXT = b"checkpoint-orchestrator key id\n"
 _HINT_DIGITS = 8  # of each part's digest kept beside the MAC, to name what changed
-_BLOCK = 64  # SHA-256's block size, in bytes
-_IPAD = bytes(byte ^ 0x36 for byte in range(256))
-_OPAD = bytes(byte ^ 0x5C for byte in range(256))
 
 # A lone surrogate written as an escape: a state with one was written all in ASCII.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
@@ -281,15 +284,10 @@ def hmac_sha256_hex(key: bytes, *message: bytes | memoryview) -> str:
     """HMAC-SHA256 (RFC 2104) under ``key`` of the message made of the ``message`` pieces
     one after the other (a long run's state is not copied to put a few bytes before it),
     in hex."""
-    sha256 = sha256_constructor(sum(map(len, message)))
-    if len(key) > _BLOCK:
-        key = sha256(key).digest()
-    key = key.ljust(_BLOCK, b"\0")
-    inner = sha256(key.translate(_IPAD))
+    mac = hmac.new(key, digestmod=hashlib.sha256)
     for piece in message:
-        inner.update(piece)
-    inner = inner.digest()
-    return sha256(key.translate(_OPAD) + inner).hexdigest()  # type: ignore[no-any-return]
+        mac.update(piece)
+    return mac.hexdigest()
 
 
 def _key_id(key: bytes) -> str:
@@ -300,7 +298,7 @@ def _digests(data: dict[str, Any]) -> list[tuple[str, str]]:
     """The digest of each of the state's parts (a signature over its parts: states
     written before the signature covered the file, and states holding the mark)."""
     parts = signed_parts(data)
-    sha256 = sha256_constructor(sum(len(encoded) for _, encoded in parts))
+    sha256 = sha256_constructor()
     return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
 
 
@@ -500,7 +498,7 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     mark = _member(_MARK_TEXT)
     at = unsigned.find(mark)  # near the top: the engine's record leads phase_data
     segments = _cuts(unsigned) if at >= 0 else []
-    sha256 = sha256_constructor(len(unsigned))
+    sha256 = sha256_constructor()
     kept = memo.get(_SEGMENTS_KEPT, {})
     hashed, vouched = [], []
     for name, start, end in segments:
@@ -549,7 +547,7 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     start = raw.find(_SIGNATURE_OPENING)
     if start < 0 or raw.find(_SIGNATURE_OPENING, start + 1) >= 0:
         return None
-    match = _signature_text().match(raw, start)
+    match = _SIGNATURE_TEXT.match(raw, start)
     if match is None:
         return None
     try:
@@ -568,7 +566,7 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
             return None
         digests, hashed = read
         mac = hmac_sha256_hex(key, _SEGMENTS_MAC_CONTEXT + fields + b"\n", *digests)
-    if not _compare_digest(match.group(1).decode("ascii"), mac):
+    if not hmac.compare_digest(match.group(1).decode("ascii"), mac):
         return None
     try:
         data = _parse(raw)
@@ -590,7 +588,7 @@ def _segments_read_from(
     but the signature's, a hash of it up to its last item's line, for the next save to
     go on from (see :func:`_hashed_on`). ``None`` when the signature is not inside one
     segment (no save writes that)."""
-    sha256 = sha256_constructor(len(raw))
+    sha256 = sha256_constructor()
     view, digests, hashed = memoryview(raw), [], {}
     for name, first, last in _cuts(raw):
         if first <= start < last:
@@ -643,17 +641,6 @@ def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bo
         raise StateDamagedError.wrap(exc) from None
     check_signature(data, source=source, raw=raw)
     return data, False
-
-
-def _signature_text() -> re.Pattern[bytes]:
-    global _signature_pattern
-    if _signature_pattern is None:
-        _signature_pattern = re.compile(
-            _SIGNATURE_OPENING
-            + rb'([0-9a-f]{64})", ("key_id": "[0-9a-f]{1,64}", "parts": \{[^{}]*\}, '
-            + rb'"covers": "(file|segments)"\})'
-        )
-    return _signature_pattern
 
 
 def _file_mac(key: bytes, fields: dict[str, Any], unsigned: bytes) -> str:
@@ -941,7 +928,7 @@ def judge_signature(data: Any, raw: bytes | None = None) -> Verdict:
             reason=f"it was signed with a key that is not here: there is no key at {path} "
             "(a state from another user or machine, or the key was removed)",
         )
-    if not _compare_digest(signature["key_id"], _key_id(key)):
+    if not hmac.compare_digest(signature["key_id"], _key_id(key)):
         return Verdict(
             ok=False,
             rule="signature-key",
@@ -957,7 +944,7 @@ def judge_signature(data: Any, raw: bytes | None = None) -> Verdict:
         return _judge_file(data, signature, key, raw)
     digests = _digests(data)
     expected = _signature(key, digests)
-    if _compare_digest(signature["hmac_sha256"], expected["hmac_sha256"]):
+    if hmac.compare_digest(signature["hmac_sha256"], expected["hmac_sha256"]):
         if signature["parts"] == expected["parts"]:
             return Verdict(ok=True)
         return _changed(())  # the hints alone were edited
@@ -973,7 +960,7 @@ def _judge_file(data: dict[str, Any], signature: dict[str, Any], key: bytes, raw
     except (TypeError, ValueError):
         return _changed(())
     unsigned = raw.replace(text, _member(_MARK_TEXT))
-    if raw.count(text) == 1 and _compare_digest(
+    if raw.count(text) == 1 and hmac.compare_digest(
         signature["hmac_sha256"], _file_mac(key, fields, unsigned)
     ):
         return Verdict(ok=True)
@@ -983,7 +970,7 @@ def _judge_file(data: dict[str, Any], signature: dict[str, Any], key: bytes, raw
     true_hints = {name: digest[:_HINT_DIGITS] for name, digest in digests}
     if raw.count(text) == 1 and true_hints != signature["parts"]:
         restored = {**fields, "parts": true_hints}
-        if _compare_digest(signature["hmac_sha256"], _file_mac(key, restored, unsigned)):
+        if hmac.compare_digest(signature["hmac_sha256"], _file_mac(key, restored, unsigned)):
             return _changed(())
     return _changed(_parts_changed(signature, digests))
 
@@ -1006,7 +993,7 @@ def _judge_segments(
         raw = canonical
     for document in (raw,) if raw is canonical else (raw, canonical):
         names, digests = _segment_digests(document, text)
-        if digests and _compare_digest(
+        if digests and hmac.compare_digest(
             signature["hmac_sha256"], _segments_mac(key, fields, digests)
         ):
             # Laid out otherwise, the same data: the file is not what a save wrote.
@@ -1014,7 +1001,7 @@ def _judge_segments(
     if not digests:
         return _changed(())
     true_fields = _segment_fields(key, names, digests)
-    if _compare_digest(signature["hmac_sha256"], _segments_mac(key, true_fields, digests)):
+    if hmac.compare_digest(signature["hmac_sha256"], _segments_mac(key, true_fields, digests)):
         return _changed(())  # the state is as signed: the hints alone were edited
     hints, true_hints = signature["parts"], true_fields["parts"]
     return _changed(
@@ -1100,10 +1087,3 @@ def _well_formed(signature: Any) -> bool:
         and key_id.isascii()
         and isinstance(parts, dict)
     )
-
-
-def _compare_digest(a: str, b: str) -> bool:
-    """Equal, in time that does not depend on where they differ."""
-    from _operator import _compare_digest as compare
-
-    return bool(compare(a, b))
