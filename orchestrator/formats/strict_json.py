@@ -448,6 +448,19 @@ def loads_strict(
     ``surrogateescape``, is written by :func:`dumps_canonical` as such an escape and must
     read back equal. Anything a host or an agent wrote keeps the default.
     """
+    text = _decoded_text(data, source, max_bytes)
+    _check_depth(data, source, max_depth)
+    value = _parse_checked(text, source, max_depth)
+    # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
+    # a document without one, nearly every document, costs two substring searches here.
+    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
+        _check_lone_surrogates(text, value, source)
+    return value
+
+
+def _decoded_text(data: bytes, source: str, max_bytes: int) -> str:
+    """The text of ``data``, refused when too large (``too-large``), marked with a BOM
+    (``bom``), not UTF-8 (``encoding``) or empty (``syntax``)."""
     if len(data) > max_bytes:
         raise UntrustedJSONError(
             f"document is {plural(len(data), 'byte')}, more than the limit of {max_bytes}; "
@@ -482,45 +495,14 @@ def loads_strict(
             json_path="$",
             rule="syntax",
         )
-    _check_depth(data, source, max_depth)
+    return text
 
-    # The hooks leave a _Problem where the bad value was, so its path can be found afterwards
-    # by a walk that only runs when something was wrong.
+
+def _parse_checked(text: str, source: str, max_depth: int) -> Any:
+    """``text`` parsed, refused when it is not JSON (``syntax``, ``depth``) or holds a
+    repeated key (``duplicate-key``) or a value JSON has no number for (``constant``)."""
     problems: list[_Problem] = []
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
-        obj = dict(pairs)
-        if len(obj) == len(pairs):
-            return obj
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                break
-            seen.add(key)
-        problem = _Problem(
-            "duplicate-key",
-            f"key {_quote(key)} appears more than once in one object; keep only one of them",
-        )
-        problems.append(problem)
-        return problem
-
-    def constant_hook(name: str) -> Any:
-        problem = _Problem("constant", f"{name} is not allowed; write a finite number or null")
-        problems.append(problem)
-        return problem
-
-    def float_hook(literal: str) -> Any:
-        number = float(literal)
-        if number - number == 0.0:  # false only for +-inf, which an oversized literal becomes
-            return number
-        problem = _Problem(
-            "constant",
-            f"number {literal[:40]} is too large and would read as Infinity; "
-            "write a smaller number or a string",
-        )
-        problems.append(problem)
-        return problem
-
+    pairs_hook, constant_hook, float_hook = _hooks(problems)
     try:
         value = json.loads(
             text,
@@ -555,11 +537,48 @@ def loads_strict(
     if problems:
         path, problem = _locate_problem(value)
         raise UntrustedJSONError(problem.message, source=source, json_path=path, rule=problem.rule)
-    # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
-    # a document without one, nearly every document, costs two substring searches here.
-    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
-        _check_lone_surrogates(text, value, source)
     return value
+
+
+def _hooks(problems: list[_Problem]) -> tuple[Callable[..., Any], ...]:
+    """The parser's hooks for objects, constants and floats; each bad value is left as a
+    :class:`_Problem` (also put in ``problems``) where it was, so its path can be found
+    afterwards by a walk that only runs when something was wrong."""
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                break
+            seen.add(key)
+        problem = _Problem(
+            "duplicate-key",
+            f"key {_quote(key)} appears more than once in one object; keep only one of them",
+        )
+        problems.append(problem)
+        return problem
+
+    def constant_hook(name: str) -> Any:
+        problem = _Problem("constant", f"{name} is not allowed; write a finite number or null")
+        problems.append(problem)
+        return problem
+
+    def float_hook(literal: str) -> Any:
+        number = float(literal)
+        if number - number == 0.0:  # false only for +-inf, which an oversized literal becomes
+            return number
+        problem = _Problem(
+            "constant",
+            f"number {literal[:40]} is too large and would read as Infinity; "
+            "write a smaller number or a string",
+        )
+        problems.append(problem)
+        return problem
+
+    return pairs_hook, constant_hook, float_hook
 
 
 def _check_lone_surrogates(text: str, value: Any, source: str) -> None:

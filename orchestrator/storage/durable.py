@@ -145,79 +145,117 @@ def write_together(
     """
     if not items:
         return
-    grouped = group_sync_covers_earlier_writes()
-    # The files of each directory, in the order given; the directories in the order their
-    # first file comes.
-    folders: dict[Path, list[int]] = {}
-    for index, (path, _data) in enumerate(items):
-        folders.setdefault(path.parent, []).append(index)
-    opened: dict[Path, int] = {}  # each directory reached once
-    above: dict[Path, int] = {}  # the parents of the directories to make
-    made: list[Path] = []
-    staged: list[tuple[int, str, str, Path] | None] = [None] * len(items)
-
-    def write(lanes: list[tuple[Path, list[int]]]) -> None:
-        for folder, indexes in lanes:
-            directory = opened.get(folder)
-            if directory is None:
-                directory = opened[folder] = _made_in(above[folder.parent], folder, made)
-            for index in indexes:
-                path, data = items[index]
-                try:
-                    tmp = _write_temporary(directory, path.name, path, data, sync=not grouped)
-                except OSError as exc:
-                    if exc.filename is None:  # name the file a full disk refused
-                        exc.filename = str(path)
-                    raise
-                staged[index] = (directory, tmp, path.name, path)
-
+    group = _Group(items, grouped=group_sync_covers_earlier_writes())
     try:
         # One crash point for the writes: until a rename, a crash anywhere in them leaves
         # only temporaries (swept later), as one before the first write does.
         crash_point(f"before-write {items[0][0].name}")
         try:
-            # Reached by this thread: storage.beneath keeps its walks per thread.
-            for folder in folders:
-                if folder not in make:
-                    opened[folder] = open_directory(folder)
-                elif folder.parent not in above:
-                    above[folder.parent] = open_directory(folder.parent)
-            lanes = list(folders.items())
-            beside = _beside() if len(lanes) > 1 and _lanes_pay() else None
-            started = time.perf_counter_ns()
-            if beside is None:
-                write(lanes)
-            else:
-                mine, theirs = _split_lanes(lanes)
-                beside.run(lambda: write(mine), lambda: write(theirs))
-            _note_write_time(time.perf_counter_ns() - started, len(items), beside is not None)
-            if grouped:
-                _sync_file_systems(opened)
-            for position, entry in enumerate(staged):
-                assert entry is not None
-                directory, tmp, name, path = entry
-                crash_point(f"before-rename {path.name}")
-                os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
-                staged[position] = None
-                crash_point(f"after-rename {path.name}")
+            group.open_folders(make)
+            group.write_temporaries()
+            if group.grouped:
+                _sync_file_systems(group.opened)
+            group.rename()
         except BaseException:
-            for entry in staged:
-                if entry is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry[1], dir_fd=entry[0])
+            group.discard_temporaries()
             raise
-        if grouped:
-            _sync_file_systems(opened)
-            return
-        for fd in opened.values():
-            os.fsync(fd)
-        for folder in made:  # a new directory's entry
-            os.fsync(above[folder.parent])
-        for extra in directories:
-            if extra not in opened and extra not in above:
-                fsync_directory(extra)
+        group.sync_entries(directories)
     finally:
-        for fd in (*opened.values(), *above.values()):
+        group.close()
+
+
+class _Group:
+    """One :func:`write_together` call's files: the directories it reached, and each
+    file's temporary until it is renamed into place."""
+
+    __slots__ = ("above", "folders", "grouped", "items", "made", "opened", "staged")
+
+    def __init__(self, items: Sequence[tuple[Path, bytes]], *, grouped: bool) -> None:
+        self.items = items
+        self.grouped = grouped  # one syncfs makes the group durable
+        # The files of each directory, in the order given; the directories in the order
+        # their first file comes.
+        self.folders: dict[Path, list[int]] = {}
+        for index, (path, _data) in enumerate(items):
+            self.folders.setdefault(path.parent, []).append(index)
+        self.opened: dict[Path, int] = {}  # each directory reached once
+        self.above: dict[Path, int] = {}  # the parents of the directories to make
+        self.made: list[Path] = []
+        self.staged: list[tuple[int, str, str, Path] | None] = [None] * len(items)
+
+    def open_folders(self, make: Collection[Path]) -> None:
+        """Reach each directory (or, for one to make, its parent) from this thread:
+        ``storage.beneath`` keeps its walks per thread."""
+        for folder in self.folders:
+            if folder not in make:
+                self.opened[folder] = open_directory(folder)
+            elif folder.parent not in self.above:
+                self.above[folder.parent] = open_directory(folder.parent)
+
+    def write_temporaries(self) -> None:
+        """Write every file's temporary, in two lanes when they pay (see
+        :func:`_lanes_pay`), and note how long one file took."""
+        lanes = list(self.folders.items())
+        beside = _beside() if len(lanes) > 1 and _lanes_pay() else None
+        started = time.perf_counter_ns()
+        if beside is None:
+            self.write(lanes)
+        else:
+            mine, theirs = _split_lanes(lanes)
+            beside.run(lambda: self.write(mine), lambda: self.write(theirs))
+        _note_write_time(time.perf_counter_ns() - started, len(self.items), beside is not None)
+
+    def write(self, lanes: list[tuple[Path, list[int]]]) -> None:
+        """Write the temporaries of the files of ``lanes`` (directories and the indexes of
+        their files), making a directory first where it is to be made."""
+        for folder, indexes in lanes:
+            directory = self.opened.get(folder)
+            if directory is None:
+                parent_fd = self.above[folder.parent]
+                directory = self.opened[folder] = _made_in(parent_fd, folder, self.made)
+            for index in indexes:
+                path, data = self.items[index]
+                try:
+                    tmp = _write_temporary(directory, path.name, path, data, sync=not self.grouped)
+                except OSError as exc:
+                    if exc.filename is None:  # name the file a full disk refused
+                        exc.filename = str(path)
+                    raise
+                self.staged[index] = (directory, tmp, path.name, path)
+
+    def rename(self) -> None:
+        """Rename each temporary into place, in the order given."""
+        for position, entry in enumerate(self.staged):
+            assert entry is not None
+            directory, tmp, name, path = entry
+            crash_point(f"before-rename {path.name}")
+            os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+            self.staged[position] = None
+            crash_point(f"after-rename {path.name}")
+
+    def discard_temporaries(self) -> None:
+        """Remove the temporaries not renamed (after a failure)."""
+        for entry in self.staged:
+            if entry is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry[1], dir_fd=entry[0])
+
+    def sync_entries(self, directories: Sequence[Path]) -> None:
+        """Make the renames durable, and the entries of the directories made, and
+        ``directories``."""
+        if self.grouped:
+            _sync_file_systems(self.opened)
+            return
+        for fd in self.opened.values():
+            os.fsync(fd)
+        for folder in self.made:  # a new directory's entry
+            os.fsync(self.above[folder.parent])
+        for extra in directories:
+            if extra not in self.opened and extra not in self.above:
+                fsync_directory(extra)
+
+    def close(self) -> None:
+        for fd in (*self.opened.values(), *self.above.values()):
             os.close(fd)
 
 
