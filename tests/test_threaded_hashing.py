@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 THREADS = 8
 #: The program each run executes, in a fresh interpreter; it prints one JSON line.
 PROGRAM = r"""
