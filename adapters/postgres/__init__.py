@@ -7,6 +7,8 @@ imported only when a ``postgresql://`` store is named. The modules:
   absence or a refused connection as a one-line error;
 - ``migrations``: the versioned SQL files in ``migrations/``, applied under an advisory
   lock at first use or by ``orchestrate db upgrade``;
+- ``store``: a store of runs, what the commands and the workers do with it;
+- ``bridge``: one run's state, mailbox and evidence as rows of the store;
 - ``board``: a task board (its ledger as rows, under a transaction's advisory lock);
   :func:`board_store` opens one.
 

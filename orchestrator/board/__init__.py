@@ -1,10 +1,11 @@
 """The task board: subagents take tasks under resource locks, with an append-only ledger.
 
-Owns the ledger (deltas folded into rows, idempotent by ``delta_id``, optimistic
-concurrency), the board directory (tasks, assignments, heartbeats, worklogs, results),
-the gateway that judges a subagent's answer into a verdict, ``ctx.dispatch``, which
-hands tasks to subagents from a workflow phase, and the lock that keeps the board's
-maintenance passes (the watchdog) one at a time.
+Owns the ledger (``ledger``: deltas folded into rows, idempotent by ``delta_id``,
+optimistic concurrency), the board directory (``board``: tasks, assignments, heartbeats,
+worklogs, results; ``files``: its file store), the gateway that judges a subagent's
+answer into a verdict (``gateway``), ``ctx.dispatch``, which hands tasks to subagents
+from a workflow phase (``dispatch``), and the lock that keeps the board's maintenance
+passes (the watchdog) one at a time (``maintenance``).
 
 Its modules:
 
