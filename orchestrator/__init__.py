@@ -22,7 +22,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .engine.tasks import install_dispatcher as _install_dispatcher
+
 __version__ = "0.1.0"
+
+
+def _board_dispatcher() -> BoardDispatcher:
+    """``ctx.dispatch`` runs on the task board, imported when a phase first dispatches:
+    the board is built on the engine, so the engine never imports it."""
+    from .board.dispatch import BoardDispatcher
+
+    return BoardDispatcher()
+
+
+_install_dispatcher(_board_dispatcher)
 
 _EXPORTS = {
     "AgentAnswer": "_ports",
@@ -125,7 +138,7 @@ if TYPE_CHECKING:
     )
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from .board.board import Board
-    from .board.dispatch import DispatchReport
+    from .board.dispatch import BoardDispatcher, DispatchReport
     from .engine.context import PhaseContext
     from .engine.engine import Engine
     from .engine.record import Outcome

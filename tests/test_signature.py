@@ -936,7 +936,6 @@ def test_a_long_state_read_back_is_hashed_once_and_its_save_goes_on_from_there(
     request), where it would otherwise hash the file again, whole."""
     import importlib.util
 
-    from orchestrator.engine.engine import forget_paused
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
 
@@ -970,7 +969,7 @@ def test_a_long_state_read_back_is_hashed_once_and_its_save_goes_on_from_there(
         return sha256
 
     monkeypatch.setattr(state_key, "sha256_constructor", counting)
-    forget_paused()  # as a new process: the state is read back, and checked
+    harness.handoff.clear()  # as a new process: the state is read back, and checked
     monkeypatch.setattr(state_key, "_verified", None)
     harness.respond(outcome.pending[0].request_id, "Noted. " * 30)
     outcome = harness.resume()
