@@ -166,7 +166,7 @@ COMMANDS = {
     "schema": "validate",
     "cancel": "run",
     "board": "board",
-    "check": "board",
+    "check": "check",
     "history": "inspect",
     "events": "events",
     "output": "inspect",
