@@ -141,3 +141,13 @@ def test_only_the_entry_points_import_main() -> None:
     main = f"{PACKAGE}.main"
     importers = sorted(name for name, targets in import_graph().items() if main in targets)
     assert set(importers) <= MAY_IMPORT_MAIN, importers
+
+
+def test_the_package_docstring_names_every_module() -> None:
+    import orchestrator.cli
+
+    text = " ".join((orchestrator.cli.__doc__ or "").split())
+    modules = sorted(p.stem for p in CLI.glob("*.py") if p.stem != "__init__")
+    modules += sorted(f"{p.name}/" for p in CLI.iterdir() if (p / "__init__.py").exists())
+    missing = [name for name in modules if f"``{name}``" not in text]
+    assert not missing, f"orchestrator/cli/__init__.py does not name {missing}"

@@ -503,7 +503,7 @@ def judge_board(
     root: Path, recorded: BoardRecording, crash: powercut.CrashDisk
 ) -> list[tuple[str, str]]:
     from orchestrator.board.board import Board
-    from orchestrator.cli.board import _check_ledger
+    from orchestrator.cli.check import _check_ledger
     from orchestrator.testing import FakeClock
 
     done = committed(recorded, crash)

@@ -9,13 +9,14 @@ names, the arguments several commands take); they import it, never ``main``.
 
 The command modules: ``run`` (run, resume, retry, rewind, fork, replay, drive, cancel),
 ``inspect`` (status, history, output), ``answer`` (respond, pending), ``validate``
-(validate, schema), ``scaffold`` (init), ``trust``, ``events``, ``board`` (board,
-check), ``evals`` and ``eval_compare`` (eval), ``store`` (db, export), ``worker``, and
-``ui/`` (``orchestrate ui``, the local web app). Beside them: ``store_runs``, the same
-commands on a run of a PostgreSQL store; ``board_handoff``, which hands a task board's
-outcome to the workflow waiting for it; ``instance``, the reads and writes of an
-instance's files that the commands share; ``drive``, the host loop of ``drive``; and
-``reference``, which makes ``docs/cli.md`` from the parser.
+(validate, schema), ``scaffold`` (init), ``trust``, ``events`` (with ``event_lines``, an
+event as one readable line), ``board``, ``check``, ``evals`` and ``eval_compare`` (eval),
+``store`` (db, export), ``worker``, and ``ui/`` (``orchestrate ui``, the local web app).
+Beside them: ``store_runs``, the same commands on a run of a PostgreSQL store;
+``board_handoff``, which hands a task board's outcome to the workflow waiting for it;
+``instance``, the reads and writes of an instance's files that the commands share;
+``drive``, the host loop of ``drive``; and ``reference``, which makes ``docs/cli.md``
+from the parser.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """

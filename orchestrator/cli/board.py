@@ -1,5 +1,4 @@
-"""``orchestrate board ...`` and ``orchestrate check ...``: the task board for hosts and
-subagents in any language.
+"""``orchestrate board ...``: the task board for hosts and subagents in any language.
 
 ``board`` commands act on a board directory (``--board``, default ``.board`` in the work
 directory), or with ``--store DSN`` (or ``$ORCHESTRATOR_STORE``) on the board of that
@@ -9,8 +8,8 @@ store's board), ``board submit`` and ``board watchdog`` answer its pending reque
 engine judges the result on resume); on a board no workflow drives, they record the
 outcome directly.
 
-``check KIND`` reads one document on standard input and prints one line of compact JSON,
-``{"allow": .., "code": .., "reason": .., "details": ..}``, exiting 0 only when allowed.
+Each subcommand is a row of ``SUBCOMMANDS``: its help, its own arguments (beside
+``--workdir``, ``--board`` and ``--store``, which every one takes) and its handler.
 """
 
 from __future__ import annotations
@@ -38,21 +37,6 @@ if TYPE_CHECKING:
     from ..board.board import Board
 
 EXIT_OK, EXIT_REFUSED = 0, 1
-# The validators' short names, and the document kind each one reads.
-CHECK_KINDS = {
-    "task": "task",
-    "packet": "assignment-packet",
-    "result": "subagent-result",
-    "locks": "locks",
-    "ledger": "ledger",
-    "submit": "submit",
-    "verdict": "verdict",
-    "task-input": "task-input",
-    "worklog": "worklog-entry",
-    "handoff": "handoff-bundle",
-    "output": "orchestrator-output",
-    "delta": "ledger-delta",
-}
 
 
 # -- parsers ---------------------------------------------------------------------------
@@ -61,15 +45,17 @@ CHECK_KINDS = {
 def add_board_commands(board: Any, formatter: Any) -> None:
     """The ``board`` subcommands, on the ``board`` command's parser."""
     subs = board.add_subparsers(dest="board_command", metavar="SUBCOMMAND", required=True)
-
-    def sub(name: str, handler: Callable[[argparse.Namespace], int], text: str) -> Any:
-        parser = subs.add_parser(name, help=text, description=text, formatter_class=formatter)
-        parser.set_defaults(run_command=_with_codes(handler))
+    for name, command in SUBCOMMANDS.items():
+        parser = subs.add_parser(
+            name, help=command.help, description=command.help, formatter_class=formatter
+        )
+        parser.set_defaults(run_command=_with_codes(command.run))
         parser.add_argument("--workdir", type=Path, default=None, help="default: current directory")
-        _add_board_arguments(parser)
-        return parser
+        add_board_arguments(parser)
+        command.declare(parser)
 
-    init = sub("init", _cmd_init, "Make a board (for tasks no workflow dispatches).")
+
+def _declare_init(init: argparse.ArgumentParser) -> None:
     init.add_argument(
         "--run-id",
         default=None,
@@ -81,44 +67,36 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     init.add_argument("--constraint", action="append", default=[], help="repeatable")
     init.add_argument("--workspace", type=Path, default=None, help="where results' files live")
 
-    create = sub(
-        "create",
-        _cmd_create,
-        "Create tasks: a JSON list of task objects (as in an assignment packet).",
-    )
-    _add_input(create)
 
-    status = sub("status", _cmd_status, "Show every task: status, owner, attempts, locks.")
+def _declare_status(status: argparse.ArgumentParser) -> None:
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
-    ledger = sub("ledger", _cmd_ledger, "Print the ledger's deltas (NDJSON).")
+
+def _declare_ledger(ledger: argparse.ArgumentParser) -> None:
     ledger.add_argument("--task", default=None, help="only this task's deltas")
     ledger.add_argument("--table", action="store_true", help="one readable line per delta")
 
-    locks = sub("locks", _cmd_locks, "Print the lock table (JSON).")
+
+def _declare_locks(locks: argparse.ArgumentParser) -> None:
     locks.add_argument("--history", action="store_true", help="also released locks")
 
-    assign = sub("assign", _cmd_assign, "Start a task: write its packet, take its locks.")
+
+def _declare_assign(assign: argparse.ArgumentParser) -> None:
     assign.add_argument("--task", required=True, help="the task to start (T-<n>)")
     assign.add_argument("--owner", required=True, help="who works on it (a subagent's name)")
 
-    packet = sub("packet", _cmd_packet, "Print the assignment packet of a task's attempt.")
+
+def _declare_packet(packet: argparse.ArgumentParser) -> None:
     packet.add_argument("--task", required=True, help="the task whose packet to print")
-    packet.add_argument(
-        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
-    )
+    _add_attempt(packet)
 
-    beat = sub("heartbeat", _cmd_heartbeat, "Record that a task's subagent is alive.")
+
+def _declare_heartbeat(beat: argparse.ArgumentParser) -> None:
     beat.add_argument("--task", required=True, help="the task whose subagent is alive")
-    beat.add_argument(
-        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
-    )
+    _add_attempt(beat)
 
-    worklog = sub(
-        "worklog",
-        _cmd_worklog,
-        "Append a worklog entry: from flags, or a whole JSON entry with --json-stdin.",
-    )
+
+def _declare_worklog(worklog: argparse.ArgumentParser) -> None:
     worklog.add_argument("--task", required=True, help="the task the entry is about")
     worklog.add_argument("--attempt", type=int, default=None, help="ignored; for symmetry")
     worklog.add_argument("--actor", default="subagent", help="who acted (default: subagent)")
@@ -137,14 +115,14 @@ def add_board_commands(board: Any, formatter: Any) -> None:
     worklog.add_argument("--evidence", default=None, help="where to see it (a path, a command)")
     worklog.add_argument("--json-stdin", action="store_true", help="read the entry as JSON")
 
-    submit = sub("submit", _cmd_submit, "Hand in a task's result (subagent result or submit.json).")
+
+def _declare_submit(submit: argparse.ArgumentParser) -> None:
     submit.add_argument("--task", required=True, help="the task the result answers")
-    submit.add_argument(
-        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
-    )
+    _add_attempt(submit)
     _add_input(submit)
 
-    watchdog = sub("watchdog", _cmd_watchdog, "Time out tasks whose heartbeat is stale.")
+
+def _declare_watchdog(watchdog: argparse.ArgumentParser) -> None:
     watchdog.add_argument("--now", default=None, help="RFC 3339 time (default: now)")
     watchdog.add_argument(
         "--wait",
@@ -154,7 +132,8 @@ def add_board_commands(board: Any, formatter: Any) -> None:
         help="how long to wait while another maintenance pass runs (default 30); then exit 75",
     )
 
-    set_status = sub("set-status", _cmd_set_status, "Block, fail, cancel or requeue a task.")
+
+def _declare_set_status(set_status: argparse.ArgumentParser) -> None:
     set_status.add_argument("--task", required=True, help="the task to move")
     set_status.add_argument(
         "--status",
@@ -173,14 +152,18 @@ def add_board_commands(board: Any, formatter: Any) -> None:
         help="the task's version you read (refused if it changed since: CONCURRENCY_CONFLICT)",
     )
 
-    handoff = sub("handoff", _cmd_handoff, "Print the fresh-context handoff bundle.")
+
+def _declare_handoff(handoff: argparse.ArgumentParser) -> None:
     handoff.add_argument("--markdown", action="store_true", help="the Markdown page instead")
     handoff.add_argument(
         "--write", action="store_true", help="also write handoff.json and handoff.md"
     )
 
-    adopt = sub("adopt", _cmd_adopt, "Make a new board from a handoff bundle and continue it.")
-    _add_input(adopt)
+
+def _add_attempt(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--attempt", type=int, default=None, help="the attempt (default: the current one)"
+    )
 
 
 def _with_codes(
@@ -202,7 +185,8 @@ def _with_codes(
     return run
 
 
-def _add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
+def add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
+    """``--board`` and ``--store``: which board a command acts on."""
     parser.add_argument(
         "--board",
         default=None,
@@ -220,24 +204,6 @@ def _add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
     )
 
 
-def add_check_command(check: Any) -> None:
-    check.add_argument("kind", choices=list(CHECK_KINDS), help="which document is on stdin")
-    _add_board_arguments(
-        check,
-        board_help="ledger: fold this board's ledger instead of stdin (a directory, or with "
-        "--store the board's id)",
-    )
-    check.add_argument(
-        "--strict", action="store_true", help="refuse unknown fields without the x_ prefix"
-    )
-    check.add_argument(
-        "--packet",
-        type=Path,
-        default=None,
-        help="result/submit: also judge it against this assignment packet (scope, criteria)",
-    )
-
-
 def _add_input(parser: Any) -> None:
     parser.add_argument("--file", type=Path, default=None, help="default: standard input")
 
@@ -252,7 +218,8 @@ def _store_dsn(args: argparse.Namespace) -> str | None:
     return store_of(args)
 
 
-def _board(args: argparse.Namespace) -> Board:
+def board_of(args: argparse.Namespace) -> Board:
+    """The board ``--board`` and ``--store`` name (default: ``.board`` in the work directory)."""
     from ..board.board import BOARD_DIR, Board
 
     dsn = _store_dsn(args)
@@ -313,7 +280,7 @@ def _print(data: Any) -> None:
 def _cmd_init(args: argparse.Namespace) -> int:
     from ..board.board import Board
 
-    board = _board(args)
+    board = board_of(args)
     Board.create(
         run_id=args.run_id,
         objective=args.objective,
@@ -334,7 +301,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
     if not isinstance(items, list):
         raise UsageError('give a JSON list of task objects (or {"tasks": [...]})')
     tasks = [parse_task(item, source=f"<tasks>[{i}]") for i, item in enumerate(items)]
-    applied = _board(args).create_tasks(tasks)
+    applied = board_of(args).create_tasks(tasks)
     for delta in applied:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
     print(f"orchestrate: {plural(len(applied), 'task')} created", file=sys.stderr)
@@ -342,7 +309,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    board = _board(args)
+    board = board_of(args)
     state = board.state()
     rows = sorted(state.rows.values(), key=lambda r: r.created)
     if args.json:
@@ -378,7 +345,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
-    for line in _ledger_lines(_board(args)):
+    for line in ledger_lines(board_of(args)):
         delta = json.loads(line)
         if args.task is not None and delta.get("task_id") != args.task:
             continue
@@ -393,7 +360,7 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _ledger_lines(board: Board) -> list[bytes]:
+def ledger_lines(board: Board) -> list[bytes]:
     """The ledger's whole, non-blank lines without their newline, as stored."""
     from ..board.files import FileBoardStore
 
@@ -413,12 +380,12 @@ def _ledger_lines(board: Board) -> list[bytes]:
 def _cmd_locks(args: argparse.Namespace) -> int:
     from ..formats.convert import unstructure
 
-    _print([unstructure(lock) for lock in _board(args).lock_table(history=args.history)])
+    _print([unstructure(lock) for lock in board_of(args).lock_table(history=args.history)])
     return EXIT_OK
 
 
 def _cmd_assign(args: argparse.Namespace) -> int:
-    board = _board(args)
+    board = board_of(args)
     board.assign([args.task], owner=args.owner)
     row = board.state().row(args.task)
     print(board.packet_location(args.task, row.attempts))
@@ -426,7 +393,7 @@ def _cmd_assign(args: argparse.Namespace) -> int:
 
 
 def _cmd_packet(args: argparse.Namespace) -> int:
-    board = _board(args)
+    board = board_of(args)
     attempt = args.attempt or board.state().row(args.task).attempts
     try:
         raw, _ = board.packet_text(args.task, attempt)
@@ -441,7 +408,7 @@ def _cmd_packet(args: argparse.Namespace) -> int:
 
 
 def _cmd_heartbeat(args: argparse.Namespace) -> int:
-    print(_board(args).heartbeat(args.task, attempt=args.attempt))
+    print(board_of(args).heartbeat(args.task, attempt=args.attempt))
     return EXIT_OK
 
 
@@ -449,7 +416,7 @@ def _cmd_worklog(args: argparse.Namespace) -> int:
     from ..formats.board import WorklogEntry
     from ..formats.board_rules import parse_worklog_entry
 
-    board = _board(args)
+    board = board_of(args)
     if args.json_stdin:
         data = _json_input(args, "<stdin>")
         entry = parse_worklog_entry(data, source="<stdin>")
@@ -476,7 +443,7 @@ def _cmd_worklog(args: argparse.Namespace) -> int:
 def _cmd_submit(args: argparse.Namespace) -> int:
     from ..formats.convert import unstructure
 
-    board = _board(args)
+    board = board_of(args)
     raw = _read_input(args)
     row = board.state().row(args.task)
     attempt = args.attempt or row.attempts
@@ -510,7 +477,7 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
 
     workdir = (args.workdir or Path.cwd()).resolve()
     now = _moment(args.now) if args.now else None
-    board = _board(args)
+    board = board_of(args)
     with board.store.maintenance(wait=max(0.0, args.wait)):
         timed_out = time_out_stale_tasks(board, workdir, now=now, dsn=_store_dsn(args))
     for delta in timed_out:
@@ -523,7 +490,7 @@ def _cmd_set_status(args: argparse.Namespace) -> int:
     from ..formats.board import TaskStatus
     from ..formats.convert import unstructure
 
-    delta = _board(args).set_status(
+    delta = board_of(args).set_status(
         args.task,
         TaskStatus(args.status),
         reason=args.reason,
@@ -540,7 +507,7 @@ def _cmd_handoff(args: argparse.Namespace) -> int:
     from ..formats.board import dump_board_document
     from ..storage.durable import atomic_write
 
-    board = _board(args)
+    board = board_of(args)
     if args.write and _store_dsn(args) is not None:
         raise UsageError(
             "--write writes into a board directory; a board in a store has none: redirect "
@@ -561,7 +528,7 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     from ..formats.board_rules import parse_handoff
 
     bundle = parse_handoff(_json_input(args, "<stdin>"), source=str(args.file or "<stdin>"))
-    target = _board(args)
+    target = board_of(args)
     if _store_dsn(args) is not None:
         board = adopt_handoff(None, bundle, store=target.store)
     else:
@@ -570,150 +537,55 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# -- validators ------------------------------------------------------------------------
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    """Judge one document from standard input; one line of JSON; exit 0 only if allowed."""
-    try:
-        verdict = _check(args)
-    except BoardError as exc:
-        verdict = {"allow": False, "code": exc.code, "reason": exc.reason, "details": exc.details}
-    except OSError as exc:
-        verdict = {
-            "allow": False,
-            "code": "MISSING_REQUIRED_INPUT",
-            "reason": f"{exc.filename}: {exc.strerror}",
-        }
-    except ContractError as exc:
-        from ..formats.board_rules import error_code_for
-
-        verdict = {
-            "allow": False,
-            "code": error_code_for(exc).value,
-            "reason": str(exc),
-            "details": {"json_path": exc.json_path, "rule": exc.rule},
-        }
-    if not verdict.get("details"):
-        verdict.pop("details", None)
-    print(json.dumps(verdict, separators=(",", ":")))
-    return EXIT_OK if verdict["allow"] else EXIT_REFUSED
-
-
-def _check(args: argparse.Namespace) -> dict[str, Any]:
-    from ..formats.strict_json import loads_strict
-
-    kind = args.kind
-    if getattr(args, "board", None) and kind != "ledger":
-        raise UsageError(
-            f"--board names the board whose ledger 'check ledger' folds; 'check "
-            f"{kind}' reads its document on stdin"
-        )
-    if kind == "ledger" and getattr(args, "board", None):
-        try:
-            return _check_ledger(b"".join(line + b"\n" for line in _ledger_lines(_board(args))))
-        finally:
-            close_board_stores()
-    raw = sys.stdin.buffer.read()
-    source = "<stdin>"
-    if kind == "ledger":
-        return _check_ledger(raw)
-    data = loads_strict(raw, source=source)
-    if kind == "locks":
-        return _check_locks(data, strict=args.strict)
-    from ..formats.board_rules import parse_board_document, parse_task, refuse_untrusted_secret
-
-    if kind == "task":
-        document = parse_task(data, source=source, strict=args.strict)
-    else:
-        document = parse_board_document(CHECK_KINDS[kind], data, source=source, strict=args.strict)
-    if args.packet is not None and kind in ("result", "submit"):
-        return _check_against_packet(raw, args.packet)
-    # a secret in an untrusted field, refused as the board refuses it
-    refuse_untrusted_secret(document, source=source)
-    return {"allow": True, "code": "OK", "reason": f"a valid {kind} document"}
-
-
-def _check_against_packet(raw: bytes, packet_path: Path) -> dict[str, Any]:
-    from ..board.gateway import evaluate
-    from ..formats.board_rules import parse_packet
-    from ..formats.times import SystemClock, format_time
-    from ..storage.files import read_json_file
-
-    packet = parse_packet(read_json_file(packet_path), source=str(packet_path))
-    now = format_time(SystemClock().now())
-    judgement = evaluate(
-        raw,
-        task=packet.task,
-        run_id=packet.run_id,
-        source="<stdin>",
-        submitted_at=now,
-        evaluated_at=now,
-        result_link="<stdin>",
-        workspace=Path.cwd(),
-    )
-    if judgement.problem is None:
-        return {"allow": True, "code": "OK", "reason": "the result passes the gateway"}
-    from ..formats.convert import unstructure
-
-    return {
-        "allow": False,
-        "code": judgement.problem.code.value,
-        "reason": judgement.problem.message,
-        "details": {"verdict": unstructure(judgement.verdict)},
-    }
-
-
-def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
-    from ..formats.board_rules import parse_lock_table
-    from ..formats.scope import ScopeError, check_lock_table
-
-    locks = parse_lock_table(data, source="<stdin>", strict=strict)
-    try:
-        conflicts = check_lock_table((lock.task_id, lock.resource, lock.active) for lock in locks)
-    except ScopeError as exc:
-        return {"allow": False, "code": "SCHEMA_INVALID", "reason": str(exc)}
-    if conflicts:
-        return {
-            "allow": False,
-            "code": "LOCK_CONFLICT",
-            "reason": "active locks of different tasks conflict "
-            f"({plural(len(conflicts), 'pair')})",
-            "details": {"conflicts": [list(map(str, c)) for c in conflicts]},
-        }
-    return {"allow": True, "code": "OK", "reason": f"{plural(len(locks), 'lock')}, no conflict"}
-
-
-def _check_ledger(raw: bytes) -> dict[str, Any]:
-    """Fold the deltas (NDJSON) as the board reads its ledger: every rule of D1-D5 and
-    the lock table; a torn last line is left out, as the board leaves it."""
-    from ..board.ledger import LedgerState, fold_ledger
-
-    state = LedgerState()
-    fold = fold_ledger(state, raw, source="<stdin>")
-    torn = " (a torn last line left out)" if raw[fold.consumed :].strip() else ""
-    return {
-        "allow": True,
-        "code": "OK",
-        "reason": f"{plural(fold.applied, 'delta')} apply cleanly "
-        f"({plural(fold.duplicates, 'duplicate')} ignored){torn}; "
-        f"{plural(len(state.rows), 'task')}, {plural(len(state.active_locks()), 'lock')} held",
-    }
-
-
 def _declare_board(board: argparse.ArgumentParser) -> None:
     add_board_commands(board, Formatter)
 
+
+SUBCOMMANDS = {
+    "init": Command("Make a board (for tasks no workflow dispatches).", _declare_init, _cmd_init),
+    "create": Command(
+        "Create tasks: a JSON list of task objects (as in an assignment packet).",
+        _add_input,
+        _cmd_create,
+    ),
+    "status": Command(
+        "Show every task: status, owner, attempts, locks.", _declare_status, _cmd_status
+    ),
+    "ledger": Command("Print the ledger's deltas (NDJSON).", _declare_ledger, _cmd_ledger),
+    "locks": Command("Print the lock table (JSON).", _declare_locks, _cmd_locks),
+    "assign": Command(
+        "Start a task: write its packet, take its locks.", _declare_assign, _cmd_assign
+    ),
+    "packet": Command(
+        "Print the assignment packet of a task's attempt.", _declare_packet, _cmd_packet
+    ),
+    "heartbeat": Command(
+        "Record that a task's subagent is alive.", _declare_heartbeat, _cmd_heartbeat
+    ),
+    "worklog": Command(
+        "Append a worklog entry: from flags, or a whole JSON entry with --json-stdin.",
+        _declare_worklog,
+        _cmd_worklog,
+    ),
+    "submit": Command(
+        "Hand in a task's result (subagent result or submit.json).", _declare_submit, _cmd_submit
+    ),
+    "watchdog": Command(
+        "Time out tasks whose heartbeat is stale.", _declare_watchdog, _cmd_watchdog
+    ),
+    "set-status": Command(
+        "Block, fail, cancel or requeue a task.", _declare_set_status, _cmd_set_status
+    ),
+    "handoff": Command("Print the fresh-context handoff bundle.", _declare_handoff, _cmd_handoff),
+    "adopt": Command(
+        "Make a new board from a handoff bundle and continue it.", _add_input, _cmd_adopt
+    ),
+}
 
 COMMANDS = {
     "board": Command(
         "The task board: tasks, locks, heartbeats, worklogs, results, handoff.",
         _declare_board,
         no_subcommand,
-    ),
-    "check": Command(
-        "Validate a board document on stdin: one line of JSON; exit 0 only if allowed.",
-        add_check_command,
-        cmd_check,
     ),
 }

@@ -23,6 +23,7 @@ from .._errors import (
     WorkflowNotFoundError,
 )
 from .._text import printable
+from . import common
 from .common import EXIT_BUSY, EXIT_ERROR, EXIT_OK, EXIT_USAGE, Command, Formatter
 
 
@@ -133,10 +134,8 @@ def _again(args: argparse.Namespace) -> str:
     """The command that goes on once the cause of an operating system error is fixed."""
     command = args.command
     if command == "run":
-        from .common import state_path, workdir
-
         try:  # a run that saved its first checkpoint is an instance: it resumes
-            state_path(workdir(args), None)
+            common.state_path(common.workdir(args), None)
         except (OrchestratorError, OSError):
             return "'orchestrate run' again (no instance was made)"
         command = "resume"
@@ -166,7 +165,7 @@ COMMANDS = {
     "schema": "validate",
     "cancel": "run",
     "board": "board",
-    "check": "board",
+    "check": "check",
     "history": "inspect",
     "events": "events",
     "output": "inspect",

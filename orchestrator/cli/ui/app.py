@@ -52,142 +52,15 @@ EVENT_POLL = 0.3
 
 def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
     """The app serving ``places`` (work directories, a store), guarded by ``guard``."""
-    places = list(places)
-    workdirs = [p.workdir for p in places if isinstance(p, DirectoryPlace)]
+    handlers = _Handlers(list(places), guard)
+    return Starlette(
+        routes=handlers.routes(),
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=_guarded(guard))],
+    )
 
-    def all_rows() -> list[RunRow]:
-        rows = [row for i, place in enumerate(places) for row in place.rows(i)]
-        return sorted(rows, key=lambda r: r.updated, reverse=True)
 
-    async def runs(request: Request) -> Response:
-        status = request.query_params.get("status") or None
-        number = _int(request.query_params.get("page"), 0)
-        rows = await asyncio.to_thread(all_rows)
-        return HTMLResponse(
-            pages.runs_page(rows, status=status, page_number=number, per_page=PER_PAGE)
-        )
-
-    async def run(request: Request) -> Response:
-        ref = _ref(request.query_params, places)
-        if ref is None:
-            return _not_found()
-        place = places[ref.directory]
-        view = request.query_params.get("view")
-        if view == "events":
-            return StreamingResponse(
-                _events(place, ref, _int(request.query_params.get("after"), 0)),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-store"},
-            )
-        if view == "file":
-            return await asyncio.to_thread(
-                _evidence, place, ref, request.query_params.get("path", "")
-            )
-        notice = request.query_params.get("notice")
-        return await asyncio.to_thread(_run_page, place, ref, guard, notice=notice)
-
-    async def posted(request: Request) -> tuple[Any, RunRef] | Response:
-        """The form of a POST and the run it names, or the refusal to send back."""
-        form = await request.form()
-        if not guard.form_token_ok(str(form.get("csrf", "")) or None):
-            return _forbidden("the form's token is missing or wrong: reload the page")
-        ref = _ref(form, places)
-        return _not_found() if ref is None else (form, ref)
-
-    async def answer(request: Request) -> Response:
-        taken = await posted(request)
-        if isinstance(taken, Response):
-            return taken
-        form, ref = taken
-        fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
-        return await asyncio.to_thread(_answer, places[ref.directory], ref, guard, fields)
-
-    async def recover(request: Request) -> Response:
-        taken = await posted(request)
-        if isinstance(taken, Response):
-            return taken
-        form, ref = taken
-        action = request.url.path.strip("/")
-        argv = ["retry"] if action == "retry" else ["rewind", "--to", str(form.get("to", ""))]
-        naming = places[ref.directory].command(ref.run_id)
-        if "--run" in naming:  # retry's and rewind's --run is their own option
-            naming = naming[: naming.index("--run")]
-            argv += ["--run", ref.run_id]
-        done = await asyncio.to_thread(_orchestrate, [*argv, *naming])
-        said = (done.stderr.strip().splitlines() or ["done"])[-1].removeprefix("orchestrate: ")
-        return _back(ref, said)
-
-    async def boards(request: Request) -> Response:
-        found = await asyncio.to_thread(
-            lambda: [(i, b, p.label) for i, p in enumerate(places) for b in p.boards()]
-        )
-        return HTMLResponse(pages.boards_page(found))
-
-    async def board(request: Request) -> Response:
-        index = _int(request.query_params.get("dir"), -1)
-        board_id = request.query_params.get("board", "")
-        if not 0 <= index < len(places):
-            return _not_found()
-        try:
-            snapshot = await asyncio.to_thread(board_snapshot, places[index], board_id)
-        except (OrchestratorError, OSError):
-            return _not_found()
-        if request.query_params.get("view") == "json":
-            return JSONResponse({"html": pages.board_columns(index, board_id, snapshot)})
-        return HTMLResponse(pages.board_page(index, board_id, snapshot))
-
-    async def worklog(request: Request) -> Response:
-        index = _int(request.query_params.get("dir"), -1)
-        board_id = request.query_params.get("board", "")
-        task_id = request.query_params.get("task", "")
-        if not 0 <= index < len(places):
-            return _not_found()
-        try:
-            entries = await asyncio.to_thread(board_worklog, places[index], board_id, task_id)
-        except (OrchestratorError, OSError):
-            return _not_found()
-        return HTMLResponse(pages.worklog_page(index, board_id, task_id, entries))
-
-    async def evals(request: Request) -> Response:
-        reports = await asyncio.to_thread(eval_reports, workdirs)
-        return HTMLResponse(pages.evals_page(reports, workdirs))
-
-    async def eval_file(request: Request) -> Response:
-        index = _int(request.path_params["dir"], -1)
-        if not 0 <= index < len(workdirs):
-            return _not_found()
-        relative = request.path_params["path"]
-        data = await asyncio.to_thread(read_evidence, workdirs[index], relative)
-        if data is None:
-            return _not_found()
-        if relative.endswith(".html"):
-            # The report stands alone: its own styles, no script, nothing from elsewhere.
-            response = Response(data, media_type="text/html; charset=utf-8")
-            response.headers["X-Report-Policy"] = REPORT_CSP
-            return response
-        kind = "application/json" if relative.endswith(".json") else "text/plain"
-        return Response(data, media_type=f"{kind}; charset=utf-8")
-
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in {p.name for p in STATIC.iterdir()}:
-            return _not_found()
-        path = STATIC / name
-        return Response(path.read_bytes(), media_type=STATIC_TYPES.get(path.suffix, "text/plain"))
-
-    routes = [
-        Route("/", runs),
-        Route("/run", run),
-        Route("/answer", answer, methods=["POST"]),
-        Route("/retry", recover, methods=["POST"]),
-        Route("/rewind", recover, methods=["POST"]),
-        Route("/boards", boards),
-        Route("/board", board),
-        Route("/worklog", worklog),
-        Route("/evals", evals),
-        Route("/evals/{dir}/{path:path}", eval_file),
-        Route("/static/{name}", static),
-    ]
+def _guarded(guard: Guard) -> Any:
+    """The middleware that admits a request only with the token, and sets the headers."""
 
     async def guarded(request: Request, call_next: Any) -> Response:
         token = request.query_params.get("token")
@@ -221,7 +94,152 @@ def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
         response.headers["Cache-Control"] = response.headers.get("Cache-Control", "no-store")
         return response
 
-    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guarded)])
+    return guarded
+
+
+class _Handlers:
+    """The pages and forms of the app, over ``places`` (work directories, a store)."""
+
+    def __init__(self, places: list[Place], guard: Guard) -> None:
+        self.places = places
+        self.guard = guard
+        self.workdirs = [p.workdir for p in places if isinstance(p, DirectoryPlace)]
+
+    def routes(self) -> list[Route]:
+        """Each address and the handler that answers it."""
+        return [
+            Route("/", self.runs),
+            Route("/run", self.run),
+            Route("/answer", self.answer, methods=["POST"]),
+            Route("/retry", self.recover, methods=["POST"]),
+            Route("/rewind", self.recover, methods=["POST"]),
+            Route("/boards", self.boards),
+            Route("/board", self.board),
+            Route("/worklog", self.worklog),
+            Route("/evals", self.evals),
+            Route("/evals/{dir}/{path:path}", self.eval_file),
+            Route("/static/{name}", self.static),
+        ]
+
+    def all_rows(self) -> list[RunRow]:
+        rows = [row for i, place in enumerate(self.places) for row in place.rows(i)]
+        return sorted(rows, key=lambda r: r.updated, reverse=True)
+
+    async def runs(self, request: Request) -> Response:
+        status = request.query_params.get("status") or None
+        number = _int(request.query_params.get("page"), 0)
+        rows = await asyncio.to_thread(self.all_rows)
+        return HTMLResponse(
+            pages.runs_page(rows, status=status, page_number=number, per_page=PER_PAGE)
+        )
+
+    async def run(self, request: Request) -> Response:
+        ref = _ref(request.query_params, self.places)
+        if ref is None:
+            return _not_found()
+        place = self.places[ref.directory]
+        view = request.query_params.get("view")
+        if view == "events":
+            return StreamingResponse(
+                _events(place, ref, _int(request.query_params.get("after"), 0)),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store"},
+            )
+        if view == "file":
+            return await asyncio.to_thread(
+                _evidence, place, ref, request.query_params.get("path", "")
+            )
+        notice = request.query_params.get("notice")
+        return await asyncio.to_thread(_run_page, place, ref, self.guard, notice=notice)
+
+    async def posted(self, request: Request) -> tuple[Any, RunRef] | Response:
+        """The form of a POST and the run it names, or the refusal to send back."""
+        form = await request.form()
+        if not self.guard.form_token_ok(str(form.get("csrf", "")) or None):
+            return _forbidden("the form's token is missing or wrong: reload the page")
+        ref = _ref(form, self.places)
+        return _not_found() if ref is None else (form, ref)
+
+    async def answer(self, request: Request) -> Response:
+        taken = await self.posted(request)
+        if isinstance(taken, Response):
+            return taken
+        form, ref = taken
+        fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
+        return await asyncio.to_thread(_answer, self.places[ref.directory], ref, self.guard, fields)
+
+    async def recover(self, request: Request) -> Response:
+        taken = await self.posted(request)
+        if isinstance(taken, Response):
+            return taken
+        form, ref = taken
+        action = request.url.path.strip("/")
+        argv = ["retry"] if action == "retry" else ["rewind", "--to", str(form.get("to", ""))]
+        naming = self.places[ref.directory].command(ref.run_id)
+        if "--run" in naming:  # retry's and rewind's --run is their own option
+            naming = naming[: naming.index("--run")]
+            argv += ["--run", ref.run_id]
+        done = await asyncio.to_thread(_orchestrate, [*argv, *naming])
+        said = (done.stderr.strip().splitlines() or ["done"])[-1].removeprefix("orchestrate: ")
+        return _back(ref, said)
+
+    async def boards(self, request: Request) -> Response:
+        found = await asyncio.to_thread(
+            lambda: [(i, b, p.label) for i, p in enumerate(self.places) for b in p.boards()]
+        )
+        return HTMLResponse(pages.boards_page(found))
+
+    async def board(self, request: Request) -> Response:
+        index = _int(request.query_params.get("dir"), -1)
+        board_id = request.query_params.get("board", "")
+        if not 0 <= index < len(self.places):
+            return _not_found()
+        try:
+            snapshot = await asyncio.to_thread(board_snapshot, self.places[index], board_id)
+        except (OrchestratorError, OSError):
+            return _not_found()
+        if request.query_params.get("view") == "json":
+            return JSONResponse({"html": pages.board_columns(index, board_id, snapshot)})
+        return HTMLResponse(pages.board_page(index, board_id, snapshot))
+
+    async def worklog(self, request: Request) -> Response:
+        index = _int(request.query_params.get("dir"), -1)
+        board_id = request.query_params.get("board", "")
+        task_id = request.query_params.get("task", "")
+        if not 0 <= index < len(self.places):
+            return _not_found()
+        try:
+            entries = await asyncio.to_thread(board_worklog, self.places[index], board_id, task_id)
+        except (OrchestratorError, OSError):
+            return _not_found()
+        return HTMLResponse(pages.worklog_page(index, board_id, task_id, entries))
+
+    async def evals(self, request: Request) -> Response:
+        reports = await asyncio.to_thread(eval_reports, self.workdirs)
+        return HTMLResponse(pages.evals_page(reports, self.workdirs))
+
+    async def eval_file(self, request: Request) -> Response:
+        index = _int(request.path_params["dir"], -1)
+        if not 0 <= index < len(self.workdirs):
+            return _not_found()
+        relative = request.path_params["path"]
+        data = await asyncio.to_thread(read_evidence, self.workdirs[index], relative)
+        if data is None:
+            return _not_found()
+        if relative.endswith(".html"):
+            # The report stands alone: its own styles, no script, nothing from elsewhere.
+            response = Response(data, media_type="text/html; charset=utf-8")
+            response.headers["X-Report-Policy"] = REPORT_CSP
+            return response
+        kind = "application/json" if relative.endswith(".json") else "text/plain"
+        return Response(data, media_type=f"{kind}; charset=utf-8")
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in {p.name for p in STATIC.iterdir()}:
+            return _not_found()
+        path = STATIC / name
+        return Response(path.read_bytes(), media_type=STATIC_TYPES.get(path.suffix, "text/plain"))
 
 
 # -- handlers run in a thread (they read and write files) ---------------------------------
@@ -237,7 +255,7 @@ def _run_page(
     drafts: dict[str, str] | None = None,
 ) -> Response:
     from ...evidence.history import timeline
-    from ..events import describe_event
+    from ..event_lines import describe_event
     from ..instance import describe_ended, summarize_state
 
     try:
