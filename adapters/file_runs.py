@@ -225,6 +225,10 @@ class FileRunStore:
             )
         return reference
 
+    def relocate_hint(self, request: RunInput) -> str | None:
+        state_path = self.state_path(request.workflow)
+        return f"orchestrate trust {state_path} --workflow NEW/PATH.py:Class"
+
     # -- the hosts' side ------------------------------------------------------------------
 
     def pending(self, request: PendingInput) -> list[PendingDocument]:

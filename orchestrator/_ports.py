@@ -533,6 +533,11 @@ class RunStore(Protocol):
         run's from what queued it) before anything it names is imported."""
         ...
 
+    def relocate_hint(self, request: RunInput) -> str | None:
+        """How a person points the run at its workflow's new place when the recorded one
+        is gone (a command), or ``None`` where the store offers no way."""
+        ...
+
     def pending(self, request: PendingInput) -> list[PendingDocument]:
         """Requests waiting for a host, oldest run first, in the order they were made."""
         ...

@@ -185,6 +185,9 @@ class PostgresRunStore:
             )
         return reference
 
+    def relocate_hint(self, request: RunInput) -> str | None:
+        return None  # a run's recorded workflow is changed only by the run itself here
+
     # -- the hosts' side ----------------------------------------------------------------
 
     def pending(self, request: PendingInput) -> list[PendingDocument]:

@@ -22,33 +22,10 @@ if TYPE_CHECKING:
     from ..engine.record import Outcome
     from ..formats.bridge import AgentResponse
 
-STORE_ENV = "ORCHESTRATOR_STORE"
+from .run_store import STORE_ENV, add_store_argument
+
+__all__ = ["STORE_ENV", "add_store_argument"]
 EXIT_OK = 0
-
-
-def add_store_argument(
-    sub: Any, *, run: bool = True, run_required: bool = False, needed: bool = False
-) -> None:
-    """``--store`` (and ``--run``) on a command that works on both stores; ``needed``: on a
-    command that works on a PostgreSQL store only (a worker, ``db``, ``export``)."""
-    without = (
-        "one of the two is required" if needed else "without either: the work directory's files"
-    )
-    sub.add_argument(
-        "--store",
-        default=None,
-        metavar="DSN",
-        help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
-        f"{without})",
-    )
-    if run:
-        sub.add_argument(
-            "--run",
-            required=run_required,
-            default=None,
-            metavar="ID",
-            help="with --store: the run's id (as 'run' printed it)",
-        )
 
 
 def store_of(args: argparse.Namespace) -> str | None:

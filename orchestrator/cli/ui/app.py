@@ -41,7 +41,7 @@ from ..._text import plural
 from ...storage.runs import is_run_id
 from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
-from .places import DirectoryPlace, Place
+from .places import Place
 from .runs import RunRef, RunRow, eval_reports
 
 STATIC = Path(__file__).with_name("static")
@@ -53,7 +53,7 @@ EVENT_POLL = 0.3
 def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
     """The app serving ``places`` (work directories, a store), guarded by ``guard``."""
     places = list(places)
-    workdirs = [p.workdir for p in places if isinstance(p, DirectoryPlace)]
+    workdirs = [p.workdir for p in places if p.workdir is not None]
 
     def all_rows() -> list[RunRow]:
         rows = [row for i, place in enumerate(places) for row in place.rows(i)]

@@ -1,0 +1,83 @@
+"""An engine for a run of a run store: its bridge from the store, its invoker and clock
+from the command's options, its task boards where the store keeps them. What every
+command that advances a run (run, resume, retry, rewind, cancel, drive, worker) shares,
+on either store."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import WorkflowNotFoundError
+from .._ports import OpenRunInput, RunInput
+from .._text import printable
+
+if TYPE_CHECKING:
+    from .._ports import RunStore, StoredRun
+    from ..engine.engine import Engine
+    from ..engine.record import Outcome
+
+
+def engine_for(store: RunStore, run_id: str | None, workflow_cls: Any, agent: str) -> Engine:
+    """An engine for run ``run_id`` of ``store`` (a new run's id too) and ``workflow_cls``."""
+    from ..engine.engine import Engine
+    from .main import _clock, _invoker
+
+    bridge = store.bridge(OpenRunInput(run_id=run_id, workflow_name=workflow_cls.name))
+    engine = Engine(workflow_cls, bridge=bridge, invoker=_invoker(agent), clock=_clock())
+    boards = store.run_boards()
+    if boards is not None:  # its task boards live in the store too
+        engine.board_store = boards
+    return engine
+
+
+def run_engine(store: RunStore, run: RunInput, agent: str) -> Engine:
+    """An engine for a run the store holds, with the workflow it records (checked before
+    anything it names is imported)."""
+    from ..engine.loader import load_workflow
+
+    reference = store.workflow_of(run)
+    try:
+        workflow_cls = load_workflow(reference)
+    except WorkflowNotFoundError as exc:
+        hint = store.relocate_hint(run)
+        if hint is None:
+            raise
+        raise WorkflowNotFoundError(
+            f"{exc}; if the project moved, point the instance at its workflow's new place: {hint}"
+        ) from None
+    return engine_for(store, run.run_id, workflow_cls, agent)
+
+
+def start_queued(run: StoredRun, engine: Engine) -> Outcome:
+    """Start a queued run with what ``run --queue`` recorded."""
+    args = run.start_args or {}
+    return engine.start(
+        workflow_ref=str(run.workflow_ref),
+        workdir=Path(str(args.get("workdir") or os.getcwd())),
+        inputs=dict(args.get("inputs") or {}),
+        output_path=args.get("output_path"),
+        run_id=run.run_id,
+    )
+
+
+def advance(store: RunStore, run: RunInput, engine: Engine) -> Outcome:
+    """Go on with a run: start it when it is queued, else resume it."""
+    found = store.read_run(run) if run.run_id is not None else None
+    if found is not None and found.status == "queued":
+        return start_queued(found, engine)
+    return engine.resume()
+
+
+def report_run(outcome: Outcome, run_id: str) -> int:
+    """A store run's outcome: said on stderr, its id alone on stdout (hosts read it)."""
+    from .instance import next_step
+
+    print(f"orchestrate: run {run_id}: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    if outcome.status == "paused":
+        then = next_step("paused", bool(outcome.pending), store_run=run_id, wake_at=outcome.wake_at)
+        print(f"orchestrate: next: {then}", file=sys.stderr)
+    print(run_id)
+    return outcome.exit_code
