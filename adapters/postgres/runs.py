@@ -215,7 +215,7 @@ class PostgresRunStore:
         run_id = self._run_id(request.run)
         with self._session() as store:
             store.respond(run_id, request.response)
-        return f"{run_id} {request.response.request_id}"
+        return f"{self.name} run {run_id} request {request.response.request_id}"
 
     def cancel_queued(self, request: RunInput) -> bool:
         run_id = self._run_id(request)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import UsageError
 
 if TYPE_CHECKING:
-    from .._ports import RunStore, WorkerRunStore
+    from .._ports import BoardStore, RunStore, WorkerRunStore
     from ..adapters.file_runs import FileRunStore
 
 STORE_ENV = "ORCHESTRATOR_STORE"
@@ -97,6 +97,23 @@ def open_run_store(args: argparse.Namespace, *, workdir_names_store: bool = True
 
         return PostgresRunStore(dsn)
     return directory_store(workdir_of(args))
+
+
+def store_at(dsn: str | None, workdir: Path) -> RunStore:
+    """The PostgreSQL store at ``dsn``, or (``None``) the work directory ``workdir``'s."""
+    if dsn is None:
+        return directory_store(workdir)
+    from ..adapters.postgres.runs import PostgresRunStore
+
+    return PostgresRunStore(dsn)
+
+
+def board_store(dsn: str, board_id: str) -> BoardStore:
+    """Task board ``board_id`` of the PostgreSQL store at ``dsn``, on a connection of its
+    own (a dispatch board's id is its run's id); close it when done."""
+    from ..adapters.postgres import board_store as open_board
+
+    return open_board(dsn, board_id)
 
 
 def directory_store(workdir: Path) -> FileRunStore:
