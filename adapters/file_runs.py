@@ -20,6 +20,7 @@ from typing import Any
 
 from .._errors import (
     ContractError,
+    InstanceExistsError,
     KeyFileError,
     NoInstanceError,
     OrchestratorError,
@@ -29,6 +30,8 @@ from .._errors import (
     UsageError,
 )
 from .._ports import (
+    AdvancedInput,
+    AnswerInput,
     BoardStore,
     BoardTailInput,
     Bridge,
@@ -44,7 +47,14 @@ from .._ports import (
     RunListing,
     StoredRun,
 )
-from ..formats.bridge import RESPONSE_FILE, RESPONSES_DIR, CheckpointState, HistoryStatus
+from ..formats.bridge import (
+    REQUEST_FILE,
+    REQUESTS_DIR,
+    RESPONSE_FILE,
+    RESPONSES_DIR,
+    CheckpointState,
+    HistoryStatus,
+)
 from ..storage.runs import ENGINE_KEY, is_run_id, live_state_files, load_run, run_id_in, runs_dir
 
 MAX_RESPONSE = 16 * 1024 * 1024  # as the file bridge reads one
@@ -61,6 +71,7 @@ class FileRunStore:
     ) -> None:
         self.workdir = workdir
         self.name = str(workdir)
+        self.mailbox_directory: Path | None = workdir
         self._boards = boards
         self._seen: dict[Path, tuple[int, int, RunListing | None]] = {}
 
@@ -75,6 +86,19 @@ class FileRunStore:
 
     def command_arguments(self, run_id: str) -> list[str]:
         return ["--workdir", str(self.workdir)]
+
+    def named_run(self, run_id: str) -> str | None:
+        return None  # the work directory names its run
+
+    def answer_hint(self, request: AnswerInput) -> str:
+        if request.pending_count == 1:
+            return str(self.workdir / RESPONSE_FILE)
+        return str(self.workdir / RESPONSES_DIR / f"{request.request_id}.json")
+
+    def host_lines(self, request: AdvancedInput) -> list[str]:
+        if len(request.pending) == 1:
+            return [str(self.workdir / REQUEST_FILE)]
+        return [str(self.workdir / REQUESTS_DIR / f"{rid}.json") for rid in request.pending]
 
     # -- the live instance ----------------------------------------------------------------
 
@@ -173,25 +197,63 @@ class FileRunStore:
     # -- one run --------------------------------------------------------------------------
 
     def read_run(self, request: RunInput) -> StoredRun:
-        if request.workflow:
-            path = self.state_path(request.workflow)
-            state = read_state(path)
-            source = str(path)
+        """The live instance (the one ``request`` names, by its run id or its workflow, or
+        the only one), else a run the directory kept (``request.run_id``'s, or the one
+        that ended last)."""
+        live_path = self._live_for(request)
+        problem = None
+        if live_path is not None:
+            state, problem = read_live(live_path, signed_only=request.signed_only)
+            source = str(live_path)
+        elif request.live_only:
+            self.state_path(request.workflow)  # NoInstanceError: nothing to act on here
+            raise NoInstanceError(f"{self.workdir}: run {request.run_id} is not live here")
         else:
-            state, source = load_run(self.workdir, request.run_id)
+            state, source = load_run(self.workdir, request.run_id, signed_only=request.signed_only)
         record = state.phase_data.get(ENGINE_KEY)
         record = record if isinstance(record, dict) else {}
-        live = Path(source).name != "state.json"
         reference = record.get("workflow")
         return StoredRun(
             run_id=str(record.get("run_id") or request.run_id or ""),
             workflow_name=str(record.get("workflow_name", "")),
             status=str(record.get("status", "")),
-            live=live,
+            live=live_path is not None,
             source=source,
             state=state,
+            problem=problem,
             workflow_ref=reference if isinstance(reference, str) else None,
         )
+
+    def _live_for(self, request: RunInput) -> Path | None:
+        """The state file of the live instance ``request`` names, ``None`` when none is."""
+        if request.workflow:
+            return self.state_path(request.workflow)
+        if request.run_id is None:
+            if not any(self.workdir.glob(".*-state.json")):
+                return None
+            return self.state_path(None)
+        for state_path in live_state_files(self.workdir):
+            try:
+                data = json.loads(state_path.read_bytes())
+                if run_id_in(data, source=str(state_path)) == request.run_id:
+                    return state_path
+            except (OSError, ValueError, OrchestratorError):
+                continue
+        return None
+
+    def run_board(self, request: RunInput) -> BoardStore | None:
+        return self.board_store("") if self.boards() and self._boards is not None else None
+
+    def set_aside(self, request: RunInput) -> str:
+        """Set the live instance's state aside without reading it (damaged may mean not
+        even a file); where it was moved."""
+        from .file_bridge import FileBridge
+
+        state_path = self.find_state(request.workflow)
+        bridge = FileBridge(self.workdir, state_path.name[1 : -len("-state.json")])
+        with bridge.lock():
+            kept = bridge.set_aside()
+        return str(kept)
 
     def workflow_of(self, request: RunInput) -> str:
         """The workflow reference recorded at ``run``, read without structuring the state,
@@ -237,7 +299,10 @@ class FileRunStore:
         from ..formats.bridge_codec import dump_document
 
         found = []
-        for state_path in live_state_files(self.workdir):
+        paths = live_state_files(self.workdir)
+        if request.workflow:
+            paths = [self.state_path(request.workflow)]
+        for state_path in paths:
             state = read_state(state_path, signed_only=True)
             run_id = _run_id_of(state)
             if request.run_id is not None and run_id != request.run_id:
@@ -299,13 +364,9 @@ class FileRunStore:
         """The state file of ``run`` when it is the live instance."""
         if run.run_id is None or run.workflow:
             return self.state_path(run.workflow)
-        for state_path in live_state_files(self.workdir):
-            try:
-                data = json.loads(state_path.read_bytes())
-                if run_id_in(data, source=str(state_path)) == run.run_id:
-                    return state_path
-            except (OSError, ValueError, OrchestratorError):
-                continue
+        live = self._live_for(run)
+        if live is not None:
+            return live
         self.read_run(run)  # unknown: NoInstanceError naming the directory and the run
         raise NoInstanceError(
             f"{self.workdir}: run {run.run_id} is not live: there is nothing to answer"
@@ -318,8 +379,20 @@ class FileRunStore:
         raise UsageError("--queue leaves the run for a worker: it needs --store")
 
     def bridge(self, request: OpenRunInput) -> Bridge:
+        from ..formats.bridge import state_file_name
         from .file_bridge import FileBridge
 
+        if request.new:
+            own = state_file_name(request.workflow_name)  # judged under the instance lock
+            others = [p.name for p in self.workdir.glob(".*-state.json") if p.name != own]
+            if others:
+                # The agent bridge's request and response files have one name per
+                # directory: two instances would answer each other's requests.
+                raise InstanceExistsError(
+                    f"{self.workdir}: an instance already lives here "
+                    f"({', '.join(sorted(others))}); one instance per work directory: use "
+                    "another --workdir, or resume or cancel it"
+                )
         return FileBridge(self.workdir, request.workflow_name)
 
     def run_boards(self) -> None:
@@ -378,6 +451,11 @@ def read_state(path: Path, *, signed_only: bool = False) -> CheckpointState:
     """The checkpoint state at ``path``; a damaged one raises :class:`StateDamagedError`.
     ``signed_only``: for a command that acts on the state, a state whose signature does
     not hold is refused (it believes only what orchestrate wrote)."""
+    return _read_state(path, signed_only=signed_only)[0]
+
+
+def _read_state(path: Path, *, signed_only: bool) -> tuple[CheckpointState, Any, bytes]:
+    """The state at ``path``, and the JSON data and bytes it was read from."""
     from ..formats.bridge_codec import parse_state
     from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes
     from ..storage.state_key import check_key_outside, check_signature
@@ -396,9 +474,25 @@ def read_state(path: Path, *, signed_only: bool = False) -> CheckpointState:
         check_key_outside(path.parent)
         check_signature(data, source=str(path), raw=raw)
     try:
-        return parse_state(data, source=str(path))
+        return parse_state(data, source=str(path)), data, raw
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
+
+
+def read_live(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState, str | None]:
+    """A live instance's state, with every archived request whole again, and why its
+    signature does not hold, if so (``signed_only``: then it is refused instead)."""
+    from ..formats.bridge_codec import restore_archived
+    from ..storage.files import STATE_MAX_BYTES, read_regular_file
+    from ..storage.runs import ARCHIVE_FILE
+
+    state, data, raw = _read_state(path, signed_only=signed_only)
+    problem = None if signed_only else signature_problem(data, raw, path)
+    archive = runs_dir(path.parent) / _run_id_of(state) / ARCHIVE_FILE
+    if any(r.x_archived for r in state.agent_requests) and archive.exists():
+        lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+        state = restore_archived(state, lines, source=str(archive))
+    return state, problem
 
 
 def signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ._errors import UsageError
 from .formats.bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
 
 
@@ -399,6 +401,16 @@ class RunInput:
 
     run_id: str | None = None
     workflow: str | None = None
+    #: for a command that acts on the run (rewind, respond): a state whose signature
+    #: does not hold is refused before it is read
+    signed_only: bool = False
+    #: only a run that can be answered: where the store has a run of its own (a work
+    #: directory's live instance), its absence is ``NoInstanceError``
+    live_only: bool = False
+
+
+class RunNotNamedError(UsageError):
+    """A store of many runs was asked for "its" run: name one (``--run ID``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -435,6 +447,8 @@ class StoredRun:
     live: bool
     source: str
     state: CheckpointState | None
+    #: why the state's signature does not hold (it is shown, not acted on), if so
+    problem: str | None = None
     #: a queued run's workflow reference and what ``run --queue`` recorded to start it
     workflow_ref: str | None = None
     start_args: dict[str, Any] | None = None
@@ -442,9 +456,11 @@ class StoredRun:
 
 @attrs.frozen(kw_only=True)
 class PendingInput:
-    """The requests waiting for a host: of run ``run_id``, or of every run (``None``)."""
+    """The requests waiting for a host: of run ``run_id``, or of every run (``None``);
+    of the live instance of ``workflow`` (by its name) where the store has several."""
 
     run_id: str | None = None
+    workflow: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -471,6 +487,9 @@ class OpenRunInput:
 
     run_id: str | None
     workflow_name: str
+    #: a run about to start (or an ended one made live again): a store that keeps one
+    #: live run at a time refuses while another lives
+    new: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -500,6 +519,23 @@ class RunFileInput:
 
 
 @attrs.frozen(kw_only=True)
+class AnswerInput:
+    """A pending request of a run, and how many of the run's requests are pending."""
+
+    run_id: str
+    request_id: str
+    pending_count: int = 1
+
+
+@attrs.frozen(kw_only=True)
+class AdvancedInput:
+    """A run a command advanced: its id, and the requests it waits for now."""
+
+    run_id: str
+    pending: Sequence[str] = ()
+
+
+@attrs.frozen(kw_only=True)
 class BoardTailInput:
     """The last ``count`` ledger lines of task board ``board_id`` (``""``: a work
     directory's one board)."""
@@ -514,6 +550,9 @@ class RunStore(Protocol):
 
     #: the store, for messages (a work directory's path, or the DSN without a password)
     name: str
+    #: the directory whose files are the runs' mailbox to their hosts (a work
+    #: directory), or ``None`` where the store keeps it
+    mailbox_directory: Path | None
 
     def close(self) -> None: ...
 
@@ -522,11 +561,37 @@ class RunStore(Protocol):
         command (``--workdir DIR``, ``--store DSN --run ID``)."""
         ...
 
+    def named_run(self, run_id: str) -> str | None:
+        """The id commands name run ``run_id`` by (``--run ID``), or ``None`` where the
+        store names its one live run itself (a work directory)."""
+        ...
+
+    def answer_hint(self, request: AnswerInput) -> str:
+        """Where, or how, a host answers the request (a response file, a command)."""
+        ...
+
+    def host_lines(self, request: AdvancedInput) -> list[str]:
+        """What a command that advanced the run prints for its host, which reads it: the
+        files of the requests it waits for (a work directory), or the run's id."""
+        ...
+
     def list_runs(self, request: ListRunsInput) -> list[RunListing]:
         """The runs, most recently changed first."""
         ...
 
-    def read_run(self, request: RunInput) -> StoredRun: ...
+    def read_run(self, request: RunInput) -> StoredRun:
+        """A run read whole; with no ``run_id``, the store's own run (a work directory's
+        live instance, else its last ended run), or :class:`RunNotNamedError`."""
+        ...
+
+    def run_board(self, request: RunInput) -> BoardStore | None:
+        """The store of the run's task board, ``None`` when it has none."""
+        ...
+
+    def set_aside(self, request: RunInput) -> str:
+        """Remove a damaged live run without reading it; where its state was kept. A
+        store that has no such runs refuses (``UsageError``)."""
+        ...
 
     def workflow_of(self, request: RunInput) -> str:
         """The workflow reference a run records, read from its signed state (a queued

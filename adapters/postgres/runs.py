@@ -21,6 +21,8 @@ import attrs
 
 from ..._errors import NoInstanceError, OrchestratorError, StateDamagedError, UsageError
 from ..._ports import (
+    AdvancedInput,
+    AnswerInput,
     BoardStore,
     BoardTailInput,
     Bridge,
@@ -34,6 +36,7 @@ from ..._ports import (
     RunFileInput,
     RunInput,
     RunListing,
+    RunNotNamedError,
     StoredRun,
 )
 from .connection import connect, schema_of, shown
@@ -50,6 +53,7 @@ class PostgresRunStore:
     def __init__(self, dsn: str, *, migrate: bool = True, hold: bool = True) -> None:
         self.dsn = dsn
         self.name = shown(dsn)
+        self.mailbox_directory = None
         self._migrate = migrate
         self._held: PostgresStore | None = PostgresStore(dsn, migrate=migrate) if hold else None
 
@@ -86,8 +90,8 @@ class PostgresRunStore:
 
     def _run_id(self, request: RunInput) -> str:
         if not request.run_id:
-            raise UsageError(
-                f"{self.name}: name the run: --run ID ('orchestrate status --store' lists them)"
+            raise RunNotNamedError(
+                "with --store, name the run: --run ID ('orchestrate status --store' lists them)"
             )
         return request.run_id
 
@@ -95,6 +99,17 @@ class PostgresRunStore:
 
     def command_arguments(self, run_id: str) -> list[str]:
         return ["--store", self.dsn, "--run", run_id]
+
+    def named_run(self, run_id: str) -> str | None:
+        return run_id
+
+    def answer_hint(self, request: AnswerInput) -> str:
+        return (
+            f"orchestrate respond --store ... --run {request.run_id} --request {request.request_id}"
+        )
+
+    def host_lines(self, request: AdvancedInput) -> list[str]:
+        return [request.run_id]
 
     def list_runs(self, request: ListRunsInput) -> list[RunListing]:
         with self._session() as store:
@@ -187,6 +202,19 @@ class PostgresRunStore:
 
     def relocate_hint(self, request: RunInput) -> str | None:
         return None  # a run's recorded workflow is changed only by the run itself here
+
+    def run_board(self, request: RunInput) -> BoardStore | None:
+        from . import board_store
+
+        run_id = self._run_id(request)  # a dispatch board's id is its run's id
+        with self._session() as store:
+            row = store.conn.execute(
+                "select 1 from boards where board_id = %s", (run_id,)
+            ).fetchone()
+        return None if row is None else board_store(self.dsn, run_id)
+
+    def set_aside(self, request: RunInput) -> str:
+        raise UsageError("--force sets a damaged state file aside: it is for work directories")
 
     # -- the hosts' side ----------------------------------------------------------------
 
