@@ -209,7 +209,14 @@ class FileRunStore:
             self.state_path(request.workflow)  # NoInstanceError: nothing to act on here
             raise NoInstanceError(f"{self.workdir}: run {request.run_id} is not live here")
         else:
-            state, source = load_run(self.workdir, request.run_id, signed_only=request.signed_only)
+            try:
+                state, source = load_run(
+                    self.workdir, request.run_id, signed_only=request.signed_only
+                )
+            except NoInstanceError:
+                if request.run_id is None:
+                    self.find_state(request.workflow)  # "no workflow instance here": say how
+                raise
         record = state.phase_data.get(ENGINE_KEY)
         record = record if isinstance(record, dict) else {}
         reference = record.get("workflow")

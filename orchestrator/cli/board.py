@@ -251,7 +251,7 @@ def _store_dsn(args: argparse.Namespace) -> str | None:
     (``--workdir`` names where the board's workflow runs, not a store, here)."""
     from .run_store import store_dsn
 
-    return store_dsn(args, workdir_names_store=False)
+    return store_dsn(args, starts_run=True, workdir_beats_env=False)
 
 
 def _board(args: argparse.Namespace) -> Board:

@@ -6,13 +6,11 @@ on either store."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import WorkflowNotFoundError
 from .._ports import OpenRunInput, RunInput
-from .._text import printable
 
 if TYPE_CHECKING:
     from .._ports import RunStore, StoredRun
@@ -20,12 +18,16 @@ if TYPE_CHECKING:
     from ..engine.record import Outcome
 
 
-def engine_for(store: RunStore, run_id: str | None, workflow_cls: Any, agent: str) -> Engine:
-    """An engine for run ``run_id`` of ``store`` (a new run's id too) and ``workflow_cls``."""
+def engine_for(
+    store: RunStore, run_id: str | None, workflow_cls: Any, agent: str, *, new: bool = False
+) -> Engine:
+    """An engine for run ``run_id`` of ``store`` and ``workflow_cls``; ``new``: a run about
+    to start, or an ended one to be made live again."""
     from ..engine.engine import Engine
     from .main import _clock, _invoker
 
-    bridge = store.bridge(OpenRunInput(run_id=run_id, workflow_name=workflow_cls.name))
+    opened = OpenRunInput(run_id=run_id, workflow_name=workflow_cls.name, new=new)
+    bridge = store.bridge(opened)
     engine = Engine(workflow_cls, bridge=bridge, invoker=_invoker(agent), clock=_clock())
     boards = store.run_boards()
     if boards is not None:  # its task boards live in the store too
@@ -69,15 +71,3 @@ def advance(store: RunStore, run: RunInput, engine: Engine) -> Outcome:
     if found is not None and found.status == "queued":
         return start_queued(found, engine)
     return engine.resume()
-
-
-def report_run(outcome: Outcome, run_id: str) -> int:
-    """A store run's outcome: said on stderr, its id alone on stdout (hosts read it)."""
-    from .instance import next_step
-
-    print(f"orchestrate: run {run_id}: {printable(outcome.message, lines=True)}", file=sys.stderr)
-    if outcome.status == "paused":
-        then = next_step("paused", bool(outcome.pending), store_run=run_id, wake_at=outcome.wake_at)
-        print(f"orchestrate: next: {then}", file=sys.stderr)
-    print(run_id)
-    return outcome.exit_code

@@ -50,21 +50,24 @@ def add_store_argument(
         )
 
 
-def store_dsn(args: argparse.Namespace, *, workdir_names_store: bool = True) -> str | None:
+def store_dsn(
+    args: argparse.Namespace, *, starts_run: bool = False, workdir_beats_env: bool = True
+) -> str | None:
     """The PostgreSQL store the command names, or ``None`` for a work directory's files:
-    ``--store``, else ``--workdir`` (files), else ``$ORCHESTRATOR_STORE``.
-    ``workdir_names_store``: False on a command that starts a run, where ``--workdir`` is
-    the directory it works in and may come with ``--store``."""
+    ``--store``, else ``--workdir`` (files), else ``$ORCHESTRATOR_STORE``. ``starts_run``:
+    on a command that starts a run, ``--workdir`` is the directory it works in and may
+    come with ``--store``. ``workdir_beats_env``: False where ``--workdir`` never names a
+    store (the board commands: there ``$ORCHESTRATOR_STORE`` names the board's store)."""
     given = getattr(args, "store", None)
     workdir = getattr(args, "workdir", None)
-    if given and workdir is not None and workdir_names_store:
+    if given and workdir is not None and not starts_run:
         raise UsageError(
             f"--store {shown(given)} and --workdir {workdir} name two stores: give one "
             "(--store for a run in PostgreSQL, --workdir for a work directory's files)"
         )
     if given:
         return _checked(given, "--store")
-    if workdir is not None and workdir_names_store:
+    if workdir is not None and workdir_beats_env:
         return None  # an option given beats the environment
     from_env = os.environ.get(STORE_ENV) or None
     return None if from_env is None else _checked(from_env, STORE_ENV)
@@ -89,9 +92,9 @@ def workdir_of(args: argparse.Namespace) -> Path:
     return Path(workdir)
 
 
-def open_run_store(args: argparse.Namespace, *, workdir_names_store: bool = True) -> RunStore:
+def open_run_store(args: argparse.Namespace, *, starts_run: bool = False) -> RunStore:
     """The run store the command names (see :func:`store_dsn`), open; close it when done."""
-    dsn = store_dsn(args, workdir_names_store=workdir_names_store)
+    dsn = store_dsn(args, starts_run=starts_run)
     if dsn is not None:
         from ..adapters.postgres.runs import PostgresRunStore
 
