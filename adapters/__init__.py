@@ -3,8 +3,9 @@
 Imported as ``orchestrator.adapters``: ``orchestrator/adapters`` is a link to this folder,
 so the checkout and an installed wheel (which holds a copy) agree. Each module implements
 one port and nothing else: the file bridge and the in-memory bridge (``Bridge``), the
-subprocess and HTTP agents (``AgentInvoker``). The CLI and the tests choose which to use;
-the engine never names one.
+work directory's run store (``file_runs``: ``RunStore``), the subprocess and HTTP agents
+(``AgentInvoker``), and in ``postgres/`` the PostgreSQL store (its bridge, run store and
+board store). The CLI and the tests choose which to use; the engine never names one.
 
 May import: ``orchestrator._ports``, ``storage``, ``formats`` and the base modules
 (``_errors``, ``_text``, ``_http``). Never the engine, the evidence, the board or the CLI.

@@ -1,9 +1,11 @@
 """``orchestrate``, the command line: the composition root.
 
-``main`` parses the arguments, picks the store and the adapters, runs the command and
-maps its outcome to an exit code; each command group has its own module (``board``,
-``events``, ``drive``, ``instance``, ``eval_compare``), imported only when its command
-runs, because a host spawns ``orchestrate`` once per pause.
+``main`` parses the arguments, runs the command and maps its outcome to an exit code;
+``run_store`` chooses the store, once, for every command; the commands on runs
+(``run_commands``, with ``engines``) talk to it through the ``RunStore`` port; each other
+command group has its own module (``board``, ``events``, ``drive``, ``instance``,
+``eval_compare``, ``store``, ``worker``), imported only when its command runs, because a
+host spawns ``orchestrate`` once per pause.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """
