@@ -664,8 +664,10 @@ class WorkerRunStore(RunStore, Protocol):
     """A run store workers share: they claim a run that can advance, advance it through
     its bridge, and release it; idle, they wait to be woken."""
 
-    #: whether the store is of no more use (its connection is gone, and its claims)
-    lost: bool
+    @property
+    def lost(self) -> bool:
+        """Whether the store is of no more use (its connection is gone, and its claims)."""
+        ...
 
     def claim(self, *, skip: Sequence[str] = ()) -> str | None:
         """A run that can advance, held by this store until :meth:`release`."""

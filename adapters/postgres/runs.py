@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -53,7 +54,7 @@ class PostgresRunStore:
     def __init__(self, dsn: str, *, migrate: bool = True, hold: bool = True) -> None:
         self.dsn = dsn
         self.name = shown(dsn)
-        self.mailbox_directory = None
+        self.mailbox_directory: Path | None = None  # the store keeps the mailbox
         self._migrate = migrate
         self._held: PostgresStore | None = PostgresStore(dsn, migrate=migrate) if hold else None
 

@@ -33,6 +33,7 @@ from .run_store import open_run_store, workdir_of
 if TYPE_CHECKING:
     from .._ports import RunStore, StoredRun
     from ..engine.record import Outcome
+    from ..formats.bridge import CheckpointState
 
 EXIT_OK = 0
 
@@ -149,10 +150,8 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     from .engines import engine_for
 
     with closing(open_run_store(args)) as store:
-        found = _state_of(
-            store, RunInput(run_id=args.run, workflow=args.workflow, signed_only=True)
-        )
-        state = found.state
+        run = RunInput(run_id=args.run, workflow=args.workflow, signed_only=True)
+        found, state = _state_of(store, run)
         ended = None if found.live else state
         reference = load_record(state, source=found.source).workflow
         engine = engine_for(
@@ -163,14 +162,14 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _state_of(store: RunStore, run: RunInput) -> StoredRun:
-    """The run, which must have a state (a queued run has none yet)."""
+def _state_of(store: RunStore, run: RunInput) -> tuple[StoredRun, CheckpointState]:
+    """The run and its state, which it must have (a queued run has none yet)."""
     from .._errors import NoInstanceError
 
     found = store.read_run(run)
     if found.state is None:
         raise NoInstanceError(f"{found.source} is {found.status}: it has no state yet")
-    return found
+    return found, found.state
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -408,8 +407,8 @@ def _delivery(store: RunStore, run_id: str) -> Any:
 def load_run(args: argparse.Namespace) -> tuple[Any, str]:
     """The run ``history`` or ``output`` shows: the store's own, or ``--run``'s."""
     with closing(open_run_store(args)) as store:
-        found = _state_of(store, RunInput(run_id=args.run))
-    return found.state, found.source
+        found, state = _state_of(store, RunInput(run_id=args.run))
+    return state, found.source
 
 
 def cmd_history(args: argparse.Namespace) -> int:
