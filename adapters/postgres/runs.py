@@ -270,15 +270,10 @@ class PostgresRunStore:
             )
 
     def bridge(self, request: OpenRunInput) -> Bridge:
-        if request.run_id is None:
-            raise UsageError(f"{self.name}: a run here is named by its id")
-        return self.store.bridge(request.run_id)
+        return self.store.bridge(request)
 
     def run_boards(self) -> Callable[[str], BoardStore]:
-        from . import board_store
-
-        dsn = self.dsn
-        return lambda run_id: board_store(dsn, run_id)
+        return self.store.run_boards()
 
     # -- evidence -----------------------------------------------------------------------
 

@@ -250,19 +250,64 @@ def print_pending(items: list[dict[str, Any]], *, as_json: bool) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     """One run (the store's own, or ``--run``'s), else every run of the store, most
     recently changed first."""
-    from .main import _format_ended, _format_status
-
     with closing(open_run_store(args)) as store:
         try:
             found = store.read_run(RunInput(run_id=args.run, workflow=args.workflow))
         except RunNotNamedError:
             return _list_runs(store, as_json=args.json)
         summary = describe_run(store, found)
+        named = store.named_run(found.run_id) is not None
     if args.json:
         print(json.dumps(summary, indent=2))
+    elif "ended_at" in summary:
+        print(format_ended(summary, named=named))
     else:
-        print(_format_ended(summary) if "ended_at" in summary else _format_status(summary))
+        print(format_status(summary))
     return EXIT_OK
+
+
+def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
+    """``status`` of an ended run; ``named``: a run of a store of many, named by its id."""
+    from .instance import in_short
+
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']}"
+        + (")" if named else "; no live instance here)"),
+        f"status     {summary['status']}, at {summary['ended_at']}",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for name, value in summary["outputs"].items():
+        lines.append(f"output     {name}: {printable(in_short(value))}")
+    lines.append(f"history    {summary['history']}")
+    lines.append(f"next       {summary['next']}")
+    return "\n".join(lines)
+
+
+def format_status(summary: dict[str, Any]) -> str:
+    """``status`` of a live run."""
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']})",
+        f"status     {summary['status']}"
+        + (f": {summary['failure']}" if summary.get("failure") else ""),
+        f"phase      {summary['phase']} {summary['phase_name']}"
+        f"  (checkpoint {summary['checkpoint_name']})",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for request in summary["pending"]:
+        lines.append(
+            f"pending    {request['request_id']}  {request['agent_name']}"
+            f"  retry {request['retry_count']}"
+            f"  -> answer in {request['response_file']}"
+        )
+    if summary.get("signature_problem"):
+        lines.append(f"signature  NOT VALID: {summary['signature_problem']}")
+    if summary.get("next"):
+        lines.append(f"next       {summary['next']}")
+    if summary.get("sleeping_until"):
+        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
+    lines.append(f"requests   {counts or 'none yet'}")
+    return "\n".join(lines)
 
 
 def _list_runs(store: RunStore, *, as_json: bool) -> int:
