@@ -18,7 +18,6 @@ from .._errors import (
     InstanceExistsError,
     NoInstanceError,
     OrchestratorError,
-    StateDamagedError,
     StorageError,
     UsageError,
     WorkflowDefinitionError,
@@ -28,7 +27,6 @@ from .._text import printable
 
 if TYPE_CHECKING:
     from ..engine.engine import Engine
-    from ..engine.record import Outcome
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
 
@@ -140,8 +138,10 @@ def _again(args: argparse.Namespace) -> str:
     """The command that goes on once the cause of an operating system error is fixed."""
     command = args.command
     if command == "run":
+        from .run_store import directory_store
+
         try:  # a run that saved its first checkpoint is an instance: it resumes
-            _state_path(_workdir(args), None)
+            directory_store(_workdir(args)).state_path(None)
         except (OrchestratorError, OSError):
             return "'orchestrate run' again (no instance was made)"
         command = "resume"
@@ -243,7 +243,7 @@ def _parser(first_word: str | None = None) -> argparse.ArgumentParser:
         )
 
     def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
-        from .store_runs import add_store_argument
+        from .run_store import add_store_argument
 
         add_store_argument(sub, run=run, needed=needed)
 
@@ -694,92 +694,6 @@ def _workdir(args: argparse.Namespace) -> Path:
     return workdir
 
 
-def _state_path(workdir: Path, workflow_name: str | None) -> Path:
-    """The state file of the instance in ``workdir``; one that is not a regular file (a
-    FIFO, a directory) is a damaged state, which ``cancel --force`` sets aside."""
-    import stat
-
-    path = _find_state(workdir, workflow_name)
-    mode = path.lstat().st_mode
-    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
-        kind = (
-            "a FIFO (named pipe)"
-            if stat.S_ISFIFO(mode)
-            else "a directory"
-            if stat.S_ISDIR(mode)
-            else "a socket or a device"
-        )
-        raise StateDamagedError(
-            f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
-        )
-    return path
-
-
-def _find_state(workdir: Path, workflow_name: str | None) -> Path:
-    """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
-    import os
-
-    from .._errors import NoInstanceError
-    from ..formats.bridge import state_file_name
-
-    if workflow_name:
-        if ":" in workflow_name or workflow_name.endswith(".py") or "/" in workflow_name:
-            raise UsageError(
-                f"--workflow {workflow_name!r} looks like a workflow reference; here it names "
-                "an instance by its workflow's name (the NAME of .NAME-state.json, such as "
-                "'code-review'): the instance knows its own workflow"
-            )
-        path = workdir / state_file_name(workflow_name)
-        if not os.path.lexists(path):
-            raise NoInstanceError(
-                f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
-            )
-        return path
-    # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
-    found = sorted(workdir.glob(".*-state.json"))
-    if not found:
-        raise NoInstanceError(
-            f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
-            "'orchestrate run WORKFLOW'"
-        )
-    if len(found) > 1:
-        names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
-        raise UsageError(f"{workdir} holds several instances ({names}); choose one with --workflow")
-    return found[0]
-
-
-def _recorded_reference(state_path: Path) -> str:
-    """The workflow reference recorded at ``run``, read without structuring the state,
-    from a state whose signature holds: nothing a state names is imported before."""
-    from ..storage.files import STATE_MAX_BYTES, read_regular_file
-    from ..storage.state_key import check_key_outside, read_signed
-
-    source = str(state_path)
-    try:
-        raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
-    except ContractError as exc:
-        raise StateDamagedError.wrap(exc) from None
-    except FileNotFoundError:
-        raise
-    except OSError as exc:  # a read that failed in the device names no file
-        raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
-    check_key_outside(state_path.parent)
-    # Only looked at: the file bridge's read of these bytes reuses the check and the parse.
-    data, _ = read_signed(raw, source=source, peek=True)
-    try:
-        reference = data["phase_data"]["x_orchestrator"]["workflow"]
-    except (KeyError, TypeError):
-        reference = None
-    if not isinstance(reference, str):
-        raise StateDamagedError(
-            "no workflow reference recorded, so orchestrate did not write it",
-            source=str(state_path),
-            json_path="$.phase_data.x_orchestrator.workflow",
-            rule="required",
-        )
-    return reference
-
-
 def _engine_for(workflow_cls: Any, workdir: Path, agent: str = "host") -> Engine:
     from ..adapters.file_bridge import FileBridge
     from ..engine.engine import Engine
@@ -836,22 +750,6 @@ def _invoker(spec: str) -> Any:
     )
 
 
-def _instance_engine(args: argparse.Namespace) -> Engine:
-    from ..engine.loader import load_workflow
-
-    workdir = _workdir(args)
-    state_path = _state_path(workdir, args.workflow)
-    reference = _recorded_reference(state_path)
-    try:
-        workflow_cls = load_workflow(reference)
-    except WorkflowNotFoundError as exc:
-        raise WorkflowNotFoundError(
-            f"{exc}; if the project moved, point the instance at its workflow's new place: "
-            f"orchestrate trust {state_path} --workflow NEW/PATH.py:Class"
-        ) from None
-    return _engine_for(workflow_cls, workdir, getattr(args, "agent", "host"))
-
-
 def _parse_inputs(pairs: list[str]) -> dict[str, str]:
     """``KEY=VALUE`` pairs. Keys ending in ``_path`` or ``_dir`` are paths: made absolute
     against the current directory now, so a later ``resume`` from elsewhere finds them."""
@@ -864,47 +762,6 @@ def _parse_inputs(pairs: list[str]) -> dict[str, str]:
             value = str(Path(value).resolve())
         inputs[key] = value
     return inputs
-
-
-def _start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
-    from ..engine.loader import locate_workflow
-    from ..formats.bridge import state_file_name
-
-    reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
-    own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
-    others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
-    if others:
-        # The agent bridge's request and response files have one name per directory: two
-        # instances would answer each other's requests.
-        raise InstanceExistsError(
-            f"{workdir}: an instance already lives here ({', '.join(sorted(others))}); "
-            "one instance per work directory: use another --workdir, or resume or cancel it"
-        )
-    inputs = _parse_inputs(args.input)
-    output = str(Path(args.output).resolve()) if args.output else None
-    engine = _engine_for(workflow_cls, workdir, getattr(args, "agent", "host"))
-    outcome = engine.start(
-        workflow_ref=reference, workdir=workdir, inputs=inputs, output_path=output
-    )
-    return engine, outcome
-
-
-def _report(outcome: Outcome, workdir: Path) -> int:
-    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
-    if outcome.status == "paused":
-        from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR
-        from .instance import next_step
-
-        # On stderr: stdout holds only the request files' paths, which hosts read.
-        then = next_step("paused", bool(outcome.pending), wake_at=outcome.wake_at)
-        print(f"orchestrate: next: {then}", file=sys.stderr)
-
-        if len(outcome.pending) == 1:
-            print(workdir / REQUEST_FILE)
-        else:
-            for request in outcome.pending:
-                print(workdir / REQUESTS_DIR / f"{request.request_id}.json")
-    return outcome.exit_code
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -925,88 +782,28 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _on_store(args: argparse.Namespace) -> str | None:
-    """The PostgreSQL store the command names (``--store`` or ``$ORCHESTRATOR_STORE``),
-    or ``None`` for the work directory's files."""
-    import os
-
-    if getattr(args, "store", None) is None and not os.environ.get("ORCHESTRATOR_STORE"):
-        return None  # the common case, without importing anything
-    from .store_runs import store_of
-
-    return store_of(args)
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_run
+    from .run_commands import cmd_run
 
-        return cmd_run(args, dsn)
-    if args.queue:
-        raise UsageError("--queue leaves the run for a worker: it needs --store")
-    workdir = _workdir(args)
-    return _report(_start(args, workdir)[1], workdir)
+    return cmd_run(args)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_resume
+    from .run_commands import cmd_resume
 
-        return cmd_resume(args, dsn)
-    engine = _instance_engine(args)
-    workdir = _workdir(args)
-    if (workdir / ".board" / "board.json").exists():
-        # Subagents that stopped heartbeating are timed out first, so this resume
-        # reassigns their tasks instead of waiting for them.
-        from ..board.board import Board
-        from ..board.maintenance import maintenance_if_free
-        from .board import time_out_stale_tasks
-
-        board = Board(workdir / ".board")
-        with maintenance_if_free(board.directory) as held:
-            if held:  # else another pass is timing them out right now
-                time_out_stale_tasks(board, workdir)
-    return _report(engine.resume(), workdir)
+    return cmd_resume(args)
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_retry
+    from .run_commands import cmd_retry
 
-        return cmd_retry(args, dsn)
-    engine = _instance_engine(args)
-    return _report(engine.retry(run_id=args.run), _workdir(args))
+    return cmd_retry(args)
 
 
 def _cmd_rewind(args: argparse.Namespace) -> int:
-    from ..engine.loader import load_workflow
-    from ..engine.record import load_record
-    from ..evidence.history import load_run
+    from .run_commands import cmd_rewind
 
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_rewind
-
-        return cmd_rewind(args, dsn)
-    workdir = _workdir(args)
-    ended = None
-    try:
-        reference = _recorded_reference(_state_path(workdir, args.workflow))
-    except NoInstanceError:
-        ended, source = load_run(workdir, args.run, signed_only=True)
-        reference = load_record(ended, source=source).workflow
-    else:
-        if args.run is not None:
-            raise UsageError(
-                f"{workdir}: an instance is live here; a finished run can be rewound only "
-                "where none is (without --run, rewind takes the live one)"
-            )
-    engine = _engine_for(load_workflow(reference), workdir)
-    print(f"orchestrate: {printable(engine.rewind(args.to, ended=ended))}", file=sys.stderr)
-    return EXIT_OK
+    return cmd_rewind(args)
 
 
 def _cmd_fork(args: argparse.Namespace) -> int:
@@ -1074,100 +871,15 @@ def _copy_whole(source: Path, target: Path) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import json
+    from .run_commands import cmd_status
 
-    from .instance import describe_instance
-
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_status
-
-        return cmd_status(args, dsn)
-    workdir = _workdir(args)
-    try:
-        path = _state_path(workdir, args.workflow)
-    except NoInstanceError as none_live:
-        if args.workflow:
-            raise
-        from .instance import describe_ended_run
-
-        try:
-            summary = describe_ended_run(workdir)  # the last run, when none is live
-        except NoInstanceError:
-            raise none_live from None
-        print(json.dumps(summary, indent=2) if args.json else _format_ended(summary))
-        return EXIT_OK
-    summary = describe_instance(path)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(_format_status(summary))
-    return EXIT_OK
-
-
-def _format_ended(summary: dict[str, Any]) -> str:
-    from .instance import in_short
-
-    lines = [
-        f"workflow   {summary['workflow']}  (run {summary['run_id']}; no live instance here)",
-        f"status     {summary['status']}, at {summary['ended_at']}",
-        f"completed  {', '.join(summary['completed_phases']) or '-'}",
-    ]
-    for name, value in summary["outputs"].items():
-        lines.append(f"output     {name}: {printable(in_short(value))}")
-    lines.append(f"history    {summary['history']}")
-    lines.append(f"next       {summary['next']}")
-    return "\n".join(lines)
-
-
-def _format_status(summary: dict[str, Any]) -> str:
-    lines = [
-        f"workflow   {summary['workflow']}  (run {summary['run_id']})",
-        f"status     {summary['status']}"
-        + (f": {summary['failure']}" if summary.get("failure") else ""),
-        f"phase      {summary['phase']} {summary['phase_name']}"
-        f"  (checkpoint {summary['checkpoint_name']})",
-        f"completed  {', '.join(summary['completed_phases']) or '-'}",
-    ]
-    for request in summary["pending"]:
-        lines.append(
-            f"pending    {request['request_id']}  {request['agent_name']}"
-            f"  retry {request['retry_count']}"
-            f"  -> answer in {request['response_file']}"
-        )
-    if summary.get("signature_problem"):
-        lines.append(f"signature  NOT VALID: {summary['signature_problem']}")
-    if summary.get("next"):
-        lines.append(f"next       {summary['next']}")
-    if summary.get("sleeping_until"):
-        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
-    lines.append(f"requests   {counts or 'none yet'}")
-    return "\n".join(lines)
+    return cmd_status(args)
 
 
 def _cmd_respond(args: argparse.Namespace) -> int:
-    from .instance import read_response_document
+    from .run_commands import cmd_respond
 
-    document = read_response_document(args.document) if args.document else None
-    text = "" if document is not None else _answer_text(args)
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_respond
-
-        return cmd_respond(args, dsn, text, document)
-    from .instance import answer_options, write_response
-
-    workdir = _workdir(args)
-    target = write_response(
-        _state_path(workdir, args.workflow),
-        request_id=args.request_id,
-        text=text,
-        document=document,
-        **answer_options(args),
-    )
-    print(target)
-    return EXIT_OK
+    return cmd_respond(args)
 
 
 def _answer_text(args: argparse.Namespace) -> str:
@@ -1201,32 +913,9 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     from ..storage.durable import live_briefly
 
     live_briefly(False)  # and hash with OpenSSL's SHA-256
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_drive
+    from .run_commands import cmd_drive
 
-        return cmd_drive(args, dsn)
-    from .drive import drive_engine
-
-    workdir = _workdir(args)
-    if args.handler is None and args.agent == "host":
-        raise UsageError("drive needs --handler CMD, or --agent to answer in-process")
-    has_instance = any(workdir.glob(".*-state.json"))
-    if has_instance:
-        engine = _instance_engine(
-            argparse.Namespace(workdir=workdir, workflow=None, agent=args.agent)
-        )
-        outcome = engine.resume()
-    elif args.workflow:
-        engine, outcome = _start(args, workdir)
-    else:
-        raise UsageError("no instance in the work directory: name the WORKFLOW to start")
-    if outcome.pending and args.handler is None:
-        raise UsageError(
-            "requests made before this drive are still pending and no --handler answers "
-            "them: give --handler, or answer them with 'orchestrate respond'"
-        )
-    return drive_engine(engine, outcome, args, workdir=workdir).exit_code
+    return cmd_drive(args)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -1263,60 +952,21 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    dsn = _on_store(args)
-    if dsn is not None:
-        if args.force:
-            raise UsageError("--force sets a damaged state file aside: it is for work directories")
-        from .store_runs import cmd_cancel
+    from .run_commands import cmd_cancel
 
-        return cmd_cancel(args, dsn)
-    if args.force:
-        return _cancel_damaged(args)
-    history = _instance_engine(args).cancel()
-    print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
-    return EXIT_OK
+    return cmd_cancel(args)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from ..evidence.history import load_run, timeline
+    from .run_commands import cmd_history
 
-    state, source = _load_run(args, load_run)
-    print(printable("\n".join(timeline(state)), lines=True))
-    print(f"(from {source})", file=sys.stderr)
-    return EXIT_OK
-
-
-def _load_run(args: argparse.Namespace, load_from_files: Any) -> tuple[Any, str]:
-    """The run ``history`` or ``output`` shows: from the store, or the work directory."""
-    dsn = _on_store(args)
-    if dsn is None:
-        state, source = load_from_files(_workdir(args), args.run)
-        return state, str(source)
-    from .store_runs import load_run, open_store, required_run
-
-    with open_store(dsn) as store:
-        return load_run(store, required_run(args))
+    return cmd_history(args)
 
 
 def _cmd_output(args: argparse.Namespace) -> int:
-    import json
+    from .run_commands import cmd_output
 
-    from ..evidence.history import load_run
-    from ..storage.runs import ENGINE_KEY
-
-    state, source = _load_run(args, load_run)
-    outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
-    if args.phase is None:
-        print(json.dumps(outputs, indent=2, ensure_ascii=False))
-    elif args.phase not in outputs:
-        done = ", ".join(outputs) or "none yet"
-        raise UsageError(f"{source}: phase {args.phase!r} has no output (phases with one: {done})")
-    elif isinstance(outputs[args.phase], str) and not args.json:
-        print(outputs[args.phase])
-    else:
-        print(json.dumps(outputs[args.phase], indent=2, ensure_ascii=False))
-    print(f"(from {source})", file=sys.stderr)
-    return EXIT_OK
+    return cmd_output(args)
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
@@ -1333,16 +983,9 @@ def _cmd_events(args: argparse.Namespace) -> int:
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:
-    dsn = _on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_pending
+    from .run_commands import cmd_pending
 
-        return cmd_pending(args, dsn)
-    from .instance import pending_of
-    from .store_runs import print_pending
-
-    print_pending(pending_of(_workdir(args)), as_json=args.json)
-    return EXIT_OK
+    return cmd_pending(args)
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
@@ -1352,7 +995,9 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    dsn = _on_store(args)
+    from .run_store import store_dsn
+
+    dsn = store_dsn(args)
     if dsn is None:
         raise UsageError(
             "a worker advances the runs of a PostgreSQL store: give --store DSN (or set "
@@ -1385,20 +1030,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .board import cmd_check
 
     return cmd_check(args)
-
-
-def _cancel_damaged(args: argparse.Namespace) -> int:
-    """Set a state aside without reading it: for a damaged instance that cannot resume."""
-    from ..adapters.file_bridge import FileBridge
-
-    workdir = _workdir(args)
-    state_path = _find_state(workdir, args.workflow)  # damaged may mean not even a file
-    name = state_path.name[1 : -len("-state.json")]
-    bridge = FileBridge(workdir, name)
-    with bridge.lock():
-        kept = bridge.set_aside()
-    print(f"orchestrate: instance removed; its state file was moved to {kept}", file=sys.stderr)
-    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
