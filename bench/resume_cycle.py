@@ -60,7 +60,6 @@ from peers import measure_peers, peer_lines
 
 from orchestrator import Engine
 from orchestrator.adapters.file_bridge import FileBridge
-from orchestrator.engine.engine import forget_paused
 from orchestrator.testing import MockAgentInvoker
 
 IN_PROCESS_TARGET_MS = 1.0
@@ -237,8 +236,7 @@ def in_process_cycles(
             start, cpu = time.perf_counter_ns(), time.process_time_ns()
             write_response(workdir, request_id)
             if not one_engine:
-                forget_paused()  # as in a new process: nothing handed over
-                engine = new_engine(workflow, workdir)
+                engine = new_engine(workflow, workdir)  # a new process: nothing handed over
             outcome = engine.resume()
             elapsed, cpu = time.perf_counter_ns() - start, time.process_time_ns() - cpu
             if outcome.status == "paused" and len(samples) < wanted:

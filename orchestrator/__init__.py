@@ -7,13 +7,35 @@ it stopped once the host has written ``.agent-response.json``.
 
 Public names are imported on first use, so that ``import orchestrator`` stays cheap for
 the command line.
+
+The wings, each a package (``docs/architecture.md``): ``formats`` (the wire formats),
+``storage`` (bytes to disk and back), ``evidence`` (what a run leaves behind),
+``engine``, ``board`` (the task board), ``evals`` (agent regression runs), ``adapters``
+(the ports' implementations) and ``cli`` (``orchestrate``). The base modules: ``_errors``
+(the exception hierarchy), ``_ports`` (the ports), ``_text`` (text made safe to print),
+``_http`` (what the HTTP clients share). The face: this module, ``testing`` (the testing
+helpers), ``_pytest_plugin`` (them as pytest fixtures), ``otel`` (the OpenTelemetry
+export) and ``__main__`` (``python -m orchestrator``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .engine.tasks import install_dispatcher as _install_dispatcher
+
 __version__ = "0.1.0"
+
+
+def _board_dispatcher() -> BoardDispatcher:
+    """``ctx.dispatch`` runs on the task board, imported when a phase first dispatches:
+    the board is built on the engine, so the engine never imports it."""
+    from .board.dispatch import BoardDispatcher
+
+    return BoardDispatcher()
+
+
+_install_dispatcher(_board_dispatcher)
 
 _EXPORTS = {
     "AgentAnswer": "_ports",
@@ -116,7 +138,7 @@ if TYPE_CHECKING:
     )
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from .board.board import Board
-    from .board.dispatch import DispatchReport
+    from .board.dispatch import BoardDispatcher, DispatchReport
     from .engine.context import PhaseContext
     from .engine.engine import Engine
     from .engine.record import Outcome

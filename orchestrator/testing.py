@@ -19,6 +19,7 @@ from typing import Any
 from ._errors import AgentInvocationError
 from ._text import plural
 from .engine.engine import Engine
+from .engine.lifecycle import PauseHandoff
 from .engine.record import Outcome
 from .engine.replay import ReplayReport, replay_run
 from .engine.workflow import Workflow
@@ -169,6 +170,11 @@ class WorkflowHarness:
         self.invoker = invoker
         self.clock = clock
         self.new_id = new_id
+        #: What each engine's clean pause leaves for the next engine this harness builds
+        #: (a new one per call, as a host that builds an engine per resume): the state
+        #: is read back only when something else changed it. ``handoff.clear()``: the
+        #: next engine reads the state from its file, as a new process does.
+        self.handoff = PauseHandoff()
 
     def engine(self) -> Engine:
         from .adapters.file_bridge import FileBridge
@@ -180,6 +186,7 @@ class WorkflowHarness:
             invoker=self.invoker,
             clock=self.clock,
             new_id=self.new_id,
+            handoff=self.handoff,
         )
 
     def run(

@@ -83,8 +83,6 @@ class CountingBridge(FileBridge):
 
 
 def test_a_long_lived_engine_rereads_the_state_only_when_it_changed(tmp_path: Path) -> None:
-    from orchestrator.engine.engine import forget_paused
-
     workflow = load_workflow()
     engine = Engine(workflow, bridge=CountingBridge(tmp_path, workflow.name))
     outcome = engine.start(workflow_ref=REFERENCE, workdir=tmp_path)
@@ -95,8 +93,7 @@ def test_a_long_lived_engine_rereads_the_state_only_when_it_changed(tmp_path: Pa
     assert CountingBridge.loads == 0  # its own pauses: nothing to re-read
     # Another engine (another process, say) moves the instance on ...
     harness.respond(outcome.pending[0].request_id, answer(outcome.pending[0]))
-    other = harness.resume()
-    forget_paused()  # another process leaves nothing in this one
+    other = harness.resume()  # its engine hands nothing to the first one
     # ... so the first one must read the state again, not act on what it remembers.
     harness.respond(other.pending[0].request_id, answer(other.pending[0]))
     outcome = engine.resume()

@@ -583,7 +583,7 @@ def test_the_watchdog_cannot_settle_an_attempt_while_its_result_is_judged(
     starts in between waits, then finds the task done (nothing to time out)."""
     import threading
 
-    import orchestrator.board.board as board_module
+    import orchestrator.board.results as board_module
 
     board.create_tasks([make_task("T-1", timeout=120)])
     board.assign(["T-1"], owner="agent-a")

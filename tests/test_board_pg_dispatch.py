@@ -152,7 +152,7 @@ def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
     from test_board_store_cli import orchestrate
 
     from orchestrator.adapters.postgres.store import PostgresStore
-    from orchestrator.cli.board import watch_store_board
+    from orchestrator.cli.board_handoff import watch_store_board
 
     run_id = str(uuid.uuid4())
     with PostgresStore(pg_dsn) as runs:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator._errors import UsageError
-from orchestrator.cli.main import _invoker
+from orchestrator.cli.common import invoker as _invoker
 
 WORKFLOW = """
 from orchestrator import Workflow, phase

@@ -45,7 +45,7 @@ from orchestrator import (
     phase,
     workflow_schemas,
 )
-from orchestrator.cli.board import time_out_stale_tasks
+from orchestrator.cli.board_handoff import time_out_stale_tasks
 from orchestrator.formats.convert import structure, unstructure
 from orchestrator.testing import FakeClock, MockAgentInvoker, SequentialIds, WorkflowHarness
 

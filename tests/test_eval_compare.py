@@ -270,7 +270,7 @@ def test_the_cli_loads_no_eval_code_until_an_eval_command_runs() -> None:
 
     probe = (
         "import sys\n"
-        "from orchestrator.cli.main import _parser\n"
+        "from orchestrator.cli.main import build_parser as _parser\n"
         "_parser('resume'); _parser()\n"
         "print(sorted(m for m in sys.modules if m.startswith('orchestrator.evals')))\n"
     )

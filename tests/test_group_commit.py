@@ -531,7 +531,6 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
     item's text from the file; every save still gives the bytes a fresh encoding gives,
     and the texts are reused, but not once the state is written all in ASCII."""
     from orchestrator.adapters import file_bridge
-    from orchestrator.engine.engine import forget_paused
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
 
@@ -554,7 +553,7 @@ def test_a_resumed_state_reuses_the_texts_it_was_read_from_and_writes_the_same_b
             answers += 1
             harness.respond(request.request_id, f"Réponse n° {answers}.")
         reused.append(-1)  # a new engine and bridge from here
-        forget_paused()  # as in a new process: the state is read from its file
+        harness.handoff.clear()  # as in a new process: the state is read from its file
         outcome = harness.resume()
     assert outcome.status == "completed", outcome.message
     assert answers == 6
@@ -571,7 +570,6 @@ def test_a_new_engine_takes_the_state_a_pause_in_this_process_left_without_readi
     again, and every save is still the bytes a fresh encoding gives. A state that another
     writer changed since is read from its file; what is handed over is taken once."""
     from orchestrator.adapters import file_bridge
-    from orchestrator.engine import engine as engine_module
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
 
@@ -609,11 +607,10 @@ def test_a_new_engine_takes_the_state_a_pause_in_this_process_left_without_readi
     assert later_request not in state_file.read_text(encoding="utf-8")
 
     # Taken once: the engine that took it holds it alone.
-    held = engine_module._paused.get(str(state_file))
-    assert held is not None
+    assert harness.handoff.holds(str(state_file))
     first, second = harness.engine(), harness.engine()
     harness.respond(outcome.pending[0].request_id, "one more")
-    assert first._take_paused() and not second._take_paused()
+    assert first.adopt_paused() and not second.adopt_paused()
 
 
 def test_a_new_engine_keeps_what_the_last_bridge_learnt_of_the_work_directory(
@@ -760,8 +757,8 @@ def check_every_stored_journal(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def checked(self: Any) -> None:
         original(self)
-        stored = self._require_state().phase_data["x_orchestrator"]["journal"]
-        assert stored == [unstructure(entry) for entry in self._require_record().journal]
+        stored = self.state.phase_data["x_orchestrator"]["journal"]
+        assert stored == [unstructure(entry) for entry in self.record.journal]
 
     monkeypatch.setattr(engine_module.Engine, "_store_record", checked)
 
@@ -772,6 +769,7 @@ def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_
     """The journal's JSON form is taken from the state a new engine read; at every save
     it is what encoding each entry afresh gives, and entries read are not encoded again."""
     from orchestrator.engine import engine as engine_module
+    from orchestrator.engine import journal as journal_module
     from orchestrator.testing import WorkflowHarness
 
     made: list[int] = []
@@ -783,6 +781,7 @@ def test_a_new_engine_takes_the_journal_as_it_was_read_and_stores_what_it_would_
         return real(obj)
 
     monkeypatch.setattr(engine_module, "unstructure", counting)
+    monkeypatch.setattr(journal_module, "unstructure", counting)
     check_every_stored_journal(monkeypatch)
     harness = WorkflowHarness(AskInALoop, tmp_path)
     outcome = harness.run()
@@ -817,7 +816,6 @@ def test_a_resume_that_reads_the_state_cuts_the_journal_from_it(
     """A resume that reads the state (as a new process does) takes the journal's entries'
     texts from the record's line instead of encoding them again, and every save still
     stores and writes what a fresh encoding gives."""
-    from orchestrator.engine import engine as engine_module
     from orchestrator.formats import strict_json
     from orchestrator.storage.state_key import signed_document
     from orchestrator.testing import WorkflowHarness
@@ -837,7 +835,7 @@ def test_a_resume_that_reads_the_state_cuts_the_journal_from_it(
     while outcome.status == "paused":
         for request in outcome.pending:
             harness.respond(request.request_id, f"Réponse {cycles}.")
-        engine_module._paused.clear()  # nothing left by the last pause: the file is read
+        harness.handoff.clear()  # nothing left by the last pause: the file is read
         outcome = harness.resume()
         cycles += 1
         if outcome.status == "paused":

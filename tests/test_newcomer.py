@@ -14,7 +14,8 @@ import pytest
 from process_support import orchestrate
 
 from orchestrator import Workflow, phase
-from orchestrator.cli.main import COMMANDS, _parser
+from orchestrator.cli.main import COMMANDS
+from orchestrator.cli.main import build_parser as _parser
 from orchestrator.testing import MockAgentInvoker
 
 
@@ -176,7 +177,7 @@ def test_the_cli_reference_has_every_command_and_subcommand() -> None:
     run`` and ``eval check`` once hid ``eval compare``, and ``board`` lost ``create``)."""
     import argparse
 
-    from orchestrator.cli.main import _parser
+    from orchestrator.cli.main import build_parser as _parser
     from orchestrator.cli.reference import render
 
     page = render()

@@ -701,11 +701,9 @@ def long_host(workdir: Path, reference: str, *, fresh: bool) -> tuple[int, list[
     """The long run to its end as a host runs it (see :func:`host`), each command reading
     the state back as a new process does (nothing is taken from the last pause in this
     interpreter)."""
-    from orchestrator.engine import engine as engine_module
 
     def command(*argv: str) -> tuple[int, str]:
-        engine_module._paused.clear()
-        return orchestrate(*argv)
+        return orchestrate(*argv)  # an engine of its own: nothing handed over
 
     answered: list[str] = []
     start_long = ("run", reference, "--workdir", str(workdir))

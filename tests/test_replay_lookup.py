@@ -223,11 +223,11 @@ def test_a_row_goes_when_its_request_is_edited(tmp_path: Path) -> None:
         harness.respond(outcome.pending[0].request_id, answer(number))
         outcome = harness.resume()
     engine = harness.engine()
-    assert engine._take_paused()
+    assert engine.adopt_paused()
     spec = Loop.phase_named("loop")
-    rows = engine.replay_rows.of(engine, spec, replayable=True)
+    rows = engine.journal.rows_for(spec, replayable=True)
     assert [row and row[2] for row in rows] == [answer(1), answer(2), None]
-    first = engine._records_by_id()[engine._require_record().journal[0].request_ids[0]]
+    first = engine.mailbox.records_by_id()[engine.record.journal[0].request_ids[0]]
     first.status = context.HistoryStatus.FAILED
-    rows = engine.replay_rows.of(engine, spec, replayable=True)
+    rows = engine.journal.rows_for(spec, replayable=True)
     assert [row and row[2] for row in rows] == [None, answer(2), None]

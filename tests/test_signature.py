@@ -580,49 +580,6 @@ def test_a_signed_state_file_still_reads_as_it_did(tmp_path: Path) -> None:
     assert run.state_path.read_text().splitlines() == lines
 
 
-@pytest.mark.slow
-def test_a_resume_checks_and_signs_without_loading_openssl(tmp_path: Path) -> None:
-    """Start-up cost: ``hashlib`` and ``hmac`` load OpenSSL; a resume that checks the
-    state, records an answer and signs the state it writes imports neither."""
-    run = Run(tmp_path)
-    run.start()
-    assert run.cli("respond", "--workdir", run.workdir, "--text", "Tides.").returncode == 0
-    code = (
-        "import sys; from orchestrator.cli.main import main; "
-        f"rc = main(['resume', '--workdir', {str(run.workdir)!r}]); "
-        "print(rc, sorted({'hashlib', 'hmac', '_hashlib'} & set(sys.modules)))"
-    )
-    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert shown.stdout.split()[-2:] == ["42", "[]"], shown.stderr
-    assert run.state()["phase"] == 2 and signature_holds(run.state_path)
-
-
-def test_sha256_is_openssls_unless_the_process_is_brief() -> None:
-    """A process that lives on (a host, ``drive``) hashes with OpenSSL from the first
-    hash. One that lives for a command keeps the built-in SHA-256 for a short state, and
-    loads OpenSSL at once for a long one, which it hashes three times over when it resumes
-    and saves it. The digests are the same."""
-    code = (
-        "import sys; from orchestrator.storage import durable as d; "
-        "data = bytes(range(256)) * 5; "
-        "host = d.sha256_constructor(10); "
-        "print('hashlib' in sys.modules, host is sys.modules['hashlib'].sha256)"
-    )
-    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert shown.stdout.split() == ["True", "True"], shown.stderr
-    code = (
-        "import sys; from orchestrator.storage import durable as d; d.live_briefly(); "
-        "data = bytes(range(256)) * 5; "
-        "short = d.sha256_constructor(d.HASHLIB_FOR - 1); "
-        "before = 'hashlib' in sys.modules; "
-        "long = d.sha256_constructor(d.HASHLIB_FOR); "
-        "print(before, 'hashlib' in sys.modules, long is sys.modules['hashlib'].sha256, "
-        "short(data).hexdigest() == long(data).hexdigest())"
-    )
-    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert shown.stdout.split() == ["False", "True", "True", "True"], shown.stderr
-
-
 def test_bytes_checked_once_are_not_a_way_around_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -979,7 +936,6 @@ def test_a_long_state_read_back_is_hashed_once_and_its_save_goes_on_from_there(
     request), where it would otherwise hash the file again, whole."""
     import importlib.util
 
-    from orchestrator.engine.engine import forget_paused
     from orchestrator.storage import state_key
     from orchestrator.testing import WorkflowHarness
 
@@ -1013,7 +969,7 @@ def test_a_long_state_read_back_is_hashed_once_and_its_save_goes_on_from_there(
         return sha256
 
     monkeypatch.setattr(state_key, "sha256_constructor", counting)
-    forget_paused()  # as a new process: the state is read back, and checked
+    harness.handoff.clear()  # as a new process: the state is read back, and checked
     monkeypatch.setattr(state_key, "_verified", None)
     harness.respond(outcome.pending[0].request_id, "Noted. " * 30)
     outcome = harness.resume()

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -37,9 +37,11 @@ from ..engine.workflow import Ask
 from ..formats.board import ErrorCode, Task, TaskStatus
 from ..formats.bridge_codec import TIMEOUT_RANGE
 from ..formats.times import parse_time
-from .board import BOARD_DIR
-from .board import Board as Board  # ctx.board()'s type, for the engine's one import of us
+from .board import BOARD_DIR, Board
 from .ledger import TERMINAL, TaskRow
+
+if TYPE_CHECKING:
+    from ..engine.context import PhaseContext
 
 T = TypeVar("T")
 _SETTLE_ATTEMPTS = 5
@@ -141,12 +143,59 @@ def run_dispatch(
     return _report(board, waves=wave - 1)
 
 
+class BoardDispatcher:
+    """The task board's :class:`~orchestrator.engine.tasks.TaskDispatcher`: what
+    ``ctx.dispatch`` and ``ctx.board`` run (the package installs it, see
+    ``orchestrator/__init__.py``). Holds nothing: each call opens the run's board."""
+
+    def dispatch(
+        self,
+        ctx: PhaseContext,
+        tasks: Sequence[Task],
+        *,
+        agent: str | Callable[[Task], str],
+        objective: str,
+        constraints: Sequence[str],
+        max_attempts: int,
+        retry_after_ms: int,
+        workspace: Path | None,
+        board_dir: Path | None,
+    ) -> DispatchReport:
+        """``ctx.dispatch``: the board is ``board_dir``, or the one the engine's
+        ``board_store`` factory gives for the run (closed when the dispatch returns or
+        pauses), else ``.board`` in the work directory."""
+        factory = ctx.board_store
+        store = factory(ctx.run_id) if factory is not None and board_dir is None else None
+        try:
+            return run_dispatch(
+                ctx,
+                tasks,
+                agent=agent,
+                objective=objective,
+                constraints=constraints,
+                max_attempts=max_attempts,
+                retry_after_ms=retry_after_ms,
+                workspace=workspace,
+                board_dir=board_dir,
+                store=store,
+            )
+        finally:
+            if store is not None:
+                store.close()
+
+    def open_board(
+        self, ctx: PhaseContext, board_dir: Path | None
+    ) -> AbstractContextManager[Board]:
+        """``ctx.board``: see :func:`open_board`."""
+        return open_board(ctx, board_dir)
+
+
 @contextmanager
-def open_board(ctx: Any, board_dir: Path | None = None) -> Iterator[Board]:
+def open_board(ctx: PhaseContext, board_dir: Path | None = None) -> Iterator[Board]:
     """The board ``ctx.dispatch`` uses in this run: ``board_dir``, or the board the
     engine's ``board_store`` factory gives for the run, else ``.board`` in the work
     directory. A store opened here is closed when the block ends."""
-    factory = ctx._engine.board_store
+    factory = ctx.board_store
     if factory is None or board_dir is not None:
         yield Board(board_dir or ctx.workdir / BOARD_DIR, clock=ctx.clock)
         return

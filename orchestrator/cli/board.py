@@ -24,14 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import BoardError, ContractError, UsageError
 from .._text import plural
+from .board_handoff import time_out_stale_tasks
+from .common import STORE_ENV, Command, Formatter, no_subcommand
+from .run_store import close_board_stores, open_board_store
 
 if TYPE_CHECKING:
-    from .._ports import BoardStore
     from ..board.board import Board
-
-STORE_ENV = "ORCHESTRATOR_STORE"
-# Stores a command opened, closed when it ends (a database connection each).
-_OPENED: list[BoardStore] = []
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 # The validators' short names, and the document kind each one reads.
@@ -193,7 +191,7 @@ def _with_codes(
 
             raise BoardError(str(exc), code=error_code_for(exc).value) from None
         finally:
-            _close_stores()
+            close_board_stores()
 
     return run
 
@@ -214,11 +212,6 @@ def _add_board_arguments(parser: Any, *, board_help: str | None = None) -> None:
         help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE, whose board --board "
         f"names (default: ${STORE_ENV}; without either: a board directory)",
     )
-
-
-def _close_stores() -> None:
-    while _OPENED:
-        _OPENED.pop().close()
 
 
 def add_check_command(check: Any) -> None:
@@ -259,23 +252,10 @@ def _board(args: argparse.Namespace) -> Board:
 
     dsn = _store_dsn(args)
     if dsn is not None:
-        return Board(store=_open_store(dsn, args.board))
+        return Board(store=open_board_store(dsn, args.board))
     workdir = (getattr(args, "workdir", None) or Path.cwd()).resolve()
     directory = Path(args.board).resolve() if args.board else workdir / BOARD_DIR
     return Board(directory)
-
-
-def _open_store(dsn: str, board_id: str | None) -> BoardStore:
-    if not board_id:
-        raise UsageError(
-            "with --store, name the board: --board ID (a dispatch board's id is its run's "
-            "id; 'orchestrate status --store DSN' lists runs)"
-        )
-    from .run_store import board_store
-
-    store = board_store(dsn, board_id)
-    _OPENED.append(store)
-    return store
 
 
 def _read_input(args: argparse.Namespace) -> bytes:
@@ -489,41 +469,36 @@ def _cmd_worklog(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    from ..board.handoff import waiting_requests
     from ..formats.convert import unstructure
+    from .run_store import store_at
 
     board = _board(args)
     raw = _read_input(args)
     row = board.state().row(args.task)
     attempt = args.attempt or row.attempts
-    workdir = (args.workdir or Path.cwd()).resolve()
-    from ..board.handoff import waiting_requests
-    from .run_store import store_at
-
-    runs = store_at(_store_dsn(args), workdir)
+    runs = store_at(_store_dsn(args), (args.workdir or Path.cwd()).resolve())
     try:
         waiting = waiting_requests(board, runs)
         if (args.task, attempt) in waiting.requests:
+            # A workflow waits for this answer: deliver it; the engine judges it on resume.
+            from ..board.gateway import evaluate
+
+            preview = evaluate(
+                raw,
+                task=row.task,
+                run_id=board.run_id,
+                source=str(args.file or "<stdin>"),
+                submitted_at=board.now(),
+                evaluated_at=board.now(),
+                result_link=f"results/{args.task}.{attempt}.json",
+                workspace=board.workspace,
+            )
             target = waiting.answer((args.task, attempt), text=raw.decode("utf-8", "replace"))
-        else:
-            target = None
+            _print({"delivered": target, "preview": unstructure(preview.verdict)})
+            return EXIT_OK if preview.passed else EXIT_REFUSED
     finally:
         runs.close()
-    if target is not None:
-        # A workflow waits for this answer: deliver it; the engine judges it on resume.
-        from ..board.gateway import evaluate
-
-        preview = evaluate(
-            raw,
-            task=row.task,
-            run_id=board.run_id,
-            source=str(args.file or "<stdin>"),
-            submitted_at=board.now(),
-            evaluated_at=board.now(),
-            result_link=f"results/{args.task}.{attempt}.json",
-            workspace=board.workspace,
-        )
-        _print({"delivered": target, "preview": unstructure(preview.verdict)})
-        return EXIT_OK if preview.passed else EXIT_REFUSED
     judgement = board.submit(args.task, raw, attempt=attempt)
     _print(unstructure(judgement.verdict))
     return EXIT_OK if judgement.passed else EXIT_REFUSED
@@ -541,39 +516,6 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
         print(json.dumps(unstructure(delta), separators=(",", ":")))
     print(f"orchestrate: {plural(len(timed_out), 'task')} timed out", file=sys.stderr)
     return EXIT_OK
-
-
-def time_out_stale_tasks(
-    board: Board, workdir: Path, *, now: Any = None, dsn: str | None = None
-) -> list[Any]:
-    """Run the watchdog; a workflow request waiting for a timed-out task is answered
-    TIMEOUT, so the workflow moves on (and reassigns the task) when it resumes. The
-    workflow is a run of the work directory ``workdir``, or with ``dsn`` of that store."""
-    from ..board import handoff
-    from .run_store import store_at
-
-    runs = store_at(dsn, workdir)
-    try:
-        return handoff.time_out_stale_tasks(board, runs, now=now)
-    finally:
-        runs.close()
-
-
-def watch_store_board(dsn: str, board_id: str) -> list[Any]:
-    """One watchdog pass over board ``board_id`` of the store at ``dsn`` (a worker's, say),
-    unless another pass runs now; requests of the board's run waiting for a timed-out
-    task are answered TIMEOUT. Returns the deltas that timed tasks out."""
-    from ..board.board import Board
-    from ..board.handoff import watch_board
-    from .run_store import store_at
-
-    board = Board(store=_open_store(dsn, board_id))
-    runs = store_at(dsn, Path.cwd())
-    try:
-        return watch_board(board, runs)
-    finally:
-        runs.close()
-        _close_stores()
 
 
 def _cmd_set_status(args: argparse.Namespace) -> int:
@@ -670,7 +612,7 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         try:
             return _check_ledger(b"".join(line + b"\n" for line in _ledger_lines(_board(args))))
         finally:
-            _close_stores()
+            close_board_stores()
     raw = sys.stdin.buffer.read()
     source = "<stdin>"
     if kind == "ledger":
@@ -756,3 +698,21 @@ def _check_ledger(raw: bytes) -> dict[str, Any]:
         f"({plural(fold.duplicates, 'duplicate')} ignored){torn}; "
         f"{plural(len(state.rows), 'task')}, {plural(len(state.active_locks()), 'lock')} held",
     }
+
+
+def _declare_board(board: argparse.ArgumentParser) -> None:
+    add_board_commands(board, Formatter)
+
+
+COMMANDS = {
+    "board": Command(
+        "The task board: tasks, locks, heartbeats, worklogs, results, handoff.",
+        _declare_board,
+        no_subcommand,
+    ),
+    "check": Command(
+        "Validate a board document on stdin: one line of JSON; exit 0 only if allowed.",
+        add_check_command,
+        cmd_check,
+    ),
+}

@@ -24,11 +24,11 @@ def engine_for(
     """An engine for run ``run_id`` of ``store`` and ``workflow_cls``; ``new``: a run about
     to start, or an ended one to be made live again."""
     from ..engine.engine import Engine
-    from .main import _clock, _invoker
+    from .common import clock, invoker
 
     opened = OpenRunInput(run_id=run_id, workflow_name=workflow_cls.name, new=new)
     bridge = store.bridge(opened)
-    engine = Engine(workflow_cls, bridge=bridge, invoker=_invoker(agent), clock=_clock())
+    engine = Engine(workflow_cls, bridge=bridge, invoker=invoker(agent), clock=clock())
     boards = store.run_boards()
     if boards is not None:  # its task boards live in the store too
         engine.board_store = boards

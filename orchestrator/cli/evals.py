@@ -15,6 +15,7 @@ from typing import Any
 
 from .._errors import UsageError
 from .._text import plural
+from .common import Command, Formatter, no_subcommand
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -166,10 +167,10 @@ def _start_or_resume(workdir: Path, inputs: dict[str, Any]) -> int:
     from ..adapters.file_bridge import FileBridge
     from ..engine.engine import Engine
     from ..evals.workflow import WORKFLOW_REFERENCE, RegressionRun
-    from .main import _clock
+    from .common import clock
 
     bridge = FileBridge(workdir, RegressionRun.name)
-    engine = Engine(RegressionRun, bridge=bridge, clock=_clock())
+    engine = Engine(RegressionRun, bridge=bridge, clock=clock())
     if bridge.exists():
         _check_same_run(bridge.state_path, inputs, workdir)
         print(f"carrying on the unfinished run in {workdir}", file=sys.stderr)
@@ -207,3 +208,19 @@ def _check_same_run(state_path: Path, inputs: dict[str, Any], workdir: Path) -> 
             f"'orchestrate resume --workdir {workdir}' finishes it, 'orchestrate cancel "
             f"--workdir {workdir}' drops it"
         )
+
+
+def _declare_eval(group: argparse.ArgumentParser) -> None:
+    from .eval_compare import add_compare_commands
+
+    add_compare_commands(add_eval_commands(group, Formatter), Formatter)
+
+
+COMMANDS = {
+    "eval": Command(
+        "Agent regression runs: ask every case of a cases file of an agent version, "
+        "compare a baseline run with a new one, check run and evaluation folders.",
+        _declare_eval,
+        no_subcommand,
+    ),
+}

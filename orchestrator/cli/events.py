@@ -35,6 +35,8 @@ from ..storage.runs import (
     run_id_in,
     runs_dir,
 )
+from . import common
+from .common import Command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -851,3 +853,18 @@ def _write_export(target: str, body: bytes, out: BinaryIO) -> None:
             f"--otlp {path}: cannot write it ({exc.strerror or exc}); choose a file in a "
             "directory that exists and is writable"
         ) from None
+
+
+def _declare_events(events: argparse.ArgumentParser) -> None:
+    common.add_workdir(events)
+    add_events_arguments(events)
+    common.add_store(events, run=False)
+
+
+COMMANDS = {
+    "events": Command(
+        "Show a run's events: filter, follow, or export them as OpenTelemetry spans.",
+        _declare_events,
+        cmd_events,
+    ),
+}

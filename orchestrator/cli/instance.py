@@ -409,3 +409,48 @@ def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> 
     except ContractError as exc:
         return [str(exc)]
     return []
+
+
+def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
+    """``status`` of a run that has ended, for a person; ``named``: a run of a store of
+    many, named by its id (not "the run here")."""
+    from .._text import printable
+
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']}"
+        + (")" if named else "; no live instance here)"),
+        f"status     {summary['status']}, at {summary['ended_at']}",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for name, value in summary["outputs"].items():
+        lines.append(f"output     {name}: {printable(in_short(value))}")
+    lines.append(f"history    {summary['history']}")
+    lines.append(f"next       {summary['next']}")
+    return "\n".join(lines)
+
+
+def format_status(summary: dict[str, Any]) -> str:
+    """``status`` of a live instance, for a person."""
+    lines = [
+        f"workflow   {summary['workflow']}  (run {summary['run_id']})",
+        f"status     {summary['status']}"
+        + (f": {summary['failure']}" if summary.get("failure") else ""),
+        f"phase      {summary['phase']} {summary['phase_name']}"
+        f"  (checkpoint {summary['checkpoint_name']})",
+        f"completed  {', '.join(summary['completed_phases']) or '-'}",
+    ]
+    for request in summary["pending"]:
+        lines.append(
+            f"pending    {request['request_id']}  {request['agent_name']}"
+            f"  retry {request['retry_count']}"
+            f"  -> answer in {request['response_file']}"
+        )
+    if summary.get("signature_problem"):
+        lines.append(f"signature  NOT VALID: {summary['signature_problem']}")
+    if summary.get("next"):
+        lines.append(f"next       {summary['next']}")
+    if summary.get("sleeping_until"):
+        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
+    lines.append(f"requests   {counts or 'none yet'}")
+    return "\n".join(lines)

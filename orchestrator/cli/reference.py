@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .main import COMMANDS, _parser
+from .main import COMMANDS, build_parser
 
 HEADER = """# Command-line reference
 
@@ -21,7 +21,7 @@ agent, 75 another process holds the instance.
 def render() -> str:
     """The whole reference, as Markdown."""
     parts = [HEADER]
-    top = _parser()
+    top = build_parser()
     parts.append(_command("orchestrate", top, level=2))
     for name, parser in _subparsers(top):
         parts.append(_command(f"orchestrate {name}", parser, level=2))

@@ -58,8 +58,8 @@ def report(store: RunStore, outcome: Outcome, run_id: str) -> int:
 def _start(store: RunStore, args: argparse.Namespace) -> tuple[Any, Outcome, str]:
     """Start ``args.workflow`` as a new run of ``store``: its engine, outcome and id."""
     from ..engine.loader import locate_workflow
+    from .common import parse_inputs as _parse_inputs
     from .engines import engine_for
-    from .main import _parse_inputs
 
     workdir = workdir_of(args)
     reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _queue(store: RunStore, args: argparse.Namespace) -> int:
     from ..engine.loader import locate_workflow
-    from .main import _parse_inputs
+    from .common import parse_inputs as _parse_inputs
 
     reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     run_id = str(uuid.uuid4())
@@ -201,10 +201,9 @@ def cmd_respond(args: argparse.Namespace) -> int:
         read_response_document,
         response_document,
     )
-    from .main import _answer_text
 
     document = read_response_document(args.document) if args.document else None
-    text = "" if document is not None else _answer_text(args)
+    text = "" if document is not None else answer_text(args)
     request_id = args.request_id
     if document is not None:
         request_id = document_request(document, request_id)
@@ -218,6 +217,30 @@ def cmd_respond(args: argparse.Namespace) -> int:
         where = RunInput(run_id=found.run_id or args.run, workflow=args.workflow)
         print(store.respond(RespondInput(run=where, response=response)))
     return EXIT_OK
+
+
+def answer_text(args: argparse.Namespace) -> str:
+    """The answer ``respond`` was given: --text, --file or standard input, as UTF-8."""
+    if args.stdin:
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"standard input is not UTF-8 text ({exc})") from None
+    elif args.file is not None:
+        try:
+            text = args.file.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
+    else:
+        text = args.text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # bytes the locale could not decode
+            raise UsageError(
+                f"--text is not UTF-8 text (position {exc.start}); pass UTF-8, or the answer "
+                "in a file with --file"
+            ) from None
+    return str(text)
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
@@ -250,6 +273,8 @@ def print_pending(items: list[dict[str, Any]], *, as_json: bool) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     """One run (the store's own, or ``--run``'s), else every run of the store, most
     recently changed first."""
+    from .instance import format_ended, format_status
+
     with closing(open_run_store(args)) as store:
         try:
             found = store.read_run(RunInput(run_id=args.run, workflow=args.workflow))
@@ -264,50 +289,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print(format_status(summary))
     return EXIT_OK
-
-
-def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
-    """``status`` of an ended run; ``named``: a run of a store of many, named by its id."""
-    from .instance import in_short
-
-    lines = [
-        f"workflow   {summary['workflow']}  (run {summary['run_id']}"
-        + (")" if named else "; no live instance here)"),
-        f"status     {summary['status']}, at {summary['ended_at']}",
-        f"completed  {', '.join(summary['completed_phases']) or '-'}",
-    ]
-    for name, value in summary["outputs"].items():
-        lines.append(f"output     {name}: {printable(in_short(value))}")
-    lines.append(f"history    {summary['history']}")
-    lines.append(f"next       {summary['next']}")
-    return "\n".join(lines)
-
-
-def format_status(summary: dict[str, Any]) -> str:
-    """``status`` of a live run."""
-    lines = [
-        f"workflow   {summary['workflow']}  (run {summary['run_id']})",
-        f"status     {summary['status']}"
-        + (f": {summary['failure']}" if summary.get("failure") else ""),
-        f"phase      {summary['phase']} {summary['phase_name']}"
-        f"  (checkpoint {summary['checkpoint_name']})",
-        f"completed  {', '.join(summary['completed_phases']) or '-'}",
-    ]
-    for request in summary["pending"]:
-        lines.append(
-            f"pending    {request['request_id']}  {request['agent_name']}"
-            f"  retry {request['retry_count']}"
-            f"  -> answer in {request['response_file']}"
-        )
-    if summary.get("signature_problem"):
-        lines.append(f"signature  NOT VALID: {summary['signature_problem']}")
-    if summary.get("next"):
-        lines.append(f"next       {summary['next']}")
-    if summary.get("sleeping_until"):
-        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
-    lines.append(f"requests   {counts or 'none yet'}")
-    return "\n".join(lines)
 
 
 def _list_runs(store: RunStore, *, as_json: bool) -> int:

@@ -22,32 +22,7 @@ if TYPE_CHECKING:
     from .._ports import BoardStore, RunStore, WorkerRunStore
     from ..adapters.file_runs import FileRunStore
 
-STORE_ENV = "ORCHESTRATOR_STORE"
-
-
-def add_store_argument(
-    sub: Any, *, run: bool = True, run_required: bool = False, needed: bool = False
-) -> None:
-    """``--store`` (and ``--run``) on a command that works on both stores; ``needed``: on a
-    command that works on a PostgreSQL store only (a worker, ``db``, ``export``)."""
-    without = (
-        "one of the two is required" if needed else "without either: the work directory's files"
-    )
-    sub.add_argument(
-        "--store",
-        default=None,
-        metavar="DSN",
-        help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
-        f"{without})",
-    )
-    if run:
-        sub.add_argument(
-            "--run",
-            required=run_required,
-            default=None,
-            metavar="ID",
-            help="with --store: the run's id (as 'run' printed it)",
-        )
+from .common import STORE_ENV
 
 
 def store_dsn(
@@ -117,6 +92,28 @@ def board_store(dsn: str, board_id: str) -> BoardStore:
     from ..adapters.postgres import board_store as open_board
 
     return open_board(dsn, board_id)
+
+
+# Board stores a command opened, closed when it ends (a database connection each).
+_OPENED: list[BoardStore] = []
+
+
+def open_board_store(dsn: str, board_id: str | None) -> BoardStore:
+    """The board ``board_id`` of the PostgreSQL store at ``dsn``, closed by
+    :func:`close_board_stores` when the command ends."""
+    if not board_id:
+        raise UsageError(
+            "with --store, name the board: --board ID (a dispatch board's id is its run's "
+            "id; 'orchestrate status --store DSN' lists runs)"
+        )
+    store = board_store(dsn, board_id)
+    _OPENED.append(store)
+    return store
+
+
+def close_board_stores() -> None:
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 def directory_store(workdir: Path) -> FileRunStore:

@@ -8,11 +8,14 @@ newcomer edits them rather than starting from an empty file.
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import re
+import sys
 from pathlib import Path
 
 from .._errors import UsageError
+from .common import EXIT_OK, Command
 
 WORKFLOW_TEMPLATE = '''\
 """The {name} workflow: ask a writer for a paragraph, then count its words.
@@ -109,3 +112,39 @@ def scaffold(name: str, directory: Path) -> list[Path]:
     for path, template in files.items():
         path.write_text(template.format(name=name, module=module, cls=cls), encoding="utf-8")
     return list(files)
+
+
+def _declare_init(init: argparse.ArgumentParser) -> None:
+    init.add_argument("name", metavar="NAME", help="the workflow's name, kebab-case: 'demo'")
+    init.add_argument(
+        "--directory",
+        type=Path,
+        default=None,
+        help="where to write the two files (default: the current directory)",
+    )
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    directory = (args.directory or Path.cwd()).resolve()
+    if not directory.is_dir():
+        raise UsageError(f"directory {directory} does not exist")
+    workflow, test = scaffold(args.name, directory)
+    print(workflow)
+    print(test)
+    print(
+        f"orchestrate: wrote {workflow.name} and {test.name}; run the tests with "
+        f"'pytest {test.name}', the workflow with 'orchestrate run {workflow.name}:"
+        f"{workflow.stem.title().replace('_', '')} --input topic=owls'",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+COMMANDS = {
+    "init": Command(
+        "Write a new workflow file and its test file (two phases, a step, an ask), ready "
+        "to run and to pass: NAME.py and NAME_test.py.",
+        _declare_init,
+        _cmd_init,
+    ),
+}

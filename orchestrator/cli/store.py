@@ -28,6 +28,7 @@ import attrs
 
 from .._errors import InstanceExistsError, OrchestratorError, UsageError
 from .._text import plural, printable
+from .common import Command, Formatter, no_subcommand
 
 EXIT_OK = 0
 #: The run's files that come from tables of their own, never from ``run_files``.
@@ -49,7 +50,7 @@ class StoreDamageError(OrchestratorError):
 
 def add_db_commands(db: Any, formatter: Any) -> None:
     """``db upgrade`` and ``db status``, on the ``db`` command's parser."""
-    from .run_store import add_store_argument
+    from .common import add_store_argument
 
     subs = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND", required=True)
     upgrade = subs.add_parser(
@@ -76,7 +77,7 @@ def add_db_commands(db: Any, formatter: Any) -> None:
 
 
 def add_export_arguments(export: Any) -> None:
-    from .run_store import add_store_argument
+    from .common import add_store_argument
 
     add_store_argument(export, run=False, needed=True)
     export.add_argument("--run", required=True, metavar="ID", help="the run's id")
@@ -317,3 +318,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     print(plan.state[0])
     return EXIT_OK
+
+
+def _declare_db(db: argparse.ArgumentParser) -> None:
+    add_db_commands(db, Formatter)
+
+
+COMMANDS = {
+    "db": Command(
+        "The PostgreSQL store's schema: upgrade it to this version, or show its version and "
+        "its runs by status.",
+        _declare_db,
+        no_subcommand,
+    ),
+    "export": Command(
+        "Write a run of a PostgreSQL store into a work directory as the files the file "
+        "store keeps: its state, requests and evidence, byte for byte.",
+        add_export_arguments,
+        cmd_export,
+    ),
+}

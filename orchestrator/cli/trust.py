@@ -10,6 +10,8 @@ signed (the workflow that will be imported, the phase that will run).
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from ..storage.state_key import (
     key_file,
     signed_bytes,
 )
+from .common import EXIT_OK, Command
 
 _LIVE_SUFFIX = "-state.json"
 
@@ -154,3 +157,37 @@ def _read(path: Path) -> tuple[dict[str, Any], EngineRecord, Verdict]:
         ) from None
     check_key_outside(path.parent)
     return data, record, judge_signature(data, raw)
+
+
+def _declare_trust(trust: argparse.ArgumentParser) -> None:
+    trust.add_argument(
+        "state",
+        type=Path,
+        metavar="STATE",
+        help="the state file: .<workflow>-state.json in a work directory, or a run's "
+        "state.json (.orchestrator/runs/<run_id>/state.json)",
+    )
+    trust.add_argument(
+        "--workflow",
+        default=None,
+        metavar="REFERENCE",
+        help="point the state at its workflow's new place first (path/file.py:Class or "
+        "pkg.module:Class), for a project that moved; the workflow must have the "
+        "instance's name",
+    )
+
+
+def _cmd_trust(args: argparse.Namespace) -> int:
+    print(f"orchestrate: {trust_state(args.state, workflow=args.workflow)}", file=sys.stderr)
+    return EXIT_OK
+
+
+COMMANDS = {
+    "trust": Command(
+        "Sign a state file as it is now, once you have checked it: a state changed by "
+        "hand, or begun before states were signed. Commands that act on a state refuse "
+        "one whose signature does not hold.",
+        _declare_trust,
+        _cmd_trust,
+    ),
+}

@@ -26,8 +26,10 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OrchestratorError, ResponseRejectedError
+from .._errors import OrchestratorError, ResponseRejectedError, UsageError
 from .._text import plural, printable
+from . import common
+from .common import Command
 
 if TYPE_CHECKING:
     from .._ports import WorkerRunStore
@@ -213,7 +215,7 @@ class Fleet:
         board of each paused run, tasks whose subagent stopped heartbeating are timed out
         and their waiting requests answered TIMEOUT (another worker's pass at the same
         moment leaves the board to it). True when it timed a task out."""
-        from .board import watch_store_board
+        from .board_handoff import watch_store_board
 
         with self._lock:
             if time.monotonic() < self._next_watch:
@@ -257,3 +259,32 @@ class Fleet:
             due = (wake - datetime.now(timezone.utc)).total_seconds()
             wait = min(wait, max(due, 0.0))
         return wait
+
+
+def _declare_worker(worker: argparse.ArgumentParser) -> None:
+    common.add_store(worker, run=False, needed=True)
+    common.add_agent(worker)
+    add_worker_arguments(worker)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from .run_store import store_dsn
+
+    dsn = store_dsn(args)
+    if dsn is None:
+        raise UsageError(
+            "a worker advances the runs of a PostgreSQL store: give --store DSN (or set "
+            "ORCHESTRATOR_STORE)"
+        )
+    return cmd_worker(args, dsn)
+
+
+COMMANDS = {
+    "worker": Command(
+        "Advance runs of a PostgreSQL store: claim each run that can go on (new, "
+        "answered, a timer due, or left by a worker that died), advance it under its lock, "
+        "wait for the next; stops cleanly on SIGTERM or Ctrl-C after the step at hand.",
+        _declare_worker,
+        _cmd_worker,
+    ),
+}

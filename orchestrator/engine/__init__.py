@@ -2,13 +2,17 @@
 recording answers and replaying on resume.
 
 Owns the ``Workflow`` base class, ``@phase`` and the retry policy (``workflow``), the
-engine's record in the state (``record``), the engine itself with its lifecycle (run,
-resume, retry, rewind, fork, version migrations: ``engine``), the phase context handed
-to each phase (``context``), finding a workflow class from what the user typed
-(``loader``), and replaying a recorded run against the current code (``replay``).
+engine's record in the state (``record``), the engine itself (``engine``: the attached
+run, checkpoints, the phase runner) and its parts: the lifecycle (start, resume, retry,
+rewind, fork, cancel, version migrations, and what a pause hands the next resume:
+``lifecycle``), the requests and answers (``mailbox``) and what a phase recorded, for
+replay (``journal``); the phase context handed to each phase (``context``), the
+``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its tasks to (``tasks``), finding a
+workflow class from what the user typed (``loader``), and replaying a recorded run
+against the current code (``replay``).
 
 May import: ``evidence``, ``orchestrator._ports``, ``storage``, ``formats`` and
 ``orchestrator._errors``. Never an adapter or the CLI: those are chosen by the caller.
-The board is built on the engine, never the other way round; the one exception is
-``ctx.dispatch``, which imports ``board.dispatch`` when a phase calls it.
+The board is built on the engine, never the other way round: the package's face installs
+the board's dispatcher (see ``tasks``).
 """

@@ -9,12 +9,9 @@ phase, the position and what changed.
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from itertools import compress
-from itertools import count as count_from
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,7 +36,6 @@ from ..formats.bridge import (
     ErrorType,
     HistoryStatus,
     RequestStatus,
-    record_edits,
 )
 from ..formats.bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
 from ..formats.convert import structure
@@ -47,6 +43,7 @@ from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
+from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
 from .record import (
     JournalEntry,
     Pause,
@@ -57,100 +54,15 @@ from .record import (
     step_type,
     to_json_value,
 )
+from .tasks import TaskDispatcher, installed_dispatcher
 from .workflow import Ask, PhaseSpec
 
 if TYPE_CHECKING:
-    from ..board.dispatch import Board, DispatchReport
+    from .._ports import BoardStore
     from ..formats.board import Task
     from .engine import Engine
 
 T = TypeVar("T")
-
-
-#: A plain ask answered before, as a replay hands it back: (agent, prompt, answer text).
-ReplayRow = tuple[str, str, str]
-
-
-class ReplayRows:
-    """The current phase's journal as a replay reads it: by position, each plain ``ask``
-    answered with a success as ``(agent, prompt, answer)``, anything else ``None``.
-
-    A phase that asks in a loop replays every earlier ask at each resume: with the rows,
-    each costs an index and two compares of texts, nothing per entry beyond. The engine
-    keeps them from one resume to the next in its process (a new engine takes them with
-    the state the last pause left), and brings them up to date at C speed: a row stays
-    while its entry is the very object it was (entries are frozen, and one that changes
-    is replaced) and no field of its request was assigned since (``record_edits``: an
-    answer that came in, a request marked failed).
-    """
-
-    __slots__ = ("_agents", "_edits", "_entries", "_positions", "_seen", "_spec", "rows")
-
-    def __init__(self) -> None:
-        self._spec: PhaseSpec | None = None
-        self._agents: Sequence[str] = ()  # the workflow's agents when the rows were made
-        self._entries: list[JournalEntry] = []  # the journal the rows were made from
-        self.rows: list[ReplayRow | None] = []
-        self._positions: dict[str, int] = {}  # request id -> the position that holds it
-        self._edits: list[Any] | None = None  # the edit log, and how much of it was seen
-        self._seen = 0
-
-    def of(self, engine: Engine, spec: PhaseSpec, *, replayable: bool) -> list[ReplayRow | None]:
-        """The rows of ``spec``'s journal now (none when its asks cannot replay as they
-        are: a phase that may not ask, a retried phase whose calls are checked anew)."""
-        record, state = engine._require_record(), engine._require_state()
-        journal, edits, agents = record.journal, record_edits(), engine.workflow_cls.agents
-        if record.reopened or not replayable:
-            self._spec = None  # made anew next time
-            return []
-        count = 0
-        if spec is self._spec and edits is self._edits and agents == self._agents:
-            count = min(len(self._entries), len(journal))
-            count = next(
-                compress(count_from(), map(operator.is_not, journal, self._entries)), count
-            )
-            positions = self._positions
-            for edited in edits[self._seen :]:
-                at = positions.get(edited.request_id, count)
-                count = min(count, at)
-        else:
-            self._positions = {}
-        rows, positions = self.rows, self._positions
-        del rows[count:]
-        by_id = engine._record_index.of(state.agent_requests)
-        for position in range(count, len(journal)):
-            rows.append(_replay_row(journal[position], position, by_id, agents, positions))
-        self._spec, self._agents, self._entries = spec, agents, list(journal)
-        self._edits, self._seen = edits, len(edits)
-        return rows
-
-
-def _replay_row(
-    entry: JournalEntry,
-    position: int,
-    by_id: dict[str, AgentRequestRecord],
-    agents: Sequence[str],
-    positions: dict[str, int],
-) -> ReplayRow | None:
-    """``entry``'s row (see :class:`ReplayRows`): an ask whose one request was answered
-    with a success, and passes every check the same ask made now would."""
-    if entry.kind != "ask" or entry.position != position or len(entry.request_ids) != 1:
-        return None
-    request_id = entry.request_ids[0]
-    positions[request_id] = position  # an edit of its request makes the row again
-    record = by_id.get(request_id)
-    if record is None or record.status is not HistoryStatus.COMPLETED:
-        return None
-    request, response = record.x_request, record.x_response
-    if (
-        request is None
-        or response is None
-        or response.status is not RequestStatus.SUCCESS
-        or request.agent_name not in agents
-        or len(request.prompt) < PROMPT_MIN_LENGTH
-    ):
-        return None
-    return request.agent_name, request.prompt, response.response or ""
 
 
 class PhaseContext:
@@ -160,8 +72,7 @@ class PhaseContext:
         self._engine = engine
         self._spec = spec
         self._position = 0
-        state = engine._require_state()
-        record = engine._require_record()
+        state, record = engine.state, engine.record
         self.phase: int = spec.number
         self.phase_name: str = spec.name
         self.run_id: str = record.run_id
@@ -174,11 +85,11 @@ class PhaseContext:
         self._agents = workflow_cls.agents
         self._may_ask = workflow_cls.may_ask(spec)
         self._sha256 = _durable.sha256_constructor()
-        self._rows = engine.replay_rows.of(engine, spec, replayable=self._may_ask)
+        self._rows = engine.journal.rows_for(spec, replayable=self._may_ask)
 
     def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
         """The recorded output of an earlier phase, structured into ``output_type`` if given."""
-        data = self._engine._require_state().phase_data
+        data = self._engine.state.phase_data
         if phase_name not in data or phase_name == ENGINE_KEY:
             raise KeyError(f"phase {phase_name!r} has no recorded output (yet)")
         value = copy_json(data[phase_name])
@@ -257,7 +168,7 @@ class PhaseContext:
         retry_after_ms: int = 0,
         workspace: Path | None = None,
         board_dir: Path | None = None,
-    ) -> DispatchReport:
+    ) -> Any:
         """Hand ``tasks`` (task board task objects) to subagents on the task board, in waves, until
         every task is done, failed or canceled; see ``docs/board.md``.
 
@@ -270,36 +181,34 @@ class PhaseContext:
         the engine was given a ``board_store`` factory (a PostgreSQL store), the board
         that factory returns for this run.
         """
-        from ..board.dispatch import run_dispatch
-
-        factory = self._engine.board_store
-        store = factory(self.run_id) if factory is not None and board_dir is None else None
-        try:
-            return run_dispatch(
-                self,
-                tasks,
-                agent=agent,
-                objective=objective,
-                constraints=constraints,
-                max_attempts=max_attempts,
-                retry_after_ms=retry_after_ms,
-                workspace=workspace,
-                board_dir=board_dir,
-                store=store,
-            )
-        finally:
-            if store is not None:
-                store.close()
+        return self._dispatcher().dispatch(
+            self,
+            tasks,
+            agent=agent,
+            objective=objective,
+            constraints=constraints,
+            max_attempts=max_attempts,
+            retry_after_ms=retry_after_ms,
+            workspace=workspace,
+            board_dir=board_dir,
+        )
 
     @contextmanager
-    def board(self, *, board_dir: Path | None = None) -> Iterator[Board]:
+    def board(self, *, board_dir: Path | None = None) -> Iterator[Any]:
         """The task board :meth:`dispatch` uses in this run (a directory, or a board in
         the store the engine was given), open for the block: to read its rows, write its
         handoff, show its worklogs."""
-        from ..board.dispatch import open_board
-
-        with open_board(self, board_dir) as board:
+        with self._dispatcher().open_board(self, board_dir) as board:
             yield board
+
+    @property
+    def board_store(self) -> Callable[[str], BoardStore] | None:
+        """The engine's task board store factory (``Engine.board_store``), if any: what
+        :meth:`dispatch` keeps its board in, instead of a directory."""
+        return self._engine.board_store
+
+    def _dispatcher(self) -> TaskDispatcher:
+        return self._engine.dispatcher or installed_dispatcher()
 
     def step(
         self,
@@ -334,7 +243,7 @@ class PhaseContext:
             # A failure is an outcome too: recorded, and raised again on replay, so the
             # phase takes the same path (a step is not run again because it failed once).
             engine.recorder.step(name, started, error=f"{type(exc).__name__}: {exc}")
-            engine.record_step(position, name, None, error=_failure_record(exc))
+            engine.journal.record_step(position, name, None, error=_failure_record(exc))
             raise
         _durable.crash_point(f"after-step-run {name}")
         # A copy: what the phase does to ``result`` later must not change the record.
@@ -342,7 +251,7 @@ class PhaseContext:
             result, target, where=f"phase {self._spec.name!r}: step {name!r} result"
         )
         engine.recorder.step(name, started, error=None)
-        engine.record_step(position, name, stored)
+        engine.journal.record_step(position, name, stored)
         return result
 
     def patched(self, change_id: str) -> bool:
@@ -362,12 +271,12 @@ class PhaseContext:
         if not isinstance(change_id, str) or not change_id:
             raise RunFailedError(f"phase {self._spec.name!r}: ctx.patched needs a change id")
         position = self._position
-        entry = self._engine.journal_entry(position)
+        entry = self._engine.journal.entry(position)
         if entry is not None and not (entry.kind == "patch" and entry.fingerprint == [change_id]):
             return False  # the recorded run took the old path here: it goes on on it
         self._position += 1
         if entry is None:
-            self._engine.record_entry(
+            self._engine.journal.append(
                 JournalEntry(position=position, kind="patch", fingerprint=[change_id])
             )
         return True
@@ -403,8 +312,8 @@ class PhaseContext:
         if entry is None:
             wake = format_time(wake_of(self.clock.now()))
             entry = JournalEntry(position=position, kind="timer", fingerprint=[kind], result=wake)
-            self._engine.record_entry(entry)
-        self._engine.sleep_until(str(entry.result))
+            self._engine.journal.append(entry)
+        self._engine.journal.sleep_until(str(entry.result))
 
     def event(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Add an event of your own (``review.file_analyzed``, ``decision``) to the run's
@@ -418,7 +327,9 @@ class PhaseContext:
         position = self._next_position()
         if self._recorded(position, kind="event", fingerprint=[name], what=f"event {name!r}"):
             return
-        self._engine.record_entry(JournalEntry(position=position, kind="event", fingerprint=[name]))
+        self._engine.journal.append(
+            JournalEntry(position=position, kind="event", fingerprint=[name])
+        )
         self._engine.recorder.emit(name, payload)
 
     def artifact(
@@ -443,7 +354,7 @@ class PhaseContext:
         if entry is not None:
             return str(entry.result["x_location"])
         data = content.encode() if isinstance(content, str) else bytes(content)
-        return self._engine.keep_artifact(self._spec, position, document, data)
+        return self._engine.journal.keep_artifact(self._spec, position, document, data)
 
     def _event_payload(self, name: str, data: dict[str, Any] | None) -> dict[str, Any]:
         where = f"phase {self._spec.name!r}: ctx.event({name!r})"
@@ -489,10 +400,10 @@ class PhaseContext:
         return document
 
     def check_all_replayed(self) -> None:
-        record = self._engine._require_record()
+        record = self._engine.record
         later = [e for e in record.journal if e.position >= self._position]
-        if later and self._engine.reopened():
-            self._engine.drop_journal_from(
+        if later and self._engine.journal.reopened:
+            self._engine.journal.drop_from(
                 self._position, because=f"the phase now ends before {_describe(later[0])}"
             )
         elif later:
@@ -517,7 +428,7 @@ class PhaseContext:
         the first call that no longer matches, or whose record is a failure, drops the
         journal from ``position`` on, and the phase runs on anew.
         """
-        entry = self._engine.journal_entry(position)
+        entry = self._engine.journal.entry(position)
         if entry is None:
             if self._engine.replay_only:
                 raise NonDeterminismError(
@@ -527,14 +438,14 @@ class PhaseContext:
                     position=position,
                 )
             return None
-        if self._engine.reopened():
+        if self._engine.journal.reopened:
             if entry.kind != kind or entry.fingerprint != fingerprint:
                 because = f"{what}: {_what_changed(entry, kind, fingerprint)}"
-            elif not self._engine.usable(entry):
+            elif not self._engine.journal.usable(entry):
                 because = f"{_describe(entry)} failed in the try before"
             else:
                 return entry
-            self._engine.drop_journal_from(position, because=because)
+            self._engine.journal.drop_from(position, because=because)
             return None
         self._expect(entry, kind=kind, fingerprint=fingerprint, what=what)
         return entry
@@ -552,9 +463,9 @@ class PhaseContext:
         opens, pauses, fails or re-opens as it says.
         """
         engine = self._engine
-        record, state = engine._record, engine._state
-        if record is None or state is None or record.reopened:
+        if not engine.attached or engine.record.reopened:
             return None
+        record = engine.record
         journal = record.journal
         position = self._position
         if position >= len(journal):
@@ -570,7 +481,7 @@ class PhaseContext:
             or not TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
         ):
             return None
-        answered = engine._record_index.of(state.agent_requests).get(entry.request_ids[0])
+        answered = engine.mailbox.records_by_id().get(entry.request_ids[0])
         if answered is None or answered.status is not HistoryStatus.COMPLETED:
             return None
         request = answered.x_request
@@ -601,10 +512,10 @@ class PhaseContext:
             position, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks)
         )
         if entry is None:
-            entry = engine.open_requests(
+            entry = engine.mailbox.open_requests(
                 self._spec, position, asks, kind=kind, fingerprint=fingerprint
             )
-        records = [engine.record_by_id(rid) for rid in entry.request_ids]
+        records = engine.mailbox.records_of(entry)
         if any(r.status is HistoryStatus.PENDING for r in records):
             raise Pause()
         if not return_failures:
@@ -614,7 +525,7 @@ class PhaseContext:
             try:
                 answers.append(self._answer(record, ask))
             except AgentFailedError as failure:
-                if engine._fatal is not None:
+                if engine.fatal is not None:
                     raise
                 answers.append(failure)
         return answers

@@ -126,7 +126,7 @@ def replay_run(
         else:
             break
         earlier = {k: v for k, v in state.phase_data.items() if k in _names_before(done, spec.name)}
-        engine._attach(
+        engine.attach(
             attrs.evolve(
                 state,
                 phase=spec.number,
@@ -144,7 +144,7 @@ def replay_run(
             ),
         )
         try:
-            engine._run_phase(workflow, spec)
+            engine.run_phase(workflow, spec)
         except Pause:
             break  # the recorded run waits here: replayed as far as it went
         except NonDeterminismError as exc:

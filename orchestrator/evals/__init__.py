@@ -2,11 +2,12 @@
 (``baseline`` or ``new``), the answers and failures kept as the agent artifact contract
 v1 lays them out (``run.json``, ``<caseId>.json``, ``assets/``), then two runs compared.
 
-Owns the transports that reach an agent under test (HTTP ``/run-case``, a subprocess, a
-callable), judging each try into an error class and retrying it (``attempts``), what
-moves to ``assets/`` (``payloads``), the files of a run directory (``artifacts``), and
-the run itself as a workflow on the engine (``workflow``), so a run survives ``kill -9``
-and resumes without asking a recorded case again.
+Owns reading a cases file (``cases``), the transports that reach an agent under test
+(``transport``: HTTP ``/run-case``, a subprocess, a callable), judging each try into
+an error class and retrying it (``attempts``), what moves to ``assets/``
+(``payloads``), the files of a run directory (``artifacts``), and the run itself as a
+workflow on the engine (``workflow``), so a run survives ``kill -9`` and resumes without
+asking a recorded case again.
 
 The comparison side owns reading run directories the tolerant way an evaluator must
 (``reading``: unknown event types ignored, later minor versions read, a malformed case

@@ -23,7 +23,30 @@ def timeline(state: CheckpointState) -> list[str]:
     """The lines of the timeline (see the module's docstring)."""
     record: dict[str, Any] = state.phase_data.get(ENGINE_KEY) or {}
     start = _moment(record.get("started_at")) or _first_moment(state)
-    events: list[tuple[datetime, int, int, str]] = []  # when, phase, ask 0 / done 1, text
+    events = [
+        *_phase_events(state, start),
+        *_ask_events(state, start),
+        *_record_events(record, start),
+    ]
+    lines = []
+    for moment, _, _, text in sorted(events, key=lambda e: e[:3]):
+        lines.append(f"{_offset(start, moment)}  {text}")
+    status = record.get("status", "?")
+    failure = f": {record['failure']}" if record.get("failure") else ""
+    header = (
+        f"{record.get('workflow_name', '?')}  run {record.get('run_id', '?')}  "
+        f"{status}{failure}  phase {state.phase} {state.phase_name}"
+    )
+    return [header, *lines]
+
+
+#: One line of the timeline: when, phase, ask 0 / done 1, text.
+_Event = tuple[datetime, int, int, str]
+
+
+def _phase_events(state: CheckpointState, start: datetime) -> list[_Event]:
+    """Each completed phase, with how long it took since the one before ended."""
+    events: list[_Event] = []
     previous_end = start
     for done in state.completed_phases:
         end = _moment(done.completed_at)
@@ -37,6 +60,12 @@ def timeline(state: CheckpointState) -> list[str]:
             )
         )
         previous_end = end or previous_end
+    return events
+
+
+def _ask_events(state: CheckpointState, start: datetime) -> list[_Event]:
+    """Each recorded ask, with its answer (or its status, for one without its request)."""
+    events: list[_Event] = []
     for item in state.agent_requests:
         request = item.x_request
         if request is None:
@@ -63,6 +92,12 @@ def timeline(state: CheckpointState) -> list[str]:
                 f"{request.phase_name}{retry}: {_answer(item)}",
             )
         )
+    return events
+
+
+def _record_events(record: dict[str, Any], start: datetime) -> list[_Event]:
+    """What the engine's record notes besides: retries, rewinds, migrations, a fork."""
+    events: list[_Event] = []
     for number, attempt in enumerate(record.get("tries") or [], start=2):
         if not isinstance(attempt, dict):
             continue
@@ -99,16 +134,7 @@ def timeline(state: CheckpointState) -> list[str]:
             f"at phase {forked.get('phase')}"
         )
         events.append((start, 0, 0, text))
-    lines = []
-    for moment, _, _, text in sorted(events, key=lambda e: e[:3]):
-        lines.append(f"{_offset(start, moment)}  {text}")
-    status = record.get("status", "?")
-    failure = f": {record['failure']}" if record.get("failure") else ""
-    header = (
-        f"{record.get('workflow_name', '?')}  run {record.get('run_id', '?')}  "
-        f"{status}{failure}  phase {state.phase} {state.phase_name}"
-    )
-    return [header, *lines]
+    return events
 
 
 def _answer(item: Any) -> str:

@@ -7,7 +7,8 @@ and be missing in another. Each rule has a name (the ``rule`` of the
 ``docs/conformance.md`` lists them with the tests that hold them. The lock rules
 themselves (normalising a resource, overlap) are :mod:`orchestrator.formats.scope`'s,
 and the secret patterns :mod:`orchestrator.formats.secrets`'; the rules here apply them
-to the documents' fields.
+to the documents' fields. The field checks they are made of, and the parse each document
+goes through, are :mod:`orchestrator.formats.board_checks`'.
 
 Decisions the formats leave open, made here:
 
@@ -38,18 +39,13 @@ Schemas (``orchestrator/formats/schemas/board/``) describe strict mode.
 from __future__ import annotations
 
 import re
-import types
-import typing
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import attrs
 
 from .._errors import ContractError, UnknownVersionError
-from .._text import plural
 from .board import (
-    BOARD_SCHEMA_VERSION,
-    BOARD_SUPPORTED_MAJOR,
     EXTENSION_PREFIX,
     MAX_NOTES_FOR_ORCHESTRATOR,
     PACKET_TYPE_ASSIGNMENT,
@@ -80,9 +76,20 @@ from .board import (
     VerdictTimestamps,
     WorklogEntry,
 )
-from .convert import check_date_time, check_uuid, null_problem, refusal, structure
-
-T = TypeVar("T")
+from .board_checks import (
+    At,
+    check_board_version,
+    check_const,
+    check_exact_version,
+    check_items,
+    check_length,
+    check_minimum,
+    check_non_empty_strings,
+    check_optional_date_time,
+    check_pattern,
+    parse_document,
+)
+from .convert import check_uuid
 
 # -- validation ----------------------------------------------------------------------------
 
@@ -92,7 +99,6 @@ REASON_CODE_PATTERN = r"^[A-Z][A-Z0-9_]*(?![\s\S])"
 _RUN_ID = re.compile(RUN_ID_PATTERN, re.ASCII)
 _TASK_ID = re.compile(TASK_ID_PATTERN, re.ASCII)
 _REASON_CODE = re.compile(REASON_CODE_PATTERN, re.ASCII)
-_SEMVER = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
 
 TITLE_LENGTH = (1, 500)
 OBJECTIVE_LENGTH = (1, 5000)
@@ -101,38 +107,11 @@ MIN_TIMEOUT_SECONDS = 30
 MIN_HEARTBEAT_INTERVAL_SECONDS = 5
 
 
-@attrs.frozen
-class _At:
-    """Where a check looks: the document's name and a JSON path inside it."""
-
-    source: str
-    path: str = "$"
-
-    def key(self, name: str) -> _At:
-        return _At(self.source, f"{self.path}.{name}")
-
-    def item(self, index: int) -> _At:
-        return _At(self.source, f"{self.path}[{index}]")
-
-    @property
-    def name(self) -> str:
-        """The member the path ends at (``lock_scope[0]``), for messages."""
-        return self.path.rsplit(".", 1)[-1]
-
-    def fail(self, message: str, rule: str) -> NoReturn:
-        raise ContractError(message, source=self.source, json_path=self.path, rule=rule)
+def _run_id(value: str, at: At) -> None:
+    check_pattern(value, _RUN_ID, "run_id", at)
 
 
-def _pattern(value: str, regex: re.Pattern[str], what: str, at: _At) -> None:
-    if regex.fullmatch(value) is None:
-        at.fail(f"{what} {value!r} does not match {regex.pattern}", "pattern")
-
-
-def _run_id(value: str, at: _At) -> None:
-    _pattern(value, _RUN_ID, "run_id", at)
-
-
-def _task_id(value: str, at: _At) -> None:
+def _task_id(value: str, at: At) -> None:
     if _TASK_ID.fullmatch(value) is None:
         at.fail(
             f"task_id {value!r} does not match {TASK_ID_PATTERN}; write T-<number> or a UUID",
@@ -140,91 +119,20 @@ def _task_id(value: str, at: _At) -> None:
         )
 
 
-def _length(value: str, at: _At, low: int = 1, high: int | None = None) -> None:
-    if len(value) < low:
-        what = "is empty" if not value else f"has {plural(len(value), 'character')}"
-        at.fail(f"{at.name} {what}; write at least {plural(low, 'character')}", "minLength")
-    if high is not None and len(value) > high:
-        at.fail(
-            f"{at.name} has {plural(len(value), 'character')}; at most {high} are allowed",
-            "maxLength",
-        )
-
-
-def _items(values: list[Any], at: _At, low: int = 0, high: int | None = None) -> None:
-    if len(values) < low:
-        at.fail(f"{at.name} has {plural(len(values), 'item')}; list at least {low}", "minItems")
-    if high is not None and len(values) > high:
-        at.fail(
-            f"{at.name} has {plural(len(values), 'item')}; at most {high} are allowed", "maxItems"
-        )
-
-
-def _minimum(value: int, at: _At, low: int) -> None:
-    if value < low:
-        at.fail(f"{at.name} is {value}; the minimum is {low}", "minimum")
-
-
-def _date_time(value: str | None, at: _At) -> None:
-    if value is not None:
-        check_date_time(value, source=at.source, json_path=at.path)
-
-
-def _const(value: str, expected: str, at: _At) -> None:
-    if value != expected:
-        at.fail(f"{at.name} is {value!r}; it must be {expected!r}", "const")
-
-
-def _non_empty_strings(values: list[str], at: _At) -> None:
-    for index, value in enumerate(values):
-        _length(value, at.item(index))
-
-
-def _board_version(version: str, at: _At) -> None:
-    """``MAJOR.MINOR.PATCH``; an unknown major fails closed."""
-    match = _SEMVER.fullmatch(version)
-    if match is None:
-        at.fail(
-            f"schema_version {version!r} is not MAJOR.MINOR.PATCH (for example "
-            f"{BOARD_SCHEMA_VERSION!r})",
-            "pattern",
-        )
-    if int(match.group(1)) != BOARD_SUPPORTED_MAJOR:
-        raise UnknownVersionError(
-            f"schema_version {version!r} has major {match.group(1)}, this build reads major "
-            f"{BOARD_SUPPORTED_MAJOR} only; write a {BOARD_SUPPORTED_MAJOR}.x.y document or "
-            "upgrade",
-            source=at.source,
-            json_path=at.path,
-            rule="version",
-        )
-
-
-def _exact_version(version: str, expected: str, at: _At) -> None:
-    if version != expected:
-        raise UnknownVersionError(
-            f"schema_version {version!r} is not {expected!r}, the only version this build "
-            "reads; write that version or upgrade",
-            source=at.source,
-            json_path=at.path,
-            rule="version",
-        )
-
-
 # -- the task board documents' checks ------------------------------------------------------
 
 
-def _task(task: Task, at: _At) -> None:
+def _task(task: Task, at: At) -> None:
     _task_id(task.task_id, at.key("task_id"))
-    _length(task.title, at.key("title"), *TITLE_LENGTH)
+    check_length(task.title, at.key("title"), *TITLE_LENGTH)
     for index, dependency in enumerate(task.dependencies):
         _task_id(dependency, at.key("dependencies").item(index))
-    _items(task.lock_scope, at.key("lock_scope"), 1)
-    _non_empty_strings(task.lock_scope, at.key("lock_scope"))
-    _non_empty_strings(task.forbidden_scope, at.key("forbidden_scope"))
-    _items(task.acceptance_criteria, at.key("acceptance_criteria"), 1)
-    _non_empty_strings(task.acceptance_criteria, at.key("acceptance_criteria"))
-    _length(task.worklog_path, at.key("worklog_path"), *WORKLOG_PATH_LENGTH)
+    check_items(task.lock_scope, at.key("lock_scope"), 1)
+    check_non_empty_strings(task.lock_scope, at.key("lock_scope"))
+    check_non_empty_strings(task.forbidden_scope, at.key("forbidden_scope"))
+    check_items(task.acceptance_criteria, at.key("acceptance_criteria"), 1)
+    check_non_empty_strings(task.acceptance_criteria, at.key("acceptance_criteria"))
+    check_length(task.worklog_path, at.key("worklog_path"), *WORKLOG_PATH_LENGTH)
     _timing(task.timeout_seconds, task.heartbeat_interval_seconds, at)
     _scopes(task, at)
     _worklog_path(task.worklog_path, at.key("worklog_path"))
@@ -234,10 +142,10 @@ def validate_task(task: Task, *, source: str) -> None:
     """The task board's rules for a task object (ids, lengths, timing, the lock rules of its
     scopes and worklog path), as ``board create`` and every document holding a task
     apply them."""
-    _task(task, _At(source))
+    _task(task, At(source))
 
 
-def _worklog_path(path: str, at: _At) -> None:
+def _worklog_path(path: str, at: At) -> None:
     """A worklog path is a resource the board writes under its directory: it normalises
     (not empty, no ``..``)."""
     from .scope import ScopeError, normalize_resource
@@ -248,7 +156,7 @@ def _worklog_path(path: str, at: _At) -> None:
         at.fail(f"worklog_path {exc}", "scope")
 
 
-def _scopes(task: Task, at: _At) -> None:
+def _scopes(task: Task, at: At) -> None:
     """The lock rules of a task's scopes, as the board applies them when it creates the
     task: every entry normalises (not empty, no ``..``), and no forbidden entry overlaps
     a locked one."""
@@ -282,7 +190,7 @@ def _names(entry: str, value: str) -> bool:
         return False
 
 
-def _lock_conflicts(packet: AssignmentPacket, at: _At) -> None:
+def _lock_conflicts(packet: AssignmentPacket, at: At) -> None:
     """A packet's task may not lock what another task's active lock holds (LOCK_CONFLICT)."""
     from .scope import ScopeError, check_lock_table, lock_conflicts
 
@@ -306,10 +214,10 @@ def _lock_conflicts(packet: AssignmentPacket, at: _At) -> None:
         )
 
 
-def _timing(timeout_seconds: int, heartbeat_interval_seconds: int, at: _At) -> None:
-    _minimum(timeout_seconds, at.key("timeout_seconds"), MIN_TIMEOUT_SECONDS)
+def _timing(timeout_seconds: int, heartbeat_interval_seconds: int, at: At) -> None:
+    check_minimum(timeout_seconds, at.key("timeout_seconds"), MIN_TIMEOUT_SECONDS)
     heartbeat = at.key("heartbeat_interval_seconds")
-    _minimum(heartbeat_interval_seconds, heartbeat, MIN_HEARTBEAT_INTERVAL_SECONDS)
+    check_minimum(heartbeat_interval_seconds, heartbeat, MIN_HEARTBEAT_INTERVAL_SECONDS)
     if heartbeat_interval_seconds >= timeout_seconds:
         heartbeat.fail(
             f"heartbeat_interval_seconds {heartbeat_interval_seconds} must be below "
@@ -318,66 +226,66 @@ def _timing(timeout_seconds: int, heartbeat_interval_seconds: int, at: _At) -> N
         )
 
 
-def _active_lock(lock: ActiveLock, at: _At) -> None:
+def _active_lock(lock: ActiveLock, at: At) -> None:
     _task_id(lock.task_id, at.key("task_id"))
-    _length(lock.resource, at.key("resource"))
+    check_length(lock.resource, at.key("resource"))
 
 
-def _active_locks(locks: list[ActiveLock], at: _At) -> None:
+def _active_locks(locks: list[ActiveLock], at: At) -> None:
     for index, lock in enumerate(locks):
         _active_lock(lock, at.item(index))
 
 
-def _blockers(blockers: list[Blocker], at: _At) -> None:
+def _blockers(blockers: list[Blocker], at: At) -> None:
     for index, blocker in enumerate(blockers):
         _task_id(blocker.task_id, at.item(index).key("task_id"))
 
 
-def _ledger_delta(delta: LedgerDelta, at: _At) -> None:
+def _ledger_delta(delta: LedgerDelta, at: At) -> None:
     _task_id(delta.task_id, at.key("task_id"))
-    _length(delta.delta_id, at.key("delta_id"))
-    _date_time(delta.last_heartbeat_at, at.key("last_heartbeat_at"))
+    check_length(delta.delta_id, at.key("delta_id"))
+    check_optional_date_time(delta.last_heartbeat_at, at.key("last_heartbeat_at"))
     if delta.retry_after_ms is not None:
-        _minimum(delta.retry_after_ms, at.key("retry_after_ms"), 0)
+        check_minimum(delta.retry_after_ms, at.key("retry_after_ms"), 0)
     if delta.x_seq is not None:
-        _minimum(delta.x_seq, at.key("x_seq"), 1)
-    _date_time(delta.x_at, at.key("x_at"))
+        check_minimum(delta.x_seq, at.key("x_seq"), 1)
+    check_optional_date_time(delta.x_at, at.key("x_at"))
     if delta.x_base_version is not None:
-        _minimum(delta.x_base_version, at.key("x_base_version"), 0)
+        check_minimum(delta.x_base_version, at.key("x_base_version"), 0)
     if delta.x_create is not None:
         _task(delta.x_create, at.key("x_create"))
     if delta.x_attempt is not None:
-        _minimum(delta.x_attempt, at.key("x_attempt"), 1)
+        check_minimum(delta.x_attempt, at.key("x_attempt"), 1)
     if delta.x_verdict is not None:
-        _length(delta.x_verdict, at.key("x_verdict"))
+        check_length(delta.x_verdict, at.key("x_verdict"))
 
 
-def _packet(packet: AssignmentPacket, at: _At) -> None:
-    _board_version(packet.schema_version, at.key("schema_version"))
+def _packet(packet: AssignmentPacket, at: At) -> None:
+    check_board_version(packet.schema_version, at.key("schema_version"))
     _run_id(packet.run_id, at.key("run_id"))
-    _const(packet.packet_type, PACKET_TYPE_ASSIGNMENT, at.key("packet_type"))
-    _length(packet.global_objective, at.key("global_objective"), *OBJECTIVE_LENGTH)
+    check_const(packet.packet_type, PACKET_TYPE_ASSIGNMENT, at.key("packet_type"))
+    check_length(packet.global_objective, at.key("global_objective"), *OBJECTIVE_LENGTH)
     _task(packet.task, at.key("task"))
     _active_locks(packet.active_locks, at.key("active_locks"))
     _lock_conflicts(packet, at)
-    _const(packet.required_output_schema, SUBAGENT_RESULT_V1, at.key("required_output_schema"))
-    _date_time(packet.generated_at, at.key("generated_at"))
+    check_const(packet.required_output_schema, SUBAGENT_RESULT_V1, at.key("required_output_schema"))
+    check_optional_date_time(packet.generated_at, at.key("generated_at"))
 
 
 def validate_packet(packet: AssignmentPacket, *, source: str) -> None:
     """The task board's rules for an assignment packet beyond types."""
-    _packet(packet, _At(source))
+    _packet(packet, At(source))
 
 
 def validate_ledger_delta(delta: LedgerDelta, *, source: str) -> None:
     """The task board's rules for one ledger delta, and the board's for its ``x_`` fields."""
-    _ledger_delta(delta, _At(source))
+    _ledger_delta(delta, At(source))
 
 
 def validate_orchestrator_output(output: OrchestratorOutput, *, source: str) -> None:
     """The task board's rules for the orchestrator output; ``delta_id`` is unique within it."""
-    at = _At(source)
-    _board_version(output.schema_version, at.key("schema_version"))
+    at = At(source)
+    check_board_version(output.schema_version, at.key("schema_version"))
     _run_id(output.run_id, at.key("run_id"))
     seen: set[str] = set()
     for index, delta in enumerate(output.ledger_delta):
@@ -394,7 +302,7 @@ def validate_orchestrator_output(output: OrchestratorOutput, *, source: str) -> 
         _packet(packet, at.key("assignments").item(index))
     _active_locks(output.active_locks, at.key("active_locks"))
     _blockers(output.blockers, at.key("blockers"))
-    _date_time(output.generated_at, at.key("generated_at"))
+    check_optional_date_time(output.generated_at, at.key("generated_at"))
 
 
 def validate_subagent_result(
@@ -402,22 +310,22 @@ def validate_subagent_result(
 ) -> None:
     """The task board's rules for a subagent result, the completion invariants included unless
     ``acceptance`` is false (the gateway judges acceptance against the task itself)."""
-    at = _At(source)
-    _board_version(result.schema_version, at.key("schema_version"))
+    at = At(source)
+    check_board_version(result.schema_version, at.key("schema_version"))
     _run_id(result.run_id, at.key("run_id"))
     _task_id(result.task_id, at.key("task_id"))
     for index, change in enumerate(result.changes):
-        _length(change.resource, at.key("changes").item(index).key("resource"))
-    _length(result.worklog_path, at.key("worklog_path"), *WORKLOG_PATH_LENGTH)
+        check_length(change.resource, at.key("changes").item(index).key("resource"))
+    check_length(result.worklog_path, at.key("worklog_path"), *WORKLOG_PATH_LENGTH)
     notes = at.key("notes_for_orchestrator")
-    _items(result.notes_for_orchestrator, notes, 0, MAX_NOTES_FOR_ORCHESTRATOR)
-    _non_empty_strings(result.notes_for_orchestrator, notes)
-    _date_time(result.generated_at, at.key("generated_at"))
+    check_items(result.notes_for_orchestrator, notes, 0, MAX_NOTES_FOR_ORCHESTRATOR)
+    check_non_empty_strings(result.notes_for_orchestrator, notes)
+    check_optional_date_time(result.generated_at, at.key("generated_at"))
     if acceptance and result.status is ResultStatus.DONE:
         _completion(result.acceptance_check, at.key("acceptance_check"))
 
 
-def _completion(checks: list[AcceptanceCheck], at: _At) -> None:
+def _completion(checks: list[AcceptanceCheck], at: At) -> None:
     if not checks:
         at.fail(
             "status is 'done' but acceptance_check is empty; report every criterion",
@@ -444,24 +352,24 @@ def has_evidence(check: AcceptanceCheck) -> bool:
 
 
 def validate_worklog_entry(entry: WorklogEntry, *, source: str) -> None:
-    at = _At(source)
-    _date_time(entry.timestamp, at.key("timestamp"))
+    at = At(source)
+    check_optional_date_time(entry.timestamp, at.key("timestamp"))
     _run_id(entry.run_id, at.key("run_id"))
     _task_id(entry.task_id, at.key("task_id"))
 
 
 def validate_handoff(bundle: HandoffBundle, *, source: str) -> None:
-    at = _At(source)
-    _board_version(bundle.schema_version, at.key("schema_version"))
+    at = At(source)
+    check_board_version(bundle.schema_version, at.key("schema_version"))
     _run_id(bundle.run_id, at.key("run_id"))
     for index, row in enumerate(bundle.ledger):
         where = at.key("ledger").item(index)
         _task_id(row.task_id, where.key("task_id"))
-        _length(row.title, where.key("title"), *TITLE_LENGTH)
-        _items(row.lock_scope, where.key("lock_scope"), 1)
-        _non_empty_strings(row.lock_scope, where.key("lock_scope"))
+        check_length(row.title, where.key("title"), *TITLE_LENGTH)
+        check_items(row.lock_scope, where.key("lock_scope"), 1)
+        check_non_empty_strings(row.lock_scope, where.key("lock_scope"))
         _timing(row.timeout_seconds, row.heartbeat_interval_seconds, where)
-        _date_time(row.last_heartbeat_at, where.key("last_heartbeat_at"))
+        check_optional_date_time(row.last_heartbeat_at, where.key("last_heartbeat_at"))
     _active_locks(bundle.active_locks, at.key("active_locks"))
     for index, dependency in enumerate(bundle.dependencies):
         where = at.key("dependencies").item(index)
@@ -472,13 +380,13 @@ def validate_handoff(bundle: HandoffBundle, *, source: str) -> None:
     for index, target in enumerate(bundle.acceptance_targets):
         where = at.key("acceptance_targets").item(index)
         _task_id(target.task_id, where.key("task_id"))
-        _items(target.acceptance_criteria, where.key("acceptance_criteria"), 1)
-        _non_empty_strings(target.acceptance_criteria, where.key("acceptance_criteria"))
-    _date_time(bundle.generated_at, at.key("generated_at"))
+        check_items(target.acceptance_criteria, where.key("acceptance_criteria"), 1)
+        check_non_empty_strings(target.acceptance_criteria, where.key("acceptance_criteria"))
+    check_optional_date_time(bundle.generated_at, at.key("generated_at"))
 
 
 def validate_validator_output(output: ValidatorOutput, *, source: str) -> None:
-    _length(output.code, _At(source).key("code"))
+    check_length(output.code, At(source).key("code"))
 
 
 # -- the checks of task IO with pins -------------------------------------------------------
@@ -486,14 +394,14 @@ def validate_validator_output(output: ValidatorOutput, *, source: str) -> None:
 
 def validate_task_input(task_input: TaskInput, *, source: str) -> None:
     """Task IO's rules for a task input (``files`` within pins is a SHOULD, not checked)."""
-    at = _At(source)
+    at = At(source)
     check_uuid(task_input.task_id, source=source, json_path="$.task_id")
-    _length(task_input.goal, at.key("goal"))
-    _length(task_input.role, at.key("role"))
+    check_length(task_input.goal, at.key("goal"))
+    check_length(task_input.role, at.key("role"))
     pins = at.key("pins")
-    _items(task_input.pins.allowed_paths, pins.key("allowed_paths"), 1)
-    _non_empty_strings(task_input.pins.allowed_paths, pins.key("allowed_paths"))
-    _non_empty_strings(task_input.pins.forbidden_paths, pins.key("forbidden_paths"))
+    check_items(task_input.pins.allowed_paths, pins.key("allowed_paths"), 1)
+    check_non_empty_strings(task_input.pins.allowed_paths, pins.key("allowed_paths"))
+    check_non_empty_strings(task_input.pins.forbidden_paths, pins.key("forbidden_paths"))
     allowed = set(task_input.pins.allowed_paths)
     for index, path in enumerate(task_input.pins.forbidden_paths):
         if path in allowed:
@@ -503,19 +411,19 @@ def validate_task_input(task_input: TaskInput, *, source: str) -> None:
             )
 
 
-def _reason_code(value: str | None, at: _At) -> None:
+def _reason_code(value: str | None, at: At) -> None:
     if value is not None:
-        _pattern(value, _REASON_CODE, "reason_code", at)
+        check_pattern(value, _REASON_CODE, "reason_code", at)
 
 
 def validate_submit(submit: Submit, *, source: str) -> None:
     """Task IO's rules for ``submit.json`` that the document alone can show."""
-    at = _At(source)
-    _exact_version(submit.schema_version, SUBMIT_SCHEMA_VERSION, at.key("schema_version"))
+    at = At(source)
+    check_exact_version(submit.schema_version, SUBMIT_SCHEMA_VERSION, at.key("schema_version"))
     _task_id(submit.task_id, at.key("task_id"))
     _reason_code(submit.reason_code, at.key("reason_code"))
     for name in attrs.fields_dict(SubmitArtifacts):
-        _length(getattr(submit.artifacts, name), at.key("artifacts").key(name))
+        check_length(getattr(submit.artifacts, name), at.key("artifacts").key(name))
     if submit.status is SubmitStatus.DONE and submit.exit_code != 0:
         at.key("exit_code").fail(
             f"status is DONE but exit_code is {submit.exit_code}; DONE means exit code 0",
@@ -536,8 +444,8 @@ def validate_submit(submit: Submit, *, source: str) -> None:
 
 
 def validate_verdict(verdict: Verdict, *, source: str) -> None:
-    at = _At(source)
-    _exact_version(verdict.schema_version, VERDICT_SCHEMA_VERSION, at.key("schema_version"))
+    at = At(source)
+    check_exact_version(verdict.schema_version, VERDICT_SCHEMA_VERSION, at.key("schema_version"))
     _task_id(verdict.task_id, at.key("task_id"))
     _reason_code(verdict.reason_code, at.key("reason_code"))
     if verdict.x_code is not None and verdict.x_code not in ErrorCode._value2member_map_:
@@ -547,11 +455,11 @@ def validate_verdict(verdict: Verdict, *, source: str) -> None:
             "enum",
         )
     for name in attrs.fields_dict(VerdictTimestamps):
-        _date_time(getattr(verdict.timestamps, name), at.key("timestamps").key(name))
+        check_optional_date_time(getattr(verdict.timestamps, name), at.key("timestamps").key(name))
     for name in attrs.fields_dict(VerdictLinks):
         link = getattr(verdict.links, name)
         if link is not None:
-            _length(link, at.key("links").key(name))
+            check_length(link, at.key("links").key(name))
     if verdict.verdict is VerdictOutcome.PASS:
         for name in attrs.fields_dict(VerdictChecks):
             if not getattr(verdict.checks, name):
@@ -563,50 +471,10 @@ def validate_verdict(verdict: Verdict, *, source: str) -> None:
 
 # -- parsing -------------------------------------------------------------------------------
 
-# Fields with a fixed value: defaulted in Python, but required in a document.
-_FIXED_FIELDS: dict[type, tuple[str, ...]] = {
-    AssignmentPacket: ("schema_version", "packet_type", "required_output_schema"),
-    OrchestratorOutput: ("schema_version",),
-    SubagentResult: ("schema_version",),
-    HandoffBundle: ("schema_version",),
-    Submit: ("schema_version",),
-    Verdict: ("schema_version",),
-}
-
-
-def _parse(
-    data: Any,
-    cls: type[T],
-    validate: Callable[..., None],
-    *,
-    source: str,
-    strict: bool,
-    version: Callable[[str, _At], None] | None = None,
-) -> T:
-    at = _At(source)
-    if isinstance(data, dict):
-        # An unknown major version fails closed before anything else is judged: a 2.0.0
-        # document may legitimately look nothing like a 1.0.0 one.
-        if version is not None and isinstance(data.get("schema_version"), str):
-            version(data["schema_version"], at.key("schema_version"))
-        found: list[tuple[str, str, str]] = []
-        nulls: set[str] = set()
-        data = _prepared(data, cls, at, strict=strict, found=found, nulls=nulls)
-        if found:  # named together with what the converter finds
-            try:
-                structure(data, cls, source=source)
-            except ContractError as exc:
-                more = [(exc.json_path, exc.rule, exc.detail), *exc.also]
-                found += [problem for problem in more if problem[0] not in nulls]
-            raise refusal(found, source=source)
-    document = structure(data, cls, source=source)
-    validate(document, source=source)
-    return document
-
 
 def parse_lock_table(data: Any, *, source: str, strict: bool = False) -> list[ActiveLock]:
     """A lock table: a list of ``active_locks`` items, or an object holding one."""
-    at = _At(source)
+    at = At(source)
     items = data
     if isinstance(data, dict):
         extra = [k for k in data if k != "active_locks" and not k.startswith(EXTENSION_PREFIX)]
@@ -627,40 +495,40 @@ def parse_lock_table(data: Any, *, source: str, strict: bool = False) -> list[Ac
 
 def parse_task(data: Any, *, source: str, strict: bool = False) -> Task:
     """A task object (as ``board create`` takes it, and as a packet holds it)."""
-    return _parse(data, Task, validate_task, source=source, strict=strict)
+    return parse_document(data, Task, validate_task, source=source, strict=strict)
 
 
 def validate_active_lock(lock: ActiveLock, *, source: str) -> None:
-    _active_lock(lock, _At(source))
+    _active_lock(lock, At(source))
 
 
 def parse_active_lock(data: Any, *, source: str, strict: bool = False) -> ActiveLock:
     """One ``active_locks`` item (the lock-table validator reads a list of them)."""
-    return _parse(data, ActiveLock, validate_active_lock, source=source, strict=strict)
+    return parse_document(data, ActiveLock, validate_active_lock, source=source, strict=strict)
 
 
 def parse_packet(data: Any, *, source: str, strict: bool = False) -> AssignmentPacket:
     """An assignment packet from JSON-like ``data``; a ``ContractError`` names the problem."""
-    return _parse(
+    return parse_document(
         data,
         AssignmentPacket,
         validate_packet,
         source=source,
         strict=strict,
-        version=_board_version,
+        version=check_board_version,
     )
 
 
 def parse_orchestrator_output(
     data: Any, *, source: str, strict: bool = False
 ) -> OrchestratorOutput:
-    return _parse(
+    return parse_document(
         data,
         OrchestratorOutput,
         validate_orchestrator_output,
         source=source,
         strict=strict,
-        version=_board_version,
+        version=check_board_version,
     )
 
 
@@ -672,54 +540,61 @@ def parse_subagent_result(
     def validate(result: SubagentResult, *, source: str) -> None:
         validate_subagent_result(result, source=source, acceptance=acceptance)
 
-    return _parse(
+    return parse_document(
         data,
         SubagentResult,
         validate,
         source=source,
         strict=strict,
-        version=_board_version,
+        version=check_board_version,
     )
 
 
 def parse_ledger_delta(data: Any, *, source: str, strict: bool = False) -> LedgerDelta:
-    return _parse(data, LedgerDelta, validate_ledger_delta, source=source, strict=strict)
+    return parse_document(data, LedgerDelta, validate_ledger_delta, source=source, strict=strict)
 
 
 def parse_worklog_entry(data: Any, *, source: str, strict: bool = False) -> WorklogEntry:
-    return _parse(data, WorklogEntry, validate_worklog_entry, source=source, strict=strict)
+    return parse_document(data, WorklogEntry, validate_worklog_entry, source=source, strict=strict)
 
 
 def parse_handoff(data: Any, *, source: str, strict: bool = False) -> HandoffBundle:
-    return _parse(
-        data, HandoffBundle, validate_handoff, source=source, strict=strict, version=_board_version
+    return parse_document(
+        data,
+        HandoffBundle,
+        validate_handoff,
+        source=source,
+        strict=strict,
+        version=check_board_version,
     )
 
 
 def parse_validator_output(data: Any, *, source: str, strict: bool = False) -> ValidatorOutput:
-    return _parse(data, ValidatorOutput, validate_validator_output, source=source, strict=strict)
+    return parse_document(
+        data, ValidatorOutput, validate_validator_output, source=source, strict=strict
+    )
 
 
 def parse_task_input(data: Any, *, source: str, strict: bool = False) -> TaskInput:
-    return _parse(data, TaskInput, validate_task_input, source=source, strict=strict)
+    return parse_document(data, TaskInput, validate_task_input, source=source, strict=strict)
 
 
-def _submit_version(version: str, at: _At) -> None:
-    _exact_version(version, SUBMIT_SCHEMA_VERSION, at)
+def _submit_version(version: str, at: At) -> None:
+    check_exact_version(version, SUBMIT_SCHEMA_VERSION, at)
 
 
-def _verdict_version(version: str, at: _At) -> None:
-    _exact_version(version, VERDICT_SCHEMA_VERSION, at)
+def _verdict_version(version: str, at: At) -> None:
+    check_exact_version(version, VERDICT_SCHEMA_VERSION, at)
 
 
 def parse_submit(data: Any, *, source: str, strict: bool = False) -> Submit:
-    return _parse(
+    return parse_document(
         data, Submit, validate_submit, source=source, strict=strict, version=_submit_version
     )
 
 
 def parse_verdict(data: Any, *, source: str, strict: bool = False) -> Verdict:
-    return _parse(
+    return parse_document(
         data, Verdict, validate_verdict, source=source, strict=strict, version=_verdict_version
     )
 
@@ -827,65 +702,3 @@ def board_schema(kind: str) -> dict[str, Any]:
     from .schemas import shipped_schema
 
     return shipped_schema("board", f"{kind}.schema.json")
-
-
-# -- the pre-pass: fixed fields present, unknown keys dropped unless strict ---------------
-
-_field_types: dict[type, dict[str, Any]] = {}
-
-
-def _prepared(
-    value: Any,
-    kind: Any,
-    at: _At,
-    *,
-    strict: bool,
-    found: list[tuple[str, str, str]],
-    nulls: set[str],
-) -> Any:
-    """``value`` without the keys ``kind`` does not declare unless ``strict`` (``x_`` keys
-    always stay). Added to ``found``, at any depth: a fixed field of ``kind`` missing, and
-    the fields that hold ``null`` (the formats give no field a null, as their schemas
-    say: an optional field is left out), whose paths go to ``nulls`` too.
-
-    Values of the wrong JSON type are left as they are, for the converter to name.
-    """
-    kind = _optional_inner(kind)
-    if typing.get_origin(kind) is list:
-        if not isinstance(value, list):
-            return value
-        (item_kind,) = typing.get_args(kind)
-        return [
-            _prepared(item, item_kind, at.item(index), strict=strict, found=found, nulls=nulls)
-            for index, item in enumerate(value)
-        ]
-    if not (isinstance(kind, type) and attrs.has(kind) and isinstance(value, dict)):
-        return value
-    for name in _FIXED_FIELDS.get(kind, ()):
-        if name not in value:
-            found.append((at.path, "required", f"required field {name!r} is missing"))
-    fields = _field_types.get(kind)
-    if fields is None:
-        attrs.resolve_types(kind)
-        fields = _field_types[kind] = {f.name: f.type for f in attrs.fields(kind)}
-    null_keys = [key for key, item in value.items() if item is None and key in fields]
-    if null_keys:
-        found.append(null_problem(at.path, null_keys))
-        nulls.update(at.key(key).path for key in null_keys)
-    return {
-        key: (
-            _prepared(item, fields[key], at.key(key), strict=strict, found=found, nulls=nulls)
-            if key in fields
-            else item
-        )
-        for key, item in value.items()
-        if strict or key in fields or key.startswith(EXTENSION_PREFIX)
-    }
-
-
-def _optional_inner(kind: Any) -> Any:
-    args = typing.get_args(kind)
-    if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
-        (inner,) = (arg for arg in args if arg is not type(None))
-        return inner
-    return kind

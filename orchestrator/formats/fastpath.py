@@ -169,71 +169,88 @@ def _closed_builder(cls: type[Any], fields: Any, names: frozenset[str]) -> Conve
     setters = _slot_setters(cls, fields)
     lines.append("    kwargs = {}" if setters is None else "    made = new(cls)")
     for index, field in enumerate(fields):
-        name = field.name
-        value = f"v{index}"
-        exact = _EXACT.get(field.type)
-        optional = _EXACT.get(_optional_of(field.type))
-        if exact is not None:
-            scope[f"t{index}"] = exact
-            converted = [
-                f"if type({value}) is not t{index}:",
-                f"    raise Unsupported(t{index})",
-                f"kwargs[{name!r}] = {value}",
-            ]
-        elif optional is not None:  # ``str | None`` and the like, without a call
-            scope[f"t{index}"] = optional
-            converted = [
-                f"if {value} is not None and type({value}) is not t{index}:",
-                f"    raise Unsupported(t{index})",
-                f"kwargs[{name!r}] = {value}",
-            ]
-        elif (record := _record_class(field.type)) is not None:
-            # A nested record (or ``None``, where the field may be): its builder called
-            # straight, without the converter's closures around it.
-            scope["structure"] = structure
-            scope[f"k{index}"] = record
-            call = f"structure({value}, k{index})"
-            if field.type is not record:
-                call = f"None if {value} is None else {call}"
-            converted = [f"kwargs[{name!r}] = {call}"]
-        elif _optional_of(field.type) == dict[str, Any]:
-            converted = [
-                f"if {value} is not None and type({value}) is not dict:",
-                "    raise Unsupported(dict)",
-                f"kwargs[{name!r}] = None if {value} is None else dict({value})",
-            ]
-        elif isinstance(field.type, type) and issubclass(field.type, enum.Enum):
-            # A member found by its text without a call; anything else takes the call.
-            scope[f"m{index}"] = {m.value: m for m in field.type if type(m.value) is str}
-            scope[f"c{index}"] = _converter_for(field.type)
-            converted = [
-                f"m = m{index}.get({value}) if type({value}) is str else None",
-                f"kwargs[{name!r}] = c{index}({value}) if m is None else m",
-            ]
-        else:
-            scope[f"c{index}"] = _converter_for(field.type)
-            converted = [f"kwargs[{name!r}] = c{index}({value})"]
+        converted = _conversion(field, index, scope)
         if setters is not None:  # each value set in its slot, as __init__ would
             scope[f"s{index}"] = setters[index]
-            converted = [line.replace(f"kwargs[{name!r}] = ", "v = ") for line in converted]
+            converted = [line.replace(f"kwargs[{field.name!r}] = ", "v = ") for line in converted]
             converted.append(f"s{index}(made, v)")
-        if field.default is attrs.NOTHING:
-            lines += [f"    if {name!r} not in data:", f"        raise Unsupported({name!r})"]
-            lines += [f"    {value} = data[{name!r}]"] + [f"    {line}" for line in converted]
-        else:
-            lines += [f"    if {name!r} in data:", f"        {value} = data[{name!r}]"]
-            lines += [f"        {line}" for line in converted]
-            if setters is not None:
-                default = field.default
-                if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                    scope[f"f{index}"] = default.factory
-                    lines += ["    else:", f"        s{index}(made, f{index}())"]
-                else:
-                    scope[f"d{index}"] = default
-                    lines += ["    else:", f"        s{index}(made, d{index})"]
+        lines += _field_lines(field, index, converted, scope, slots=setters is not None)
     lines.append("    return cls(**kwargs)" if setters is None else "    return made")
     exec("\n".join(lines), scope)
     return scope["build"]  # type: ignore[no-any-return]
+
+
+def _conversion(field: Any, index: int, scope: dict[str, Any]) -> list[str]:
+    """The lines of :func:`_closed_builder`'s function that check and convert the value of
+    ``field`` (the ``index``-th, read as ``v<index>``) into ``kwargs``; what they name is
+    put into ``scope``."""
+    name = field.name
+    value = f"v{index}"
+    exact = _EXACT.get(field.type)
+    optional = _EXACT.get(_optional_of(field.type))
+    if exact is not None:
+        scope[f"t{index}"] = exact
+        return [
+            f"if type({value}) is not t{index}:",
+            f"    raise Unsupported(t{index})",
+            f"kwargs[{name!r}] = {value}",
+        ]
+    if optional is not None:  # ``str | None`` and the like, without a call
+        scope[f"t{index}"] = optional
+        return [
+            f"if {value} is not None and type({value}) is not t{index}:",
+            f"    raise Unsupported(t{index})",
+            f"kwargs[{name!r}] = {value}",
+        ]
+    if (record := _record_class(field.type)) is not None:
+        # A nested record (or ``None``, where the field may be): its builder called
+        # straight, without the converter's closures around it.
+        scope["structure"] = structure
+        scope[f"k{index}"] = record
+        call = f"structure({value}, k{index})"
+        if field.type is not record:
+            call = f"None if {value} is None else {call}"
+        return [f"kwargs[{name!r}] = {call}"]
+    if _optional_of(field.type) == dict[str, Any]:
+        return [
+            f"if {value} is not None and type({value}) is not dict:",
+            "    raise Unsupported(dict)",
+            f"kwargs[{name!r}] = None if {value} is None else dict({value})",
+        ]
+    if isinstance(field.type, type) and issubclass(field.type, enum.Enum):
+        # A member found by its text without a call; anything else takes the call.
+        scope[f"m{index}"] = {m.value: m for m in field.type if type(m.value) is str}
+        scope[f"c{index}"] = _converter_for(field.type)
+        return [
+            f"m = m{index}.get({value}) if type({value}) is str else None",
+            f"kwargs[{name!r}] = c{index}({value}) if m is None else m",
+        ]
+    scope[f"c{index}"] = _converter_for(field.type)
+    return [f"kwargs[{name!r}] = c{index}({value})"]
+
+
+def _field_lines(
+    field: Any, index: int, converted: list[str], scope: dict[str, Any], *, slots: bool
+) -> list[str]:
+    """The lines of :func:`_closed_builder`'s function for ``field``: its value read from
+    the data (refused when a required one is missing), then ``converted``; with ``slots``
+    (values set in their slots), an absent field's default set."""
+    name = field.name
+    value = f"v{index}"
+    if field.default is attrs.NOTHING:
+        lines = [f"    if {name!r} not in data:", f"        raise Unsupported({name!r})"]
+        return lines + [f"    {value} = data[{name!r}]"] + [f"    {line}" for line in converted]
+    lines = [f"    if {name!r} in data:", f"        {value} = data[{name!r}]"]
+    lines += [f"        {line}" for line in converted]
+    if slots:
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            scope[f"f{index}"] = default.factory
+            lines += ["    else:", f"        s{index}(made, f{index}())"]
+        else:
+            scope[f"d{index}"] = default
+            lines += ["    else:", f"        s{index}(made, d{index})"]
+    return lines
 
 
 def _slot_setters(cls: type[Any], fields: Any) -> list[Callable[[Any, Any], None]] | None:

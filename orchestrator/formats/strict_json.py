@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 import threading
 from itertools import compress
 from itertools import count as count_from
@@ -21,7 +22,6 @@ from orchestrator._text import plural
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import re
     from collections.abc import Callable
     from typing import Any
 
@@ -56,10 +56,19 @@ _BRACKET_WEIGHTS = bytes.maketrans(b"[]", b"\x02\x00")
 # json.dumps leaves these raw with ensure_ascii=False, yet splitlines() breaks on them.
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
-_escapes_pattern: re.Pattern[bytes] | None = None
-_tokens_pattern: re.Pattern[bytes] | None = None
-_surrogate_escapes_pattern: re.Pattern[str] | None = None
-_surrogates_pattern: re.Pattern[str] | None = None
+# An escaped backslash or quote; left to right, so an escaped backslash is consumed
+# before it could escape a quote.
+_ESCAPES = re.compile(rb'\\[\\"]')
+# Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text \ud800)
+# is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
+_SURROGATE_ESCAPES = re.compile(
+    r"(?P<backslash>\\\\)"
+    r"|(?P<pair>\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?P<lone>\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+_SURROGATES = re.compile("[\\ud800-\\udfff]")
+# A string (with its escapes) or a structural character.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
 
 
 def dumps_canonical(
@@ -439,6 +448,19 @@ def loads_strict(
     ``surrogateescape``, is written by :func:`dumps_canonical` as such an escape and must
     read back equal. Anything a host or an agent wrote keeps the default.
     """
+    text = _decoded_text(data, source, max_bytes)
+    _check_depth(data, source, max_depth)
+    value = _parse_checked(text, source, max_depth)
+    # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
+    # a document without one, nearly every document, costs two substring searches here.
+    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
+        _check_lone_surrogates(text, value, source)
+    return value
+
+
+def _decoded_text(data: bytes, source: str, max_bytes: int) -> str:
+    """The text of ``data``, refused when too large (``too-large``), marked with a BOM
+    (``bom``), not UTF-8 (``encoding``) or empty (``syntax``)."""
     if len(data) > max_bytes:
         raise UntrustedJSONError(
             f"document is {plural(len(data), 'byte')}, more than the limit of {max_bytes}; "
@@ -473,45 +495,14 @@ def loads_strict(
             json_path="$",
             rule="syntax",
         )
-    _check_depth(data, source, max_depth)
+    return text
 
-    # The hooks leave a _Problem where the bad value was, so its path can be found afterwards
-    # by a walk that only runs when something was wrong.
+
+def _parse_checked(text: str, source: str, max_depth: int) -> Any:
+    """``text`` parsed, refused when it is not JSON (``syntax``, ``depth``) or holds a
+    repeated key (``duplicate-key``) or a value JSON has no number for (``constant``)."""
     problems: list[_Problem] = []
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
-        obj = dict(pairs)
-        if len(obj) == len(pairs):
-            return obj
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                break
-            seen.add(key)
-        problem = _Problem(
-            "duplicate-key",
-            f"key {_quote(key)} appears more than once in one object; keep only one of them",
-        )
-        problems.append(problem)
-        return problem
-
-    def constant_hook(name: str) -> Any:
-        problem = _Problem("constant", f"{name} is not allowed; write a finite number or null")
-        problems.append(problem)
-        return problem
-
-    def float_hook(literal: str) -> Any:
-        number = float(literal)
-        if number - number == 0.0:  # false only for +-inf, which an oversized literal becomes
-            return number
-        problem = _Problem(
-            "constant",
-            f"number {literal[:40]} is too large and would read as Infinity; "
-            "write a smaller number or a string",
-        )
-        problems.append(problem)
-        return problem
-
+    pairs_hook, constant_hook, float_hook = _hooks(problems)
     try:
         value = json.loads(
             text,
@@ -546,11 +537,48 @@ def loads_strict(
     if problems:
         path, problem = _locate_problem(value)
         raise UntrustedJSONError(problem.message, source=source, json_path=path, rule=problem.rule)
-    # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
-    # a document without one, nearly every document, costs two substring searches here.
-    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
-        _check_lone_surrogates(text, value, source)
     return value
+
+
+def _hooks(problems: list[_Problem]) -> tuple[Callable[..., Any], ...]:
+    """The parser's hooks for objects, constants and floats; each bad value is left as a
+    :class:`_Problem` (also put in ``problems``) where it was, so its path can be found
+    afterwards by a walk that only runs when something was wrong."""
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                break
+            seen.add(key)
+        problem = _Problem(
+            "duplicate-key",
+            f"key {_quote(key)} appears more than once in one object; keep only one of them",
+        )
+        problems.append(problem)
+        return problem
+
+    def constant_hook(name: str) -> Any:
+        problem = _Problem("constant", f"{name} is not allowed; write a finite number or null")
+        problems.append(problem)
+        return problem
+
+    def float_hook(literal: str) -> Any:
+        number = float(literal)
+        if number - number == 0.0:  # false only for +-inf, which an oversized literal becomes
+            return number
+        problem = _Problem(
+            "constant",
+            f"number {literal[:40]} is too large and would read as Infinity; "
+            "write a smaller number or a string",
+        )
+        problems.append(problem)
+        return problem
+
+    return pairs_hook, constant_hook, float_hook
 
 
 def _check_lone_surrogates(text: str, value: Any, source: str) -> None:
@@ -559,7 +587,7 @@ def _check_lone_surrogates(text: str, value: Any, source: str) -> None:
     ``json`` reads it as a lone surrogate: a ``str`` no UTF-8 file, pipe or terminal takes,
     so an answer holding one would fail the run wherever a workflow wrote it.
     """
-    for match in _surrogate_escapes().finditer(text):
+    for match in _SURROGATE_ESCAPES.finditer(text):
         if match.lastgroup != "lone":
             continue  # an escaped backslash, or a valid pair
         offset = match.start()
@@ -580,7 +608,7 @@ def _check_lone_surrogates(text: str, value: Any, source: str) -> None:
 def _locate_surrogate(value: Any) -> tuple[str, bool]:
     """The path of the first string (in document order) holding a lone surrogate, and
     whether it is a key (then the path is its object's)."""
-    has_surrogate = _surrogates().search
+    has_surrogate = _SURROGATES.search
     stack: list[tuple[Any, str]] = [(value, "$")]
     while stack:
         node, path = stack.pop()
@@ -641,7 +669,7 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
     innermost ``[]`` pairs are removed once per level; within ``max_depth`` levels that
     empties the text.
     """
-    scanned = _escapes().sub(b"", data) if b"\\" in data else data
+    scanned = _ESCAPES.sub(b"", data) if b"\\" in data else data
     reduced = scanned.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
     # Each '""' is an empty string or the seam between two strings with nothing between them,
     # so dropping it keeps what lies outside strings; quotes left enclose bracket-holding text.
@@ -703,7 +731,7 @@ def _find_too_deep(data: bytes, max_depth: int) -> tuple[int, str] | None:
     """
     # Each open container: [is_object, index (arrays), key (objects), a key comes next].
     stack: list[list[Any]] = []
-    for match in _tokens().finditer(data):
+    for match in _TOKENS.finditer(data):
         token = match.group()
         first = token[0]
         if first in b"[{":
@@ -740,47 +768,3 @@ def _stack_path(stack: list[list[Any]]) -> str:
         elif isinstance(key, str):
             parts.append(_member(key))
     return "".join(parts)
-
-
-def _escapes() -> re.Pattern[bytes]:
-    # Compiled on first use: most documents have no backslash, and import time matters here.
-    global _escapes_pattern
-    if _escapes_pattern is None:
-        import re
-
-        # Left to right, so an escaped backslash is consumed before it could escape a quote.
-        _escapes_pattern = re.compile(rb'\\[\\"]')
-    return _escapes_pattern
-
-
-def _surrogate_escapes() -> re.Pattern[str]:
-    global _surrogate_escapes_pattern
-    if _surrogate_escapes_pattern is None:
-        import re
-
-        # Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text
-        # \ud800) is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
-        _surrogate_escapes_pattern = re.compile(
-            r"(?P<backslash>\\\\)"
-            r"|(?P<pair>\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-            r"|(?P<lone>\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
-        )
-    return _surrogate_escapes_pattern
-
-
-def _surrogates() -> re.Pattern[str]:
-    global _surrogates_pattern
-    if _surrogates_pattern is None:
-        import re
-
-        _surrogates_pattern = re.compile("[\\ud800-\\udfff]")
-    return _surrogates_pattern
-
-
-def _tokens() -> re.Pattern[bytes]:
-    global _tokens_pattern
-    if _tokens_pattern is None:
-        import re
-
-        _tokens_pattern = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
-    return _tokens_pattern

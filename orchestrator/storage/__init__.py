@@ -1,10 +1,17 @@
 """Storage primitives: how bytes reach the disk and come back.
 
-Owns reaching files beneath a work directory without following a link at any component
-(``beneath``, which every writer and reader below uses), atomic and durable writes
-(temporary file, fsync, rename, directory sync), the instance lock, append-only NDJSON
-files that several processes write at once, reading a regular file under the strict JSON
-rules, and where a work directory keeps its runs.
+- ``beneath``: files beneath a work directory, reached without following a link at any
+  component (every writer and reader below uses it);
+- ``durable``: atomic and durable writes (temporary file, fsync, rename, directory
+  sync), several files as one group commit, the instance lock, the SHA-256 every
+  digest is made with;
+- ``ndjson``: append-only NDJSON files that several processes write at once;
+- ``files``: reading a regular file under the strict JSON rules;
+- ``runs``: where a work directory keeps its runs;
+- ``signing_key``: the user's signing key, outside any work directory;
+- ``state_key``: the signature over a state's file, made and checked with that key;
+- ``kept_texts``: what a save keeps for the next one (items' texts, segments' hashes),
+  so that it encodes and hashes only what changed.
 
 May import: ``formats`` and ``orchestrator._errors``. Never the engine, the evidence,
 the board, an adapter or the CLI.

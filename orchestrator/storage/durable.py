@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import sys
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,68 +59,27 @@ def crash_point(label: str) -> None:
 
 
 def sha256_hex(data: bytes) -> str:
-    """SHA-256 of ``data`` in hex; in a brief process, without importing ``hashlib``.
-
-    ``hashlib`` loads OpenSSL, a few milliseconds of every ``orchestrate`` start; the
-    interpreter's built-in implementation gives the same digest.
-    """
-    return sha256_constructor(len(data))(data).hexdigest()  # type: ignore[no-any-return]
+    """SHA-256 of ``data`` in hex."""
+    return sha256_constructor()(data).hexdigest()  # type: ignore[no-any-return]
 
 
-def sha256_constructor(size: int = 0) -> Any:
-    """A SHA-256 constructor (``hashlib.sha256``'s signature). ``size``: how many bytes the
-    caller is about to hash.
+def sha256_constructor(size: int = 0) -> Callable[..., Any]:
+    """The SHA-256 constructor the project hashes with: ``hashlib.sha256``.
 
-    ``hashlib``'s (OpenSSL's, five times faster) in a process that lives on, as a host
-    does. A process that lives for one command (see :func:`live_briefly`) saves its
-    load, a few milliseconds, with the interpreter's built-in one, unless one call is
-    about to hash :data:`HASHLIB_FOR` bytes or more, or the built-in one has hashed
-    :data:`HASHLIB_AFTER` bytes in this process."""
-    loaded = sys.modules.get("hashlib")
-    if loaded is not None:
-        return loaded.sha256
-    global _sha256_constructor, _hashed_builtin
-    _hashed_builtin += size
-    if not _brief or size >= HASHLIB_FOR or _hashed_builtin > HASHLIB_AFTER:
-        import hashlib
-
-        return hashlib.sha256
-    if _sha256_constructor is None:
-        _sha256_constructor = _find_sha256()
-    return _sha256_constructor
+    Every hash goes through here, so a test can watch what a caller hashes. ``size``
+    (how many bytes the caller is about to hash) changes nothing; callers may give it."""
+    del size
+    return hashlib.sha256
 
 
 def live_briefly(brief: bool = True) -> None:
     """Say that this process lives for one command (``orchestrate``'s one-shot commands),
-    or, with ``False``, that it lives on (``drive``): see :func:`sha256_constructor`."""
+    or, with ``False``, that it lives on (``drive``): see :func:`_lanes_pay`."""
     global _brief
     _brief = brief
 
 
 _brief = False
-_sha256_constructor: Any = None
-_hashed_builtin = 0  # bytes the built-in SHA-256 has hashed in this process
-#: Bytes a brief process hashes with the built-in SHA-256 before it loads ``hashlib``.
-#: The load costs what hashing about 1 MB with the built-in one does (2.5 ms on the
-#: 2-core machine, where the built-in one hashes 0.36 GB/s and OpenSSL's 1.9 GB/s).
-HASHLIB_AFTER = 4 * 1024 * 1024
-#: The size of one hash that loads ``hashlib`` at once. A process that resumes a state
-#: hashes it about once (its check; its save hashes on from the check's hashes), so the
-#: load pays for itself from about a megabyte.
-HASHLIB_FOR = 1024 * 1024
-
-
-def _find_sha256() -> Any:
-    import importlib
-
-    for name in ("_sha2", "_sha256"):  # Python >= 3.12, then 3.10 and 3.11
-        try:
-            return importlib.import_module(name).sha256
-        except ImportError:
-            continue
-    from hashlib import sha256  # pragma: no cover - a build without the built-in module
-
-    return sha256  # pragma: no cover
 
 
 def fsync_directory(directory: Path) -> None:
@@ -185,79 +145,117 @@ def write_together(
     """
     if not items:
         return
-    grouped = group_sync_covers_earlier_writes()
-    # The files of each directory, in the order given; the directories in the order their
-    # first file comes.
-    folders: dict[Path, list[int]] = {}
-    for index, (path, _data) in enumerate(items):
-        folders.setdefault(path.parent, []).append(index)
-    opened: dict[Path, int] = {}  # each directory reached once
-    above: dict[Path, int] = {}  # the parents of the directories to make
-    made: list[Path] = []
-    staged: list[tuple[int, str, str, Path] | None] = [None] * len(items)
-
-    def write(lanes: list[tuple[Path, list[int]]]) -> None:
-        for folder, indexes in lanes:
-            directory = opened.get(folder)
-            if directory is None:
-                directory = opened[folder] = _made_in(above[folder.parent], folder, made)
-            for index in indexes:
-                path, data = items[index]
-                try:
-                    tmp = _write_temporary(directory, path.name, path, data, sync=not grouped)
-                except OSError as exc:
-                    if exc.filename is None:  # name the file a full disk refused
-                        exc.filename = str(path)
-                    raise
-                staged[index] = (directory, tmp, path.name, path)
-
+    group = _Group(items, grouped=group_sync_covers_earlier_writes())
     try:
         # One crash point for the writes: until a rename, a crash anywhere in them leaves
         # only temporaries (swept later), as one before the first write does.
         crash_point(f"before-write {items[0][0].name}")
         try:
-            # Reached by this thread: storage.beneath keeps its walks per thread.
-            for folder in folders:
-                if folder not in make:
-                    opened[folder] = open_directory(folder)
-                elif folder.parent not in above:
-                    above[folder.parent] = open_directory(folder.parent)
-            lanes = list(folders.items())
-            beside = _beside() if len(lanes) > 1 and _lanes_pay() else None
-            started = time.perf_counter_ns()
-            if beside is None:
-                write(lanes)
-            else:
-                mine, theirs = _split_lanes(lanes)
-                beside.run(lambda: write(mine), lambda: write(theirs))
-            _note_write_time(time.perf_counter_ns() - started, len(items), beside is not None)
-            if grouped:
-                _sync_file_systems(opened)
-            for position, entry in enumerate(staged):
-                assert entry is not None
-                directory, tmp, name, path = entry
-                crash_point(f"before-rename {path.name}")
-                os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
-                staged[position] = None
-                crash_point(f"after-rename {path.name}")
+            group.open_folders(make)
+            group.write_temporaries()
+            if group.grouped:
+                _sync_file_systems(group.opened)
+            group.rename()
         except BaseException:
-            for entry in staged:
-                if entry is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry[1], dir_fd=entry[0])
+            group.discard_temporaries()
             raise
-        if grouped:
-            _sync_file_systems(opened)
-            return
-        for fd in opened.values():
-            os.fsync(fd)
-        for folder in made:  # a new directory's entry
-            os.fsync(above[folder.parent])
-        for extra in directories:
-            if extra not in opened and extra not in above:
-                fsync_directory(extra)
+        group.sync_entries(directories)
     finally:
-        for fd in (*opened.values(), *above.values()):
+        group.close()
+
+
+class _Group:
+    """One :func:`write_together` call's files: the directories it reached, and each
+    file's temporary until it is renamed into place."""
+
+    __slots__ = ("above", "folders", "grouped", "items", "made", "opened", "staged")
+
+    def __init__(self, items: Sequence[tuple[Path, bytes]], *, grouped: bool) -> None:
+        self.items = items
+        self.grouped = grouped  # one syncfs makes the group durable
+        # The files of each directory, in the order given; the directories in the order
+        # their first file comes.
+        self.folders: dict[Path, list[int]] = {}
+        for index, (path, _data) in enumerate(items):
+            self.folders.setdefault(path.parent, []).append(index)
+        self.opened: dict[Path, int] = {}  # each directory reached once
+        self.above: dict[Path, int] = {}  # the parents of the directories to make
+        self.made: list[Path] = []
+        self.staged: list[tuple[int, str, str, Path] | None] = [None] * len(items)
+
+    def open_folders(self, make: Collection[Path]) -> None:
+        """Reach each directory (or, for one to make, its parent) from this thread:
+        ``storage.beneath`` keeps its walks per thread."""
+        for folder in self.folders:
+            if folder not in make:
+                self.opened[folder] = open_directory(folder)
+            elif folder.parent not in self.above:
+                self.above[folder.parent] = open_directory(folder.parent)
+
+    def write_temporaries(self) -> None:
+        """Write every file's temporary, in two lanes when they pay (see
+        :func:`_lanes_pay`), and note how long one file took."""
+        lanes = list(self.folders.items())
+        beside = _beside() if len(lanes) > 1 and _lanes_pay() else None
+        started = time.perf_counter_ns()
+        if beside is None:
+            self.write(lanes)
+        else:
+            mine, theirs = _split_lanes(lanes)
+            beside.run(lambda: self.write(mine), lambda: self.write(theirs))
+        _note_write_time(time.perf_counter_ns() - started, len(self.items), beside is not None)
+
+    def write(self, lanes: list[tuple[Path, list[int]]]) -> None:
+        """Write the temporaries of the files of ``lanes`` (directories and the indexes of
+        their files), making a directory first where it is to be made."""
+        for folder, indexes in lanes:
+            directory = self.opened.get(folder)
+            if directory is None:
+                parent_fd = self.above[folder.parent]
+                directory = self.opened[folder] = _made_in(parent_fd, folder, self.made)
+            for index in indexes:
+                path, data = self.items[index]
+                try:
+                    tmp = _write_temporary(directory, path.name, path, data, sync=not self.grouped)
+                except OSError as exc:
+                    if exc.filename is None:  # name the file a full disk refused
+                        exc.filename = str(path)
+                    raise
+                self.staged[index] = (directory, tmp, path.name, path)
+
+    def rename(self) -> None:
+        """Rename each temporary into place, in the order given."""
+        for position, entry in enumerate(self.staged):
+            assert entry is not None
+            directory, tmp, name, path = entry
+            crash_point(f"before-rename {path.name}")
+            os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+            self.staged[position] = None
+            crash_point(f"after-rename {path.name}")
+
+    def discard_temporaries(self) -> None:
+        """Remove the temporaries not renamed (after a failure)."""
+        for entry in self.staged:
+            if entry is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry[1], dir_fd=entry[0])
+
+    def sync_entries(self, directories: Sequence[Path]) -> None:
+        """Make the renames durable, and the entries of the directories made, and
+        ``directories``."""
+        if self.grouped:
+            _sync_file_systems(self.opened)
+            return
+        for fd in self.opened.values():
+            os.fsync(fd)
+        for folder in self.made:  # a new directory's entry
+            os.fsync(self.above[folder.parent])
+        for extra in directories:
+            if extra not in self.opened and extra not in self.above:
+                fsync_directory(extra)
+
+    def close(self) -> None:
+        for fd in (*self.opened.values(), *self.above.values()):
             os.close(fd)
 
 
@@ -439,16 +437,8 @@ def _write_temporary(
     return tmp
 
 
-# The C library's syncfs, found once: a callable taking a file descriptor, or None where
-# the system has none (then each file and directory is synced by itself). Only ``_ctypes``
-# is loaded (half a millisecond; the ``ctypes`` package costs four times that).
-_syncfs_function: Any = False
-
-
 def _syncfs() -> Any:
-    global _syncfs_function
-    if _syncfs_function is False:
-        _syncfs_function = _find_syncfs()
+    """The C library's ``syncfs`` (see :data:`_syncfs_function`), or ``None``."""
     return _syncfs_function
 
 
@@ -472,6 +462,13 @@ def _find_syncfs() -> Any:
         _argtypes_ = (_Int,)
 
     return _Function(address)
+
+
+# The C library's syncfs, found when this module is imported (every save uses it): a
+# callable taking a file descriptor, or None where the system has none (then each file and
+# directory is synced by itself). Only ``_ctypes`` is loaded (the ``ctypes`` package costs
+# four times as much).
+_syncfs_function: Any = _find_syncfs()
 
 
 def sweep_temporaries(directory: Path) -> list[Path]:

@@ -7,33 +7,22 @@ work directory, and every command that acts on a state checks the signature befo
 imports a workflow or reads an answer from it. States signed before over the whole file,
 or over the parts that ``orchestrator.formats.state_signature`` names, are still read.
 
-The key is a file of 64 hex digits, readable by its owner alone:
-``$ORCHESTRATOR_KEY_FILE`` when that is set (an absolute path), else
-``$XDG_CONFIG_HOME/checkpoint-orchestrator/state.key``, else
-``~/.config/checkpoint-orchestrator/state.key``. It is made on first use, whole or not
-at all, and two processes that make it at once end up with the same one.
+The key is :mod:`orchestrator.storage.signing_key`'s (its names are also this
+module's); what a save keeps for the next one, to encode and hash only
+what changed, is :mod:`orchestrator.storage.kept_texts`'s.
 
-``hashlib`` and ``hmac`` load OpenSSL, milliseconds of every ``orchestrate`` start; the
-MAC is built by hand (RFC 2104) on the interpreter's built-in SHA-256, as
-``orchestrator.storage.durable.sha256_hex`` does, and compared in constant time.
+The MAC is the standard library's ``hmac`` over ``hashlib``'s SHA-256, compared in
+constant time (``hmac.compare_digest``).
 """
 
 from __future__ import annotations
 
-import errno
+import hashlib
+import hmac
 import json
-import operator
-import os
 import re
-import stat
-from itertools import compress, islice
-from itertools import count as count_from
-from json.encoder import encode_basestring as _quote
-from pathlib import Path
 
-from .._errors import ContractError, KeyFileError, StateDamagedError, StateUntrustedError
-from .._text import plural
-from ..formats.bridge import record_edits
+from .._errors import ContractError, StateDamagedError, StateUntrustedError
 from ..formats.convert import unstructure
 from ..formats.fastpath import shallow
 from ..formats.state_signature import (
@@ -46,24 +35,24 @@ from ..formats.state_signature import (
     with_signature,
 )
 from ..formats.strict_json import (
-    SETTLED_KEPT,
-    SETTLED_MADE,
     dumps_canonical,
-    item_texts_in,
-    lines_key,
     loads_strict,
-    members_key,
 )
-from .durable import fsync_directory, sha256_constructor
+from .durable import sha256_constructor
 from .files import STATE_MAX_BYTES
+from .kept_texts import SEGMENTS_KEPT, SEGMENTS_MADE, EncodedItems, note_segments_read, parse
+from .signing_key import KEY_FILE_ENV, check_key_outside, key_file, load_key
 
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .kept_texts import _Hashed
+
 __all__ = [
     "KEY_FILE_ENV",
+    "EncodedItems",
     "Verdict",
     "check_key_outside",
     "check_signature",
@@ -78,11 +67,6 @@ __all__ = [
     "signed_document",
 ]
 
-KEY_FILE_ENV = "ORCHESTRATOR_KEY_FILE"
-KEY_DIRECTORY = "checkpoint-orchestrator"
-KEY_NAME = "state.key"
-KEY_MIN_BYTES = 32
-_KEY_MAX_BYTES = 4096
 _MAC_CONTEXT = b"checkpoint-orchestrator state signature 1\n"
 _FILE_MAC_CONTEXT = b"checkpoint-orchestrator state signature 2, over the file\n"
 _SEGMENTS_MAC_CONTEXT = b"checkpoint-orchestrator state signature 3, over the file's segments\n"
@@ -92,186 +76,19 @@ COVERS_SEGMENTS = "segments"  # ``covers`` of one over the file's segments
 _MARK = "checkpoint-orchestrator: the state signature goes here"
 _MARK_TEXT = b'"' + _MARK.encode() + b'"'
 _SIGNATURE_OPENING = b'"' + SIGNATURE_KEY.encode() + b'": {"hmac_sha256": "'
-_signature_pattern: re.Pattern[bytes] | None = None
+# The signature's text as a save writes it: its MAC, its other fields, and what it covers.
+_SIGNATURE_TEXT = re.compile(
+    _SIGNATURE_OPENING
+    + rb'([0-9a-f]{64})", ("key_id": "[0-9a-f]{1,64}", "parts": \{[^{}]*\}, '
+    + rb'"covers": "(file|segments)"\})'
+)
 _KEY_ID_CONTEXT = b"checkpoint-orchestrator key id\n"
 _HINT_DIGITS = 8  # of each part's digest kept beside the MAC, to name what changed
-_BLOCK = 64  # SHA-256's block size, in bytes
-_IPAD = bytes(byte ^ 0x36 for byte in range(256))
-_OPAD = bytes(byte ^ 0x5C for byte in range(256))
 
-# A lone surrogate written as an escape: a state with one was written all in ASCII.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
-
-_keys: dict[str, bytes] = {}  # key file -> its key, once read in this process
 _verified: tuple[str, bytes | None] | None = None  # the last bytes whose signature held
 # Their JSON data, parsed for a caller that only looked at it (``peek``), for the next
 # reader of the same bytes: ``resume`` reads the workflow's name, then the whole state.
 _peeked: tuple[bytes, Any] | None = None
-_decoded: tuple[bytes, str] | None = None  # the last bytes parsed, and their text
-# The last bytes checked over their segments, with what their next save may hash on from
-# (for EncodedItems.seed of the same bytes).
-_segments_read: tuple[bytes, dict[str, Any]] | None = None
-
-
-# -- the key ----------------------------------------------------------------------------
-
-
-# (the environment it was found from) -> where the key lives: asked at every save.
-_key_file_found: tuple[tuple[str | None, ...], Path] | None = None
-
-
-def key_file() -> Path:
-    """Where the signing key lives (see the module's docstring)."""
-    global _key_file_found
-    environ = os.environ
-    seen = (environ.get(KEY_FILE_ENV), environ.get("XDG_CONFIG_HOME"), environ.get("HOME"))
-    found = _key_file_found
-    if found is not None and found[0] == seen:
-        return found[1]
-    path = _find_key_file()
-    _key_file_found = (seen, path)
-    return path
-
-
-def _find_key_file() -> Path:
-    given = os.environ.get(KEY_FILE_ENV)
-    if given:
-        if not os.path.isabs(given):
-            raise KeyFileError(
-                f"{KEY_FILE_ENV}={given!r} is not an absolute path; give the key file's "
-                "absolute path, outside any work directory",
-                path=given,
-            )
-        return Path(given)
-    config = os.environ.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(config):  # unset, or relative: the XDG spec says to ignore it
-        home = os.path.expanduser("~")
-        if home == "~" or not os.path.isabs(home):
-            raise KeyFileError(
-                "cannot tell where the signing key lives (no home directory); set "
-                f"{KEY_FILE_ENV} to an absolute path outside any work directory",
-                path="",
-            )
-        config = os.path.join(home, ".config")
-    return Path(config, KEY_DIRECTORY, KEY_NAME)
-
-
-def load_key(*, create: bool) -> bytes:
-    """The signing key; with ``create``, made first when there is none yet.
-
-    Without ``create`` a missing key raises ``FileNotFoundError``: only a writer makes a
-    key, since a key made to check a state could never have signed it.
-    """
-    path = key_file()
-    known = _keys.get(str(path))
-    if known is not None:
-        return known
-    try:
-        key = _read_key(path)
-    except FileNotFoundError:
-        if not create:
-            raise
-        key = _create_key(path)
-    _keys[str(path)] = key
-    return key
-
-
-def check_key_outside(workdir: Path) -> None:
-    """Refuse a key file inside ``workdir``: whoever writes there could read it."""
-    path = key_file()
-    key_dir = os.path.realpath(path.parent)
-    work = os.path.realpath(workdir)
-    if key_dir == work or key_dir.startswith(work.rstrip(os.sep) + os.sep):
-        raise KeyFileError(
-            f"{path}: the signing key is inside the work directory {workdir}, where hosts "
-            f"and agents write; move it out and set {KEY_FILE_ENV} to where it is now",
-            path=str(path),
-        )
-
-
-def _read_key(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        info = os.fstat(fd)
-        _check_key_file(path, info)
-        data = os.read(fd, _KEY_MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    key = data.strip()
-    if len(key) < KEY_MIN_BYTES or len(data) > _KEY_MAX_BYTES:
-        raise KeyFileError(
-            f"{path}: the signing key holds {plural(len(key), 'byte')}, not {KEY_MIN_BYTES} to "
-            f"{_KEY_MAX_BYTES}; remove the file (a new key is made on next use, and each "
-            "state signed with the old one must be trusted again with 'orchestrate trust')",
-            path=str(path),
-        )
-    return key
-
-
-def _check_key_file(path: Path, info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        raise KeyFileError(
-            f"{path}: the signing key is not a regular file; remove it (a new key is made on "
-            f"next use), or set {KEY_FILE_ENV} to the key file",
-            path=str(path),
-        )
-    uid = os.geteuid()
-    if info.st_uid != uid:
-        raise KeyFileError(
-            f"{path}: the signing key belongs to uid {info.st_uid}, not to you (uid {uid}); "
-            f"use a key of your own: set {KEY_FILE_ENV} to another path, or remove this one",
-            path=str(path),
-        )
-    mode = stat.S_IMODE(info.st_mode)
-    if mode & 0o077:
-        raise KeyFileError(
-            f"{path}: the signing key can be read by others (mode {mode:04o}); run 'chmod "
-            f"600 {path}' (if someone may have read it, remove it instead: a new key is "
-            "made on next use, and each state must then be trusted again)",
-            path=str(path),
-        )
-
-
-def _create_key(path: Path) -> bytes:
-    """Make the key whole under a temporary name, then link it into place: the first
-    link wins, and a process that loses reads the winner's key."""
-    directory = path.parent
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    material = os.urandom(32).hex().encode("ascii") + b"\n"
-    temporary = directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(temporary, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, material)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        pass  # another process made the key first: that one is the key
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-            raise
-        _create_in_place(path, material)  # a file system without hard links
-    finally:
-        os.unlink(temporary)
-    fsync_directory(directory)
-    return _read_key(path)
-
-
-def _create_in_place(path: Path, material: bytes) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        return
-    try:
-        os.write(fd, material)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- the MAC ----------------------------------------------------------------------------
@@ -281,15 +98,10 @@ def hmac_sha256_hex(key: bytes, *message: bytes | memoryview) -> str:
     """HMAC-SHA256 (RFC 2104) under ``key`` of the message made of the ``message`` pieces
     one after the other (a long run's state is not copied to put a few bytes before it),
     in hex."""
-    sha256 = sha256_constructor(sum(map(len, message)))
-    if len(key) > _BLOCK:
-        key = sha256(key).digest()
-    key = key.ljust(_BLOCK, b"\0")
-    inner = sha256(key.translate(_IPAD))
+    mac = hmac.new(key, digestmod=hashlib.sha256)
     for piece in message:
-        inner.update(piece)
-    inner = inner.digest()
-    return sha256(key.translate(_OPAD) + inner).hexdigest()  # type: ignore[no-any-return]
+        mac.update(piece)
+    return mac.hexdigest()
 
 
 def _key_id(key: bytes) -> str:
@@ -300,7 +112,7 @@ def _digests(data: dict[str, Any]) -> list[tuple[str, str]]:
     """The digest of each of the state's parts (a signature over its parts: states
     written before the signature covered the file, and states holding the mark)."""
     parts = signed_parts(data)
-    sha256 = sha256_constructor(sum(len(encoded) for _, encoded in parts))
+    sha256 = sha256_constructor()
     return [(name, sha256(encoded).hexdigest()) for name, encoded in parts]
 
 
@@ -352,17 +164,8 @@ def _cuts(data: bytes) -> list[tuple[str, int, int]]:
     return [(name, start, end) for (name, start), end in zip(cuts, ends, strict=True)]
 
 
-#: memo keys: each segment as last hashed, with a hash taken up to where it agreed with
-#: the save before (lent by whoever keeps the memo), and those of this save.
-_SEGMENTS_KEPT = "segments-kept"
-_SEGMENTS_MADE = "segments-made"
 _HASHED_ON_FROM = 1 << 16  # a shorter segment is hashed whole
 _AGREE_STEP = 1 << 12
-
-if TYPE_CHECKING:
-    #: What the next save may go on from: a segment's bytes (``data[start:end]``), how
-    #: far it was hashed, and a copy of that hash.
-    _Hashed = tuple[bytes, int, int, int, Any]
 
 
 def _hashed_on(
@@ -472,10 +275,10 @@ def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
         return signed_bytes(unstructure(state), {})
     if encoded is not None:
         encoded.keep(state, memo)
-    global _verified, _segments_read
+    global _verified
     _verified = (str(key_file()), document)  # signed here: reading it back needs no check
     # A new engine in this process that reads these bytes back hashes on from here.
-    _segments_read = (document, memo.get(_SEGMENTS_MADE, {}))
+    note_segments_read(document, memo.get(SEGMENTS_MADE, {}))
     return document
 
 
@@ -500,8 +303,8 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     mark = _member(_MARK_TEXT)
     at = unsigned.find(mark)  # near the top: the engine's record leads phase_data
     segments = _cuts(unsigned) if at >= 0 else []
-    sha256 = sha256_constructor(len(unsigned))
-    kept = memo.get(_SEGMENTS_KEPT, {})
+    sha256 = sha256_constructor()
+    kept = memo.get(SEGMENTS_KEPT, {})
     hashed, vouched = [], []
     for name, start, end in segments:
         last = kept.get(name)
@@ -513,7 +316,7 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     if at < 0 or _mark_elsewhere(unsigned, mark, at, vouched):
         signed = with_signature(data, _signature(key, _digests(data)))
         return dumps_canonical(signed, default=default, memo=memo)
-    made_now = memo.setdefault(_SEGMENTS_MADE, {})
+    made_now = memo.setdefault(SEGMENTS_MADE, {})
     digests = []
     for name, hasher, made in hashed:
         made_now[name] = made
@@ -538,18 +341,18 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     read of the same bytes in this process takes this very parse (once) instead of
     parsing them again.
     """
-    global _verified, _peeked, _segments_read
+    global _verified, _peeked
     peeked, _peeked = _peeked, None
     if _verified is not None and _verified[1] == raw and _verified[0] == str(key_file()):
         # the bytes this process last signed or checked
-        data = peeked[1] if peeked is not None and peeked[0] == raw else _parse(raw)
+        data = peeked[1] if peeked is not None and peeked[0] == raw else parse(raw)
         if peek:
             _peeked = (raw, data)
         return data
     start = raw.find(_SIGNATURE_OPENING)
     if start < 0 or raw.find(_SIGNATURE_OPENING, start + 1) >= 0:
         return None
-    match = _signature_text().match(raw, start)
+    match = _SIGNATURE_TEXT.match(raw, start)
     if match is None:
         return None
     try:
@@ -568,15 +371,15 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
             return None
         digests, hashed = read
         mac = hmac_sha256_hex(key, _SEGMENTS_MAC_CONTEXT + fields + b"\n", *digests)
-    if not _compare_digest(match.group(1).decode("ascii"), mac):
+    if not hmac.compare_digest(match.group(1).decode("ascii"), mac):
         return None
     try:
-        data = _parse(raw)
+        data = parse(raw)
     except ValueError:  # pragma: no cover - bytes a save wrote always parse
         return None
     _verified = (str(key_file()), raw)
     if hashed is not None:
-        _segments_read = (raw, hashed)
+        note_segments_read(raw, hashed)
     if peek:
         _peeked = (raw, data)
     return data
@@ -590,7 +393,7 @@ def _segments_read_from(
     but the signature's, a hash of it up to its last item's line, for the next save to
     go on from (see :func:`_hashed_on`). ``None`` when the signature is not inside one
     segment (no save writes that)."""
-    sha256 = sha256_constructor(len(raw))
+    sha256 = sha256_constructor()
     view, digests, hashed = memoryview(raw), [], {}
     for name, first, last in _cuts(raw):
         if first <= start < last:
@@ -612,21 +415,6 @@ def _segments_read_from(
     return digests, hashed
 
 
-def _parse(raw: bytes) -> Any:
-    """``json.loads(raw)``, its text kept for :meth:`EncodedItems.seed` of the same bytes."""
-    global _decoded
-    text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
-    _decoded = (raw, text)
-    return json.loads(text)
-
-
-def _text_of(raw: bytes) -> str:
-    """The text of ``raw``, as the last parse of the same bytes decoded it (taken once)."""
-    global _decoded
-    decoded, _decoded = _decoded, None
-    return decoded[1] if decoded is not None and decoded[0] == raw else raw.decode("utf-8")
-
-
 def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bool]:
     """The JSON data of a state file's bytes, and whether a save wrote them exactly (see
     :func:`data_if_signed`, and ``peek`` there); other bytes are read under the strict
@@ -645,17 +433,6 @@ def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bo
     return data, False
 
 
-def _signature_text() -> re.Pattern[bytes]:
-    global _signature_pattern
-    if _signature_pattern is None:
-        _signature_pattern = re.compile(
-            _SIGNATURE_OPENING
-            + rb'([0-9a-f]{64})", ("key_id": "[0-9a-f]{1,64}", "parts": \{[^{}]*\}, '
-            + rb'"covers": "(file|segments)"\})'
-        )
-    return _signature_pattern
-
-
 def _file_mac(key: bytes, fields: dict[str, Any], unsigned: bytes) -> str:
     return hmac_sha256_hex(key, _FILE_MAC_CONTEXT + _compact(fields) + b"\n", unsigned)
 
@@ -667,224 +444,6 @@ def _compact(value: Any) -> bytes:
 
 def _member(text: bytes) -> bytes:
     return b'"' + SIGNATURE_KEY.encode() + b'": ' + text
-
-
-class EncodedItems:
-    """The text of a state's items at the last save or load, for the next save.
-
-    The items are those laid out on a line of their own. ``agent_requests`` and
-    ``completed_phases`` are kept as their whole lines: a long run appends to them, and
-    the lines of the items before the first one that changed are used as they are, found
-    with a few passes at C speed rather than a step of Python per item. A request or a
-    completed phase is unchanged while it is the very object it was then (``is``) and
-    no field of it was assigned since (completed phases are frozen; a request's
-    assignments are logged, see ``record_edits``); the engine replaces a field's value,
-    never changes one in place (a request, once made, is what the host was sent). The
-    outputs (in ``phase_data``, and in the signature's part) are kept as their member
-    lines, each the same while its output is the same object: the engine keeps its own
-    copy of what a phase returned and hands out copies. A long phase's journal is kept
-    item by item (``SettledItems``).
-    """
-
-    __slots__ = ("_lists", "_members", "_segments", "_settled")
-
-    def __init__(self) -> None:
-        # list name -> _Lines of the list at the last save or load
-        self._lists: dict[str, _Lines] = {}
-        # The outputs' member lines, in the file and in the signature's part: the memo's
-        # entries (keys, values, lines), checked by the encoder against each value's
-        # identity (see strict_json._member_lines).
-        self._members: dict[Any, tuple[list[Any], list[Any], list[str]]] = {}
-        # The settled lists' item texts (a long phase's journal; see SettledItems).
-        self._settled: dict[int, tuple[list[Any], list[str]]] = {}
-        # The file's segments as last hashed (see _hashed_on).
-        self._segments: dict[str, _Hashed | None] = {}
-
-    def held(self) -> int:
-        """How many items' texts are held."""
-        lists = sum(len(kept.items) for kept in self._lists.values())
-        return lists + sum(len(kept[2]) for kept in self._members.values())
-
-    def lend(self, state: Any, memo: dict[Any, Any]) -> None:
-        """Put the texts still good for ``state``'s items into the encoder's ``memo``."""
-        for name in _LISTS:
-            lines = self._lists.get(name)
-            if lines is not None:
-                lines.lend(getattr(state, name), memo)
-        memo.update(self._members)
-        memo[SETTLED_KEPT] = self._settled
-        memo[_SEGMENTS_KEPT] = self._segments
-
-    def keep(self, state: Any, memo: dict[Any, Any]) -> None:
-        """Remember the texts ``memo`` holds for ``state``'s items (and nothing else)."""
-        self._lists = {}
-        for name in _LISTS:
-            items = getattr(state, name)
-            made = memo.get(lines_key(items))
-            if made is not None and made[0] is items:
-                self._lists[name] = _Lines(items, made[2])
-        self._members = {key: memo[key] for key in _MEMBER_KEYS if key in memo}
-        self._settled = memo.get(SETTLED_MADE, {})
-        self._segments = memo.get(_SEGMENTS_MADE, {})
-
-    def seed(self, state: Any, raw: bytes) -> None:
-        """Take the items' texts from the file ``state`` was just read from: a new
-        process then encodes only what changes, however long the run.
-
-        Only for bytes signed over themselves (so they are exactly what a save wrote, in
-        the canonical layout, one item a line) and written without the ASCII fallback
-        (its escapes would not be what the next save writes).
-        """
-        global _segments_read
-        read, _segments_read = _segments_read, None
-        self._lists, self._members, self._settled = {}, {}, {}
-        # The segments' hashes as the check took them, to go on from.
-        self._segments = dict(read[1]) if read is not None and read[0] == raw else {}
-        # (A file without a backslash has no escape at all: one pass of memchr.)
-        if b"\\" in raw and _SURROGATE_ESCAPE.search(raw) is not None:
-            return
-        text = _text_of(raw)
-        # The members are in this order, one line each or one item a line: each block
-        # ends before the next member (the requests are the last).
-        limit = len(text)
-        lists = {}
-        for name in reversed(_LISTS):
-            items = getattr(state, name)
-            span = _block(text, f'"{name}": [', "]", len(items), limit)
-            if span is None:
-                return
-            if items:
-                lists[name] = _Lines(items, text=text, start=span[0], end=span[1])
-            limit = text.find(f'\n  "{name}": ', 0, limit)
-            if limit < 0:
-                return
-        outputs = list(state.phase_data.items())
-        span = _block(text, '"phase_data": {', "}", len(outputs), limit)
-        if span is None:
-            return
-        lines = text[span[0] : span[1]].split("\n") if outputs else []
-        self._lists = lists
-        # The file's own lines of phase_data, each a member's (the engine's record, first,
-        # is made anew at every save).
-        keys, values = [key for key, _ in outputs], [value for _, value in outputs]
-        if lines and keys[0] == ENGINE_KEY and all(map(str.startswith, lines, map(_head, keys))):
-            lines[:-1] = [line[:-1] for line in lines[:-1]]  # without the separating comma
-            self._members = {_PHASE_DATA_LINES: (keys, values, lines)}
-            # A long phase's journal: its entries' texts, cut from the record's line.
-            journal = values[0].get("journal") if type(values[0]) is dict else None
-            if type(journal) is list:
-                texts = item_texts_in(lines[0], journal)
-                if texts is not None:
-                    self._settled = {id(journal[0]): (list(journal), texts)}
-
-
-class _Lines:
-    """A list's items as they were, and the lines they were laid out as.
-
-    An item is unchanged while it is the very object it was, and no field of it has
-    been assigned since: the items of ``completed_phases`` are frozen, and those of
-    ``agent_requests`` are noted in ``record_edits`` when one of their fields is.
-    """
-
-    __slots__ = ("_edits", "_end", "_pieces", "_seen", "_start", "_text", "items")
-
-    def __init__(
-        self,
-        items: list[Any],
-        pieces: tuple[str, ...] = (),
-        *,
-        text: str = "",
-        start: int = 0,
-        end: int = 0,
-    ) -> None:
-        """The lines in ``pieces`` (as the encoder keeps them, see
-        ``strict_json._item_lines``), or ``text[start:end]`` (a file's text and where
-        they are in it: they are cut out once, when lent)."""
-        self.items = tuple(items)
-        self._pieces, self._text, self._start, self._end = pieces, text, start, end
-        self._edits = record_edits()  # the edit log as it is now, and how long
-        self._seen = len(self._edits)
-
-    def lend(self, items: list[Any], memo: dict[Any, Any]) -> None:
-        """Put the lines of the first items still as they were into ``memo``."""
-        count = self._unchanged(items)
-        if count == 0:
-            return
-        # A long run changes its last items: the lines of those are cut off the end,
-        # walking back a few lines, where splitting the text would copy all of it.
-        dropped = len(self.items) - count
-        pieces = self._pieces
-        if not pieces:
-            text, start, end = self._text, self._start, self._end
-            for _ in range(dropped):
-                end = text.rfind("\n", start, end)
-            end -= 1 if dropped else 0  # without its ",\n"
-            pieces = (text[start:end] if start or end < len(text) else text,)
-        elif dropped:
-            pieces = _without_last_lines(pieces, dropped)
-        memo[lines_key(items)] = (items, count, pieces)
-
-    def _unchanged(self, items: list[Any]) -> int:
-        """How many items, from the first, are the same objects, none edited since."""
-        kept = self.items
-        count = min(len(kept), len(items))
-        count = next(compress(count_from(), map(operator.is_not, items, kept)), count)
-        edits = record_edits()
-        if edits is not self._edits:
-            return 0  # the log was replaced since: what changed is not known
-        edited = set(map(id, edits[self._seen :]))
-        if edited and count:
-            # The requests edited are the latest, mostly: sought from the last item back,
-            # the search stops once it has found each of them (it goes through all only
-            # when one is not among these items).
-            flags = map(edited.__contains__, map(id, reversed(items[:count])))
-            found = list(islice(compress(range(count - 1, -1, -1), flags), len(edited)))
-            count = min(found, default=count)
-        return count
-
-
-def _without_last_lines(pieces: tuple[str, ...], dropped: int) -> tuple[str, ...]:
-    """``pieces`` (lines joined by ``",\\n"``, in pieces) without their last ``dropped``
-    lines (fewer than they hold)."""
-    kept = list(pieces)
-    while True:
-        last = kept.pop()
-        at = len(last)
-        while dropped and (at := last.rfind("\n", 0, at)) >= 0:
-            dropped -= 1
-        if not dropped:
-            break
-    # ``at`` is where the newline before the first line dropped is; the comma before it
-    # goes too (the lines are joined by ",\n", which is never cut in two).
-    if at > 1:
-        kept.append(last[: at - 1])
-    elif at == 0:  # the comma ended the piece before
-        kept[-1] = kept[-1][:-1]
-    return tuple(kept)
-
-
-_LISTS = ("completed_phases", "agent_requests")  # in the order of the file
-_PHASE_DATA_LINES = members_key("phase_data")
-_MEMBER_KEYS = (_PHASE_DATA_LINES,)
-
-
-def _head(key: str) -> str:
-    return f"    {_quote(key)}: "
-
-
-def _block(text: str, opening: str, closing: str, count: int, limit: int) -> tuple[int, int] | None:
-    """Where the lines of a top-level member laid out one item a line are in ``text``
-    (without the brackets), if it has ``count`` lines and ends before ``limit``."""
-    if count == 0:
-        return 0, 0
-    start = text.find(f"\n  {opening}\n", 0, limit)
-    if start < 0:
-        return None
-    start += len(opening) + 4
-    # Its closing line is sought back from the limit, a few characters; its lines are
-    # counted at C speed, not split: a long run's lines are taken as one text.
-    end = text.rfind(f"\n  {closing}", start, limit)
-    return (start, end) if end >= 0 and text.count("\n", start, end) == count - 1 else None
 
 
 # -- checking ---------------------------------------------------------------------------
@@ -941,7 +500,7 @@ def judge_signature(data: Any, raw: bytes | None = None) -> Verdict:
             reason=f"it was signed with a key that is not here: there is no key at {path} "
             "(a state from another user or machine, or the key was removed)",
         )
-    if not _compare_digest(signature["key_id"], _key_id(key)):
+    if not hmac.compare_digest(signature["key_id"], _key_id(key)):
         return Verdict(
             ok=False,
             rule="signature-key",
@@ -957,7 +516,7 @@ def judge_signature(data: Any, raw: bytes | None = None) -> Verdict:
         return _judge_file(data, signature, key, raw)
     digests = _digests(data)
     expected = _signature(key, digests)
-    if _compare_digest(signature["hmac_sha256"], expected["hmac_sha256"]):
+    if hmac.compare_digest(signature["hmac_sha256"], expected["hmac_sha256"]):
         if signature["parts"] == expected["parts"]:
             return Verdict(ok=True)
         return _changed(())  # the hints alone were edited
@@ -973,7 +532,7 @@ def _judge_file(data: dict[str, Any], signature: dict[str, Any], key: bytes, raw
     except (TypeError, ValueError):
         return _changed(())
     unsigned = raw.replace(text, _member(_MARK_TEXT))
-    if raw.count(text) == 1 and _compare_digest(
+    if raw.count(text) == 1 and hmac.compare_digest(
         signature["hmac_sha256"], _file_mac(key, fields, unsigned)
     ):
         return Verdict(ok=True)
@@ -983,7 +542,7 @@ def _judge_file(data: dict[str, Any], signature: dict[str, Any], key: bytes, raw
     true_hints = {name: digest[:_HINT_DIGITS] for name, digest in digests}
     if raw.count(text) == 1 and true_hints != signature["parts"]:
         restored = {**fields, "parts": true_hints}
-        if _compare_digest(signature["hmac_sha256"], _file_mac(key, restored, unsigned)):
+        if hmac.compare_digest(signature["hmac_sha256"], _file_mac(key, restored, unsigned)):
             return _changed(())
     return _changed(_parts_changed(signature, digests))
 
@@ -1006,7 +565,7 @@ def _judge_segments(
         raw = canonical
     for document in (raw,) if raw is canonical else (raw, canonical):
         names, digests = _segment_digests(document, text)
-        if digests and _compare_digest(
+        if digests and hmac.compare_digest(
             signature["hmac_sha256"], _segments_mac(key, fields, digests)
         ):
             # Laid out otherwise, the same data: the file is not what a save wrote.
@@ -1014,7 +573,7 @@ def _judge_segments(
     if not digests:
         return _changed(())
     true_fields = _segment_fields(key, names, digests)
-    if _compare_digest(signature["hmac_sha256"], _segments_mac(key, true_fields, digests)):
+    if hmac.compare_digest(signature["hmac_sha256"], _segments_mac(key, true_fields, digests)):
         return _changed(())  # the state is as signed: the hints alone were edited
     hints, true_hints = signature["parts"], true_fields["parts"]
     return _changed(
@@ -1100,10 +659,3 @@ def _well_formed(signature: Any) -> bool:
         and key_id.isascii()
         and isinstance(parts, dict)
     )
-
-
-def _compare_digest(a: str, b: str) -> bool:
-    """Equal, in time that does not depend on where they differ."""
-    from _operator import _compare_digest as compare
-
-    return bool(compare(a, b))

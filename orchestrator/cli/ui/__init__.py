@@ -11,6 +11,7 @@ through exactly the validation ``orchestrate respond`` applies, and shows a task
 - ``guard``: the access token, the form token, and paths that never leave a served
   directory;
 - ``pages``: the HTML, every text escaped, prompts rendered from a safe Markdown subset;
+- ``places``: where the page finds runs, a work directory's files or a PostgreSQL store;
 - ``app``: the routes; ``serve``: the command.
 
 Part of the cli wing: it may import what the cli may.

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import UsageError
+from ..common import Command
 
 
 def add_ui_arguments(sub: Any) -> None:
@@ -29,7 +30,7 @@ def add_ui_arguments(sub: Any) -> None:
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
     sub.add_argument("--open", action="store_true", help="open the link in a browser")
-    from ..run_store import add_store_argument
+    from ..common import add_store_argument
 
     add_store_argument(sub, run=False)
 
@@ -86,3 +87,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
         webbrowser.open(url)
     server.run(sockets=[sock])
     return 0
+
+
+COMMANDS = {
+    "ui": Command(
+        "A local web page to watch runs and answer their requests: prints a link "
+        "(127.0.0.1, with an access token) and serves until Ctrl-C.",
+        add_ui_arguments,
+        cmd_ui,
+    ),
+}

@@ -2,7 +2,9 @@
 
 ``agent-request``, ``agent-response`` and ``state`` are the agent bridge files' schemas,
 as the format prints them; :func:`orchestrator.bridge_schemas` derives a workflow's own
-from them (``docs/formats/agent-bridge.md`` is the reference).
+from them (``docs/formats/agent-bridge.md`` is the reference). The task board documents'
+schemas are in ``board``, step evidence's in ``steps``, and agent regression runs' in
+``runs``.
 """
 
 from __future__ import annotations

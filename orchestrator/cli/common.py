@@ -1,0 +1,312 @@
+"""What the command modules share: the work directory and its instance, the engine and
+its agent, the arguments several commands take (``--store`` among them; the store itself
+is chosen in ``run_store``), and the exit codes. Every command module imports this one;
+it imports no other module of the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .._errors import (
+    ContractError,
+    NoInstanceError,
+    StateDamagedError,
+    StorageError,
+    UsageError,
+    WorkflowNotFoundError,
+)
+from .._text import printable
+
+if TYPE_CHECKING:
+    from ..engine.engine import Engine
+    from ..engine.record import Outcome
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
+STORE_ENV = "ORCHESTRATOR_STORE"
+
+
+# -- commands and their arguments -----------------------------------------------------------
+
+
+class Command(NamedTuple):
+    """One ``orchestrate`` command as its module declares it."""
+
+    help: str  # the line of ``orchestrate --help``, and the command's description
+    declare: Callable[[argparse.ArgumentParser], None]  # adds its arguments
+    run: Callable[[argparse.Namespace], int]  # runs it; returns the exit code
+
+
+class Formatter(argparse.HelpFormatter):
+    """argparse's formatter, minus the ``shutil`` import it makes to size the terminal."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=int(os.environ.get("COLUMNS", "") or 100) - 2)
+
+
+def add_workdir(sub: Any) -> None:
+    sub.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="the instance's work directory (default: the current directory)",
+    )
+
+
+def add_instance(sub: Any) -> None:
+    sub.add_argument(
+        "--workflow",
+        default=None,
+        help="the instance's workflow name (the NAME of .NAME-state.json), not a file; "
+        "not needed, since a work directory holds one instance: given, the command "
+        "refuses a directory whose instance is another workflow's",
+    )
+
+
+def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
+    add_store_argument(sub, run=run, needed=needed)
+
+
+def add_agent(sub: Any) -> None:
+    sub.add_argument(
+        "--agent",
+        default="host",
+        metavar="SPEC",
+        help="who answers the asks: 'host' (default: pause with exit 42 for the host), "
+        "'subprocess:COMMAND' (run COMMAND with the prompt on stdin), or "
+        "'http:MODEL@BASE_URL' (an OpenAI-compatible endpoint; the key from "
+        "OPENAI_API_KEY, or the variable named by ORCHESTRATOR_API_KEY_ENV)",
+    )
+
+
+def no_subcommand(args: argparse.Namespace) -> int:
+    """What a command group (``board``, ``eval``, ``db``) does when no subcommand is named."""
+    raise UsageError(
+        f"name a {args.command} subcommand (orchestrate {args.command} --help lists them)"
+    )
+
+
+# -- the work directory and its instance ----------------------------------------------------
+
+
+def workdir(args: argparse.Namespace) -> Path:
+    workdir = (args.workdir or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        raise UsageError(f"work directory {workdir} does not exist")
+    return workdir
+
+
+def state_path(workdir: Path, workflow_name: str | None) -> Path:
+    """The state file of the instance in ``workdir``; one that is not a regular file (a
+    FIFO, a directory) is a damaged state, which ``cancel --force`` sets aside."""
+    import stat
+
+    path = find_state(workdir, workflow_name)
+    mode = path.lstat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "a socket or a device"
+        )
+        raise StateDamagedError(
+            f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
+        )
+    return path
+
+
+def find_state(workdir: Path, workflow_name: str | None) -> Path:
+    """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
+    from ..formats.bridge import state_file_name
+
+    if workflow_name:
+        if ":" in workflow_name or workflow_name.endswith(".py") or "/" in workflow_name:
+            raise UsageError(
+                f"--workflow {workflow_name!r} looks like a workflow reference; here it names "
+                "an instance by its workflow's name (the NAME of .NAME-state.json, such as "
+                "'code-review'): the instance knows its own workflow"
+            )
+        path = workdir / state_file_name(workflow_name)
+        if not os.path.lexists(path):
+            raise NoInstanceError(
+                f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
+            )
+        return path
+    # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
+    found = sorted(workdir.glob(".*-state.json"))
+    if not found:
+        raise NoInstanceError(
+            f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
+            "'orchestrate run WORKFLOW'"
+        )
+    if len(found) > 1:
+        names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
+        raise UsageError(f"{workdir} holds several instances ({names}); choose one with --workflow")
+    return found[0]
+
+
+def recorded_reference(state_path: Path) -> str:
+    """The workflow reference recorded at ``run``, read without structuring the state,
+    from a state whose signature holds: nothing a state names is imported before."""
+    from ..storage.files import STATE_MAX_BYTES, read_regular_file
+    from ..storage.state_key import check_key_outside, read_signed
+
+    source = str(state_path)
+    try:
+        raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
+    check_key_outside(state_path.parent)
+    # Only looked at: the file bridge's read of these bytes reuses the check and the parse.
+    data, _ = read_signed(raw, source=source, peek=True)
+    try:
+        reference = data["phase_data"]["x_orchestrator"]["workflow"]
+    except (KeyError, TypeError):
+        reference = None
+    if not isinstance(reference, str):
+        raise StateDamagedError(
+            "no workflow reference recorded, so orchestrate did not write it",
+            source=str(state_path),
+            json_path="$.phase_data.x_orchestrator.workflow",
+            rule="required",
+        )
+    return reference
+
+
+def engine_for(workflow_cls: Any, workdir: Path, agent: str = "host") -> Engine:
+    from ..adapters.file_bridge import FileBridge
+    from ..engine.engine import Engine
+
+    return Engine(
+        workflow_cls,
+        bridge=FileBridge(workdir, workflow_cls.name),
+        invoker=invoker(agent),
+        clock=clock(),
+    )
+
+
+def clock() -> Any:
+    """The real clock, or the moment ``ORCHESTRATOR_NOW`` fixes (for tests of processes)."""
+    fixed = os.environ.get("ORCHESTRATOR_NOW")
+    if not fixed:
+        return None
+    from ..formats.convert import check_date_time
+    from ..formats.times import FixedClock, parse_time
+
+    try:
+        check_date_time(fixed, source="ORCHESTRATOR_NOW", json_path="$")
+    except ContractError:
+        raise UsageError(
+            f"ORCHESTRATOR_NOW={fixed!r}: write an RFC 3339 time (2026-01-02T03:04:05Z), "
+            "or unset it to use the real clock"
+        ) from None
+    return FixedClock(parse_time(fixed))
+
+
+def invoker(spec: str) -> Any:
+    """The invoker an ``--agent`` SPEC names (see ``orchestrate run --help``)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "host" and not rest:
+        from ..adapters.file_bridge import FileBridgeInvoker
+
+        return FileBridgeInvoker()
+    if kind == "subprocess" and rest.strip():
+        from ..adapters.subprocess_agent import SubprocessInvoker
+
+        return SubprocessInvoker(rest)
+    model, _, base_url = rest.partition("@")
+    if kind == "http" and model and base_url:
+        from ..adapters.http_agent import HttpInvoker
+
+        key_env = os.environ.get("ORCHESTRATOR_API_KEY_ENV", "OPENAI_API_KEY")
+        return HttpInvoker(base_url=base_url, model=model, api_key_env=key_env)
+    raise UsageError(
+        f"--agent {spec!r}: write 'host', 'subprocess:COMMAND' or 'http:MODEL@BASE_URL'"
+    )
+
+
+def instance_engine(args: argparse.Namespace) -> Engine:
+    from ..engine.loader import load_workflow
+
+    directory = workdir(args)
+    path = state_path(directory, args.workflow)
+    reference = recorded_reference(path)
+    try:
+        workflow_cls = load_workflow(reference)
+    except WorkflowNotFoundError as exc:
+        raise WorkflowNotFoundError(
+            f"{exc}; if the project moved, point the instance at its workflow's new place: "
+            f"orchestrate trust {path} --workflow NEW/PATH.py:Class"
+        ) from None
+    return engine_for(workflow_cls, directory, getattr(args, "agent", "host"))
+
+
+def parse_inputs(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs. Keys ending in ``_path`` or ``_dir`` are paths: made absolute
+    against the current directory now, so a later ``resume`` from elsewhere finds them."""
+    inputs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--input {pair!r}: write KEY=VALUE")
+        if key.endswith(("_path", "_dir")) and value:
+            value = str(Path(value).resolve())
+        inputs[key] = value
+    return inputs
+
+
+def report(outcome: Outcome, workdir: Path) -> int:
+    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
+    if outcome.status == "paused":
+        from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR
+        from .instance import next_step
+
+        # On stderr: stdout holds only the request files' paths, which hosts read.
+        then = next_step("paused", bool(outcome.pending), wake_at=outcome.wake_at)
+        print(f"orchestrate: next: {then}", file=sys.stderr)
+
+        if len(outcome.pending) == 1:
+            print(workdir / REQUEST_FILE)
+        else:
+            for request in outcome.pending:
+                print(workdir / REQUESTS_DIR / f"{request.request_id}.json")
+    return outcome.exit_code
+
+
+# -- the store a command names ------------------------------------------------------------
+
+
+def add_store_argument(
+    sub: Any, *, run: bool = True, run_required: bool = False, needed: bool = False
+) -> None:
+    """``--store`` (and ``--run``) on a command that works on both stores; ``needed``: on a
+    command that works on a PostgreSQL store only (a worker, ``db``, ``export``)."""
+    without = (
+        "one of the two is required" if needed else "without either: the work directory's files"
+    )
+    sub.add_argument(
+        "--store",
+        default=None,
+        metavar="DSN",
+        help=f"a PostgreSQL store, postgresql://USER@HOST/DATABASE (default: ${STORE_ENV}; "
+        f"{without})",
+    )
+    if run:
+        sub.add_argument(
+            "--run",
+            required=run_required,
+            default=None,
+            metavar="ID",
+            help="with --store: the run's id (as 'run' printed it)",
+        )
