@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ._errors import UsageError
 from .formats.bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
 
 
@@ -379,3 +381,304 @@ class BoardStore(LedgerStore, Protocol):
     def sweep(self) -> None:
         """Clear what writers killed mid-write left behind."""
         ...
+
+
+# -- the runs' store ----------------------------------------------------------------------
+#
+# Runs live in a store: a work directory's files (``orchestrator.adapters.file_runs``) or a
+# PostgreSQL database (``orchestrator.adapters.postgres.runs``). The faces (the commands,
+# the UI, the worker) choose one store once and then talk to it through this port only:
+# list and read runs, answer and cancel them, and get a run's :class:`Bridge` so the
+# engine can start or resume it. Every method that takes more than nothing takes an
+# input object.
+
+
+@attrs.frozen(kw_only=True)
+class RunInput:
+    """Names one run: ``run_id``; ``None`` means the store's own run where it has one (a
+    work directory's live instance, else its last ended run). ``workflow``: the workflow
+    name that picks among a work directory's live instances."""
+
+    run_id: str | None = None
+    workflow: str | None = None
+    #: for a command that acts on the run (rewind, respond): a state whose signature
+    #: does not hold is refused before it is read
+    signed_only: bool = False
+    #: only a run that can be answered: where the store has a run of its own (a work
+    #: directory's live instance), its absence is ``NoInstanceError``
+    live_only: bool = False
+
+
+class RunNotNamedError(UsageError):
+    """A store of many runs was asked for "its" run: name one (``--run ID``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ListRunsInput:
+    """Runs only in these statuses (every run when empty), at most ``limit`` of them."""
+
+    status: Sequence[str] = ()
+    limit: int = 1000
+
+
+@attrs.frozen(kw_only=True)
+class RunListing:
+    """A run as a store lists it: what a list of runs shows, read cheaply."""
+
+    run_id: str
+    workflow: str
+    status: str  # queued, running, paused, failed, completed, cancelled (damaged: unreadable)
+    updated_at: datetime
+    pending: int = 0
+    phase: str = ""
+    #: why the run cannot be trusted as it is (a signature that does not hold), if so
+    problem: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StoredRun:
+    """One run read whole: its state (live) or its history (ended), every archived
+    request whole again; ``None`` for a run queued and not started. ``source``: where
+    it was read from, for messages."""
+
+    run_id: str
+    workflow_name: str
+    status: str
+    live: bool
+    source: str
+    state: CheckpointState | None
+    #: why the state's signature does not hold (it is shown, not acted on), if so
+    problem: str | None = None
+    #: a queued run's workflow reference and what ``run --queue`` recorded to start it
+    workflow_ref: str | None = None
+    start_args: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PendingInput:
+    """The requests waiting for a host: of run ``run_id``, or of every run (``None``);
+    of the live instance of ``workflow`` (by its name) where the store has several."""
+
+    run_id: str | None = None
+    workflow: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PendingDocument:
+    """A pending request of run ``run_id``, as its published document's bytes."""
+
+    run_id: str
+    request_id: str
+    document: bytes
+
+
+@attrs.frozen(kw_only=True)
+class RespondInput:
+    """A host's answer to a pending request of ``run``."""
+
+    run: RunInput
+    response: AgentResponse
+
+
+@attrs.frozen(kw_only=True)
+class OpenRunInput:
+    """The run whose bridge an engine needs: ``run_id`` (a new run's too) and its
+    workflow's name."""
+
+    run_id: str | None
+    workflow_name: str
+    #: a run about to start (or an ended one made live again): a store that keeps one
+    #: live run at a time refuses while another lives
+    new: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class QueueRunInput:
+    """A new run left for a worker to start, with what starts it."""
+
+    run_id: str
+    workflow_name: str
+    workflow_ref: str
+    start_args: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class ReadEventsInput:
+    """The run's event lines after ``x_seq`` ``after``."""
+
+    run_id: str
+    after: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class RunFileInput:
+    """A file of a run's evidence, by its path relative to the run's directory."""
+
+    run_id: str
+    path: str
+
+
+@attrs.frozen(kw_only=True)
+class AnswerInput:
+    """A pending request of a run, and how many of the run's requests are pending."""
+
+    run_id: str
+    request_id: str
+    pending_count: int = 1
+
+
+@attrs.frozen(kw_only=True)
+class AdvancedInput:
+    """A run a command advanced: its id, and the requests it waits for now."""
+
+    run_id: str
+    pending: Sequence[str] = ()
+
+
+@attrs.frozen(kw_only=True)
+class BoardTailInput:
+    """The last ``count`` ledger lines of task board ``board_id`` (``""``: a work
+    directory's one board)."""
+
+    board_id: str
+    count: int = 30
+
+
+class RunStore(Protocol):
+    """Where runs live, as the faces see them. A read of a run the store does not hold
+    raises :class:`orchestrator.NoInstanceError` naming the store and the run."""
+
+    #: the store, for messages (a work directory's path, or the DSN without a password)
+    name: str
+    #: the directory whose files are the runs' mailbox to their hosts (a work
+    #: directory), or ``None`` where the store keeps it
+    mailbox_directory: Path | None
+
+    def close(self) -> None: ...
+
+    def command_arguments(self, run_id: str) -> list[str]:
+        """The options that name run ``run_id`` of this store to an ``orchestrate``
+        command (``--workdir DIR``, ``--store DSN --run ID``)."""
+        ...
+
+    def named_run(self, run_id: str) -> str | None:
+        """The id commands name run ``run_id`` by (``--run ID``), or ``None`` where the
+        store names its one live run itself (a work directory)."""
+        ...
+
+    def answer_hint(self, request: AnswerInput) -> str:
+        """Where, or how, a host answers the request (a response file, a command)."""
+        ...
+
+    def host_lines(self, request: AdvancedInput) -> list[str]:
+        """What a command that advanced the run prints for its host, which reads it: the
+        files of the requests it waits for (a work directory), or the run's id."""
+        ...
+
+    def list_runs(self, request: ListRunsInput) -> list[RunListing]:
+        """The runs, most recently changed first."""
+        ...
+
+    def read_run(self, request: RunInput) -> StoredRun:
+        """A run read whole; with no ``run_id``, the store's own run (a work directory's
+        live instance, else its last ended run), or :class:`RunNotNamedError`."""
+        ...
+
+    def run_board(self, request: RunInput) -> BoardStore | None:
+        """The store of the run's task board, ``None`` when it has none."""
+        ...
+
+    def set_aside(self, request: RunInput) -> str:
+        """Remove a damaged live run without reading it; where its state was kept. A
+        store that has no such runs refuses (``UsageError``)."""
+        ...
+
+    def workflow_of(self, request: RunInput) -> str:
+        """The workflow reference a run records, read from its signed state (a queued
+        run's from what queued it) before anything it names is imported."""
+        ...
+
+    def relocate_hint(self, request: RunInput) -> str | None:
+        """How a person points the run at its workflow's new place when the recorded one
+        is gone (a command), or ``None`` where the store offers no way."""
+        ...
+
+    def pending(self, request: PendingInput) -> list[PendingDocument]:
+        """Requests waiting for a host, oldest run first, in the order they were made."""
+        ...
+
+    def answered(self, request: RunInput) -> frozenset[str]:
+        """The ids of the run's requests answered and not yet read by the run."""
+        ...
+
+    def respond(self, request: RespondInput) -> str:
+        """Take a host's answer to a pending request; refuses one not pending and writes
+        nothing then. Returns what the host is told of where the answer went."""
+        ...
+
+    def cancel_queued(self, request: RunInput) -> bool:
+        """Cancel a run no worker has started: True when it was one (and is cancelled
+        now); False when the run has started (its engine cancels it)."""
+        ...
+
+    def queue_run(self, request: QueueRunInput) -> None:
+        """Leave a new run for a worker to start; a store without workers refuses."""
+        ...
+
+    def bridge(self, request: OpenRunInput) -> Bridge:
+        """The run's bridge, so an engine can start, resume, retry, rewind or cancel it."""
+        ...
+
+    def run_boards(self) -> Any:
+        """Where the task boards of this store's runs live: a callable from a run id to
+        its :class:`BoardStore`, or ``None`` when each is kept in the run's work
+        directory (the engine's default)."""
+        ...
+
+    def events(self, request: ReadEventsInput) -> list[tuple[int, bytes]]:
+        """The run's event lines after ``request.after``, in order: ``(x_seq, line)``."""
+        ...
+
+    def run_files(self, request: RunInput) -> list[str]:
+        """The paths of the run's evidence files, relative to its directory, sorted."""
+        ...
+
+    def read_run_file(self, request: RunFileInput) -> bytes | None:
+        """A file of the run's evidence (``None``: there is none by that path)."""
+        ...
+
+    def boards(self) -> list[str]:
+        """The ids of the task boards here (``""`` for a work directory's one board)."""
+        ...
+
+    def board_store(self, board_id: str) -> BoardStore:
+        """Task board ``board_id``'s store; ``NoInstanceError`` when there is none."""
+        ...
+
+    def board_tail(self, request: BoardTailInput) -> list[bytes]:
+        """The last lines of the board's ledger, read without reading it whole."""
+        ...
+
+
+class WorkerRunStore(RunStore, Protocol):
+    """A run store workers share: they claim a run that can advance, advance it through
+    its bridge, and release it; idle, they wait to be woken."""
+
+    @property
+    def lost(self) -> bool:
+        """Whether the store is of no more use (its connection is gone, and its claims)."""
+        ...
+
+    def claim(self, *, skip: Sequence[str] = ()) -> str | None:
+        """A run that can advance, held by this store until :meth:`release`."""
+        ...
+
+    def release(self, run_id: str, *, handled: int | None = None) -> None: ...
+
+    def advanceable(self, *, skip: Sequence[str] = ()) -> int: ...
+
+    def next_wake(self) -> datetime | None: ...
+
+    def boards_of_paused_runs(self) -> list[str]: ...
+
+    def wait(self, timeout: float, *, stop: Any = None) -> bool: ...

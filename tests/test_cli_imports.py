@@ -117,8 +117,8 @@ def _a_cycle(graph: dict[str, set[str]], part: set[str]) -> list[str]:
 
 def test_the_graph_sees_imports_inside_functions() -> None:
     graph = import_graph()
-    # run.py imports store_runs only inside the commands, when a store is named
-    assert f"{PACKAGE}.store_runs" in graph[f"{PACKAGE}.run"]
+    # run.py imports run_commands only inside the commands, when one runs
+    assert f"{PACKAGE}.run_commands" in graph[f"{PACKAGE}.run"]
     assert f"{PACKAGE}.common" in graph[f"{PACKAGE}.run"]
     assert f"{PACKAGE}.instance" in graph[f"{PACKAGE}.ui.places"]
 

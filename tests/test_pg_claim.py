@@ -27,7 +27,7 @@ def test_a_run_whose_end_was_cut_short_is_finished_by_the_next_worker(
 ) -> None:
     from orchestrator.adapters.postgres.bridge import PostgresBridge
     from orchestrator.adapters.postgres.store import PostgresStore
-    from orchestrator.cli.store_runs import engine_for
+    from orchestrator.cli.engines import engine_for
     from orchestrator.engine.loader import load_workflow
 
     env = pg_fleet.fleet_env(tmp_path)

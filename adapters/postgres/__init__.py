@@ -7,8 +7,11 @@ imported only when a ``postgresql://`` store is named. The modules:
   absence or a refused connection as a one-line error;
 - ``migrations``: the versioned SQL files in ``migrations/``, applied under an advisory
   lock at first use or by ``orchestrate db upgrade``;
-- ``store``: a store of runs, what the commands and the workers do with it;
+- ``store``: a store of runs, what the commands and the workers do with it (queue,
+  list, answer, claim, wait);
 - ``bridge``: one run's state, mailbox and evidence as rows of the store;
+- ``runs``: the ``RunStore`` port over the store, every SQL statement the faces need
+  (with ``db status`` and the read of a run for ``export``);
 - ``board``: a task board (its ledger as rows, under a transaction's advisory lock);
   :func:`board_store` opens one.
 

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from ..._errors import NoInstanceError, UsageError
+from ..._ports import BoardStore, OpenRunInput
 from ...formats.bridge import AgentResponse
 from ...formats.bridge_codec import dump_document
 from ...storage.durable import sha256_hex
@@ -90,9 +91,21 @@ class PostgresStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def bridge(self, run_id: str) -> PostgresBridge:
-        """The bridge of run ``run_id``, on this store's connection."""
+    def bridge(self, run_id: str | OpenRunInput) -> PostgresBridge:
+        """The bridge of run ``run_id`` (or of the run an ``OpenRunInput`` names, as the
+        ``RunStore`` port asks), on this store's connection."""
+        if isinstance(run_id, OpenRunInput):
+            if run_id.run_id is None:
+                raise UsageError(f"{self.name}: a run here is named by its id")
+            run_id = run_id.run_id
         return PostgresBridge(self.conn, run_id=run_id, store_name=self.name, schema=self.schema)
+
+    def run_boards(self) -> Callable[[str], BoardStore]:
+        """The task boards of this store's runs, each named by its run's id."""
+        from . import board_store
+
+        dsn = self.dsn
+        return lambda run_id: board_store(dsn, run_id)
 
     # -- runs ---------------------------------------------------------------------------
 

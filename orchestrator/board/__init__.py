@@ -4,8 +4,9 @@ Owns the ledger (``ledger``: deltas folded into rows, idempotent by ``delta_id``
 optimistic concurrency), the board directory (``board``: tasks, assignments, heartbeats,
 worklogs, results; ``files``: its file store), the gateway that judges a subagent's
 answer into a verdict (``gateway``), ``ctx.dispatch``, which hands tasks to subagents
-from a workflow phase (``dispatch``), and the lock that keeps the board's maintenance
-passes (the watchdog) one at a time (``maintenance``).
+from a workflow phase (``dispatch``), the hand-off of a task's answer to the run waiting
+for it (``handoff``), and the lock that keeps the board's maintenance passes (the
+watchdog) one at a time (``maintenance``).
 
 Its modules:
 
@@ -19,6 +20,8 @@ Its modules:
 - ``results.py``: a subagent's answer judged and its verdict recorded, once;
 - ``watchdog.py``: timeouts, requeueing or failing blocked tasks, cancelling unreachable ones;
 - ``bundle.py``: the handoff bundle a fresh orchestrator continues from, its page, its adoption;
+- ``handoff.py``: a task's answer (a submitted result, a time-out) handed to the workflow
+  run waiting for it, through the ``RunStore`` port;
 - ``ledger.py``: the append-only ledger and the rows it folds into;
 - ``files.py``: the board kept in a directory (a ``BoardStore`` and ``LedgerStore``);
 - ``gateway.py``: a subagent's answer judged into a verdict;

@@ -20,7 +20,6 @@ from pathlib import Path
 from .._ports import BoardStore, Clock
 from ..formats.board import ActiveLock, HandoffBundle
 from .assignment import BoardAssignments
-from .core import BOARD_DIR, BoardInfo
 from .bundle import (
     HANDOFF_MAX_BYTES,
     cap_handoff,
@@ -28,6 +27,7 @@ from .bundle import (
     handoff_bundle,
     handoff_markdown,
 )
+from .core import BOARD_DIR, BoardInfo
 from .progress import BoardProgress
 from .results import BoardResults
 from .tasks import BoardTasks, topological_order

@@ -4,19 +4,22 @@
 (a ``COMMANDS`` table: help, arguments, handler), runs the command and maps its outcome
 to an exit code. Only the module of the command being run is imported, because a host
 spawns ``orchestrate`` once per pause. ``common`` holds what the command modules share
-(the work directory and its instance, the engine and its agent, the store a command
-names, the arguments several commands take); they import it, never ``main``.
+(the work directory and its instance, the engine and its agent, the arguments several
+commands take); they import it, never ``main``. ``run_store`` chooses the store a
+command names, once: every command on runs talks to it through the ``RunStore`` port.
 
 The command modules: ``run`` (run, resume, retry, rewind, fork, replay, drive, cancel),
 ``inspect`` (status, history, output), ``answer`` (respond, pending), ``validate``
 (validate, schema), ``scaffold`` (init), ``trust``, ``events`` (with ``event_lines``, an
 event as one readable line), ``board``, ``check``, ``evals`` and ``eval_compare`` (eval),
 ``store`` (db, export), ``worker``, and ``ui/`` (``orchestrate ui``, the local web app).
-Beside them: ``store_runs``, the same commands on a run of a PostgreSQL store;
-``board_handoff``, which hands a task board's outcome to the workflow waiting for it;
-``instance``, the reads and writes of an instance's files that the commands share;
-``drive``, the host loop of ``drive``; and ``reference``, which makes ``docs/cli.md``
-from the parser.
+Beside them: ``run_store``, the one
+place a command chooses its store (and the only one that names the PostgreSQL adapter);
+``run_commands``, the commands on runs written once over the ``RunStore`` port;
+``engines``, an engine for a run of a store; ``board_handoff``, the board commands'
+hand-off to the board wing's ``handoff``; ``instance``, the reads and writes of an
+instance's files that the commands share; ``drive``, the host loop of ``drive``; and
+``reference``, which makes ``docs/cli.md`` from the parser.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """

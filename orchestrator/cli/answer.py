@@ -1,16 +1,14 @@
 """The commands of a host that answers requests by hand: ``respond`` files an answer for a
 pending request, ``pending`` lists the requests waiting (of the work directory's instance,
-or of every run in a store)."""
+or of every run in a store), both through the ``RunStore`` port (:mod:`.run_commands`)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from .._errors import UsageError
 from . import common
-from .common import EXIT_OK, Command
+from .common import Command
 
 
 def _declare_respond(respond: argparse.ArgumentParser) -> None:
@@ -80,64 +78,15 @@ def _declare_pending(pending: argparse.ArgumentParser) -> None:
 
 
 def _cmd_respond(args: argparse.Namespace) -> int:
-    from .instance import read_response_document
+    from .run_commands import cmd_respond
 
-    document = read_response_document(args.document) if args.document else None
-    text = "" if document is not None else _answer_text(args)
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_respond
-
-        return cmd_respond(args, dsn, text, document)
-    from .instance import answer_options, write_response
-
-    workdir = common.workdir(args)
-    target = write_response(
-        common.state_path(workdir, args.workflow),
-        request_id=args.request_id,
-        text=text,
-        document=document,
-        **answer_options(args),
-    )
-    print(target)
-    return EXIT_OK
-
-
-def _answer_text(args: argparse.Namespace) -> str:
-    """The answer ``respond`` was given: --text, --file or standard input, as UTF-8."""
-    if args.stdin:
-        try:
-            text = sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"standard input is not UTF-8 text ({exc})") from None
-    elif args.file is not None:
-        try:
-            text = args.file.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--file {args.file}: cannot read it as UTF-8 text ({exc})") from None
-    else:
-        text = args.text
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:  # bytes the locale could not decode
-            raise UsageError(
-                f"--text is not UTF-8 text (position {exc.start}); pass UTF-8, or the answer "
-                "in a file with --file"
-            ) from None
-    return str(text)
+    return cmd_respond(args)
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_pending
+    from .run_commands import cmd_pending
 
-        return cmd_pending(args, dsn)
-    from .instance import pending_of
-    from .store_runs import print_pending
-
-    print_pending(pending_of(common.workdir(args)), as_json=args.json)
-    return EXIT_OK
+    return cmd_pending(args)
 
 
 COMMANDS = {

@@ -23,15 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import BoardError, ContractError, UsageError
 from .._text import plural
-from .board_handoff import _workflow_requests, time_out_stale_tasks
-from .common import (
-    STORE_ENV,
-    Command,
-    Formatter,
-    close_board_stores,
-    no_subcommand,
-    open_board_store,
-)
+from .board_handoff import time_out_stale_tasks
+from .common import STORE_ENV, Command, Formatter, no_subcommand
+from .run_store import close_board_stores, open_board_store
 
 if TYPE_CHECKING:
     from ..board.board import Board
@@ -212,10 +206,11 @@ def _add_input(parser: Any) -> None:
 
 
 def _store_dsn(args: argparse.Namespace) -> str | None:
-    """The PostgreSQL store named by ``--store`` or ``$ORCHESTRATOR_STORE``; ``None``: files."""
-    from .common import store_of
+    """The PostgreSQL store named by ``--store`` or ``$ORCHESTRATOR_STORE``; ``None``: files
+    (``--workdir`` names where the board's workflow runs, not a store, here)."""
+    from .run_store import store_dsn
 
-    return store_of(args)
+    return store_dsn(args, starts_run=True, workdir_beats_env=False)
 
 
 def board_of(args: argparse.Namespace) -> Board:
@@ -441,32 +436,36 @@ def _cmd_worklog(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    from ..board.handoff import waiting_requests
     from ..formats.convert import unstructure
+    from .run_store import store_at
 
     board = board_of(args)
     raw = _read_input(args)
     row = board.state().row(args.task)
     attempt = args.attempt or row.attempts
-    workdir = (args.workdir or Path.cwd()).resolve()
-    waiting = _workflow_requests(board, workdir, _store_dsn(args))
-    request = waiting.requests.get((args.task, attempt))
-    if request is not None:
-        # A workflow waits for this answer: deliver it; the engine judges it on resume.
-        from ..board.gateway import evaluate
+    runs = store_at(_store_dsn(args), (args.workdir or Path.cwd()).resolve())
+    try:
+        waiting = waiting_requests(board, runs)
+        if (args.task, attempt) in waiting.requests:
+            # A workflow waits for this answer: deliver it; the engine judges it on resume.
+            from ..board.gateway import evaluate
 
-        preview = evaluate(
-            raw,
-            task=row.task,
-            run_id=board.run_id,
-            source=str(args.file or "<stdin>"),
-            submitted_at=board.now(),
-            evaluated_at=board.now(),
-            result_link=f"results/{args.task}.{attempt}.json",
-            workspace=board.workspace,
-        )
-        target = waiting.answer(request, text=raw.decode("utf-8", "replace"))
-        _print({"delivered": target, "preview": unstructure(preview.verdict)})
-        return EXIT_OK if preview.passed else EXIT_REFUSED
+            preview = evaluate(
+                raw,
+                task=row.task,
+                run_id=board.run_id,
+                source=str(args.file or "<stdin>"),
+                submitted_at=board.now(),
+                evaluated_at=board.now(),
+                result_link=f"results/{args.task}.{attempt}.json",
+                workspace=board.workspace,
+            )
+            target = waiting.answer((args.task, attempt), text=raw.decode("utf-8", "replace"))
+            _print({"delivered": target, "preview": unstructure(preview.verdict)})
+            return EXIT_OK if preview.passed else EXIT_REFUSED
+    finally:
+        runs.close()
     judgement = board.submit(args.task, raw, attempt=attempt)
     _print(unstructure(judgement.verdict))
     return EXIT_OK if judgement.passed else EXIT_REFUSED

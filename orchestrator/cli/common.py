@@ -1,6 +1,7 @@
 """What the command modules share: the work directory and its instance, the engine and
-its agent, the store a command names, the arguments several commands take, and the exit
-codes. Every command module imports this one; it imports no other module of the CLI.
+its agent, the arguments several commands take (``--store`` among them; the store itself
+is chosen in ``run_store``), and the exit codes. Every command module imports this one;
+it imports no other module of the CLI.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from .._errors import (
 from .._text import printable
 
 if TYPE_CHECKING:
-    from .._ports import BoardStore
-    from ..adapters.postgres.store import PostgresStore
     from ..engine.engine import Engine
     from ..engine.record import Outcome
 
@@ -285,17 +284,7 @@ def report(outcome: Outcome, workdir: Path) -> int:
     return outcome.exit_code
 
 
-# -- the store a command names --------------------------------------------------------------
-
-
-def on_store(args: argparse.Namespace) -> str | None:
-    """The PostgreSQL store the command names (``--store`` or ``$ORCHESTRATOR_STORE``),
-    or ``None`` for the work directory's files."""
-    import os
-
-    if getattr(args, "store", None) is None and not os.environ.get("ORCHESTRATOR_STORE"):
-        return None  # the common case, without importing anything
-    return store_of(args)
+# -- the store a command names ------------------------------------------------------------
 
 
 def add_store_argument(
@@ -321,58 +310,3 @@ def add_store_argument(
             metavar="ID",
             help="with --store: the run's id (as 'run' printed it)",
         )
-
-
-def store_of(args: argparse.Namespace) -> str | None:
-    """The store a command names: ``--store``, else ``$ORCHESTRATOR_STORE``; ``None``: files."""
-    dsn = getattr(args, "store", None) or os.environ.get(STORE_ENV) or None
-    if dsn is None:
-        return None
-    from ..adapters.postgres.connection import is_store_dsn
-
-    if not is_store_dsn(dsn):
-        where = "--store" if getattr(args, "store", None) else STORE_ENV
-        raise UsageError(
-            f"{where} {dsn!r}: name a PostgreSQL store as postgresql://USER@HOST/DATABASE "
-            "(work directories are named with --workdir)"
-        )
-    return dsn
-
-
-def open_store(dsn: str) -> PostgresStore:
-    from ..adapters.postgres.store import PostgresStore
-
-    return PostgresStore(dsn)
-
-
-def required_run(args: argparse.Namespace) -> str:
-    run_id = getattr(args, "run", None)
-    if not run_id:
-        raise UsageError(
-            "with --store, name the run: --run ID ('orchestrate status --store' lists them)"
-        )
-    return str(run_id)
-
-
-# Board stores a command opened, closed when it ends (a database connection each).
-_OPENED: list[BoardStore] = []
-
-
-def open_board_store(dsn: str, board_id: str | None) -> BoardStore:
-    """The board ``board_id`` of the PostgreSQL store at ``dsn``, closed by
-    :func:`close_board_stores` when the command ends."""
-    if not board_id:
-        raise UsageError(
-            "with --store, name the board: --board ID (a dispatch board's id is its run's "
-            "id; 'orchestrate status --store DSN' lists runs)"
-        )
-    from ..adapters.postgres import board_store
-
-    store = board_store(dsn, board_id)
-    _OPENED.append(store)
-    return store
-
-
-def close_board_stores() -> None:
-    while _OPENED:
-        _OPENED.pop().close()

@@ -163,9 +163,9 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
     out = output if output is not None else sys.stdout.buffer
     exporting = args.otlp is not None or args.otlp_endpoint is not None
     _check_options(args, exporting)
-    from .common import store_of
+    from .run_store import store_dsn
 
-    dsn = store_of(args)
+    dsn = store_dsn(args)
     try:
         if dsn is not None:
             return _on_store(args, dsn, out, exporting)
@@ -529,18 +529,19 @@ def _on_store(args: argparse.Namespace, dsn: str, out: BinaryIO, exporting: bool
     """``events --store ... --run ID``: the run's log from the store's rows, the same
     lines as its ``events.ndjson``; ``--follow`` polls for new ones until ``run.end``."""
     import time
+    from contextlib import closing
 
-    from .common import open_store, required_run
+    from .._ports import ReadEventsInput, RunInput
+    from .run_store import open_run_store
 
-    run_id = required_run(args)
     show: Callable[[LoggedEvent], None]
     collected: list[LoggedEvent] = []
     show = collected.append if exporting else _Printer(out, json_lines=args.json, types=args.types)
-    with open_store(dsn) as store:
-        store.run(run_id)  # says so when there is no such run
+    with closing(open_run_store(args)) as store:
+        run_id = store.read_run(RunInput(run_id=args.run)).run_id  # says so when none
         last = 0
         while True:
-            for seq, line in store.events(run_id, after=last):
+            for seq, line in store.events(ReadEventsInput(run_id=run_id, after=last)):
                 event = LoggedEvent(
                     line.rstrip(b"\n"), seq, _event_of(line, f"run {run_id} event {seq}")
                 )

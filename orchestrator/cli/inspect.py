@@ -1,16 +1,13 @@
 """The commands that look at a run and change nothing: ``status``, ``history`` and
-``output``; on a store's run they ask :mod:`.store_runs`."""
+``output``, on whichever store the command names, through the ``RunStore`` port
+(:mod:`.run_commands`)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
 
-from .._errors import NoInstanceError, UsageError
-from .._text import printable
 from . import common
-from .common import EXIT_OK, Command
+from .common import Command
 
 
 def _declare_status(status: argparse.ArgumentParser) -> None:
@@ -53,77 +50,21 @@ def _declare_output(output: argparse.ArgumentParser) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import json
+    from .run_commands import cmd_status
 
-    from .instance import describe_instance, format_ended, format_status
-
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_status
-
-        return cmd_status(args, dsn)
-    workdir = common.workdir(args)
-    try:
-        path = common.state_path(workdir, args.workflow)
-    except NoInstanceError as none_live:
-        if args.workflow:
-            raise
-        from .instance import describe_ended_run
-
-        try:
-            summary = describe_ended_run(workdir)  # the last run, when none is live
-        except NoInstanceError:
-            raise none_live from None
-        print(json.dumps(summary, indent=2) if args.json else format_ended(summary))
-        return EXIT_OK
-    summary = describe_instance(path)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(format_status(summary))
-    return EXIT_OK
+    return cmd_status(args)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from ..evidence.history import load_run, timeline
+    from .run_commands import cmd_history
 
-    state, source = _load_run(args, load_run)
-    print(printable("\n".join(timeline(state)), lines=True))
-    print(f"(from {source})", file=sys.stderr)
-    return EXIT_OK
-
-
-def _load_run(args: argparse.Namespace, load_from_files: Any) -> tuple[Any, str]:
-    """The run ``history`` or ``output`` shows: from the store, or the work directory."""
-    dsn = common.on_store(args)
-    if dsn is None:
-        state, source = load_from_files(common.workdir(args), args.run)
-        return state, str(source)
-    from .store_runs import load_run
-
-    with common.open_store(dsn) as store:
-        return load_run(store, common.required_run(args))
+    return cmd_history(args)
 
 
 def _cmd_output(args: argparse.Namespace) -> int:
-    import json
+    from .run_commands import cmd_output
 
-    from ..evidence.history import load_run
-    from ..storage.runs import ENGINE_KEY
-
-    state, source = _load_run(args, load_run)
-    outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
-    if args.phase is None:
-        print(json.dumps(outputs, indent=2, ensure_ascii=False))
-    elif args.phase not in outputs:
-        done = ", ".join(outputs) or "none yet"
-        raise UsageError(f"{source}: phase {args.phase!r} has no output (phases with one: {done})")
-    elif isinstance(outputs[args.phase], str) and not args.json:
-        print(outputs[args.phase])
-    else:
-        print(json.dumps(outputs[args.phase], indent=2, ensure_ascii=False))
-    print(f"(from {source})", file=sys.stderr)
-    return EXIT_OK
+    return cmd_output(args)
 
 
 COMMANDS = {

@@ -411,12 +411,14 @@ def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> 
     return []
 
 
-def format_ended(summary: dict[str, Any]) -> str:
-    """``status`` of a run that has ended, for a person."""
+def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
+    """``status`` of a run that has ended, for a person; ``named``: a run of a store of
+    many, named by its id (not "the run here")."""
     from .._text import printable
 
     lines = [
-        f"workflow   {summary['workflow']}  (run {summary['run_id']}; no live instance here)",
+        f"workflow   {summary['workflow']}  (run {summary['run_id']}"
+        + (")" if named else "; no live instance here)"),
         f"status     {summary['status']}, at {summary['ended_at']}",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
     ]

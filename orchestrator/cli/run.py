@@ -1,8 +1,8 @@
 """The commands that move an instance through its life: ``run``, ``resume``, ``retry``,
 ``rewind``, ``fork``, ``replay``, ``drive`` and ``cancel``.
 
-Each one works on the work directory's files; given a store (``--store`` or
-``$ORCHESTRATOR_STORE``), it hands over to its twin in :mod:`.store_runs`.
+Each works on the store the command names, through the ``RunStore`` port
+(:mod:`.run_commands`); ``fork`` and ``replay`` work on a work directory's recorded runs.
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import InstanceExistsError, NoInstanceError, UsageError
+from .._errors import UsageError
 from .._text import printable
 from . import common
 from .common import EXIT_ERROR, EXIT_OK, Command
 
 if TYPE_CHECKING:
-    from ..engine.engine import Engine
-    from ..engine.record import Outcome
+    pass
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -162,29 +161,6 @@ def _declare_cancel(cancel: argparse.ArgumentParser) -> None:
 # -- commands ---------------------------------------------------------------------------------
 
 
-def start(args: argparse.Namespace, workdir: Path) -> tuple[Engine, Outcome]:
-    from ..engine.loader import locate_workflow
-    from ..formats.bridge import state_file_name
-
-    reference, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
-    own = state_file_name(workflow_cls.name)  # that one is judged under the instance lock
-    others = [p.name for p in workdir.glob(".*-state.json") if p.name != own]
-    if others:
-        # The agent bridge's request and response files have one name per directory: two
-        # instances would answer each other's requests.
-        raise InstanceExistsError(
-            f"{workdir}: an instance already lives here ({', '.join(sorted(others))}); "
-            "one instance per work directory: use another --workdir, or resume or cancel it"
-        )
-    inputs = common.parse_inputs(args.input)
-    output = str(Path(args.output).resolve()) if args.output else None
-    engine = common.engine_for(workflow_cls, workdir, getattr(args, "agent", "host"))
-    outcome = engine.start(
-        workflow_ref=reference, workdir=workdir, inputs=inputs, output_path=output
-    )
-    return engine, outcome
-
-
 def _copy_whole(source: Path, target: Path) -> None:
     """Copy the tree ``source`` to ``target`` whole or not at all: into a temporary
     directory beside it, then renamed into place (a copy cut short is started again)."""
@@ -201,90 +177,28 @@ def _copy_whole(source: Path, target: Path) -> None:
     fsync_directory(target.parent)
 
 
-def _cancel_damaged(args: argparse.Namespace) -> int:
-    """Set a state aside without reading it: for a damaged instance that cannot resume."""
-    from ..adapters.file_bridge import FileBridge
-
-    workdir = common.workdir(args)
-    state_path = common.find_state(workdir, args.workflow)  # damaged may mean not even a file
-    name = state_path.name[1 : -len("-state.json")]
-    bridge = FileBridge(workdir, name)
-    with bridge.lock():
-        kept = bridge.set_aside()
-    print(f"orchestrate: instance removed; its state file was moved to {kept}", file=sys.stderr)
-    return EXIT_OK
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_run
+    from .run_commands import cmd_run
 
-        return cmd_run(args, dsn)
-    if args.queue:
-        raise UsageError("--queue leaves the run for a worker: it needs --store")
-    workdir = common.workdir(args)
-    return common.report(start(args, workdir)[1], workdir)
+    return cmd_run(args)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_resume
+    from .run_commands import cmd_resume
 
-        return cmd_resume(args, dsn)
-    engine = common.instance_engine(args)
-    workdir = common.workdir(args)
-    if (workdir / ".board" / "board.json").exists():
-        # Subagents that stopped heartbeating are timed out first, so this resume
-        # reassigns their tasks instead of waiting for them.
-        from ..board.board import Board
-        from ..board.maintenance import maintenance_if_free
-        from .board_handoff import time_out_stale_tasks
-
-        board = Board(workdir / ".board")
-        with maintenance_if_free(board.directory) as held:
-            if held:  # else another pass is timing them out right now
-                time_out_stale_tasks(board, workdir)
-    return common.report(engine.resume(), workdir)
+    return cmd_resume(args)
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_retry
+    from .run_commands import cmd_retry
 
-        return cmd_retry(args, dsn)
-    engine = common.instance_engine(args)
-    return common.report(engine.retry(run_id=args.run), common.workdir(args))
+    return cmd_retry(args)
 
 
 def _cmd_rewind(args: argparse.Namespace) -> int:
-    from ..engine.loader import load_workflow
-    from ..engine.record import load_record
-    from ..evidence.history import load_run
+    from .run_commands import cmd_rewind
 
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_rewind
-
-        return cmd_rewind(args, dsn)
-    workdir = common.workdir(args)
-    ended = None
-    try:
-        reference = common.recorded_reference(common.state_path(workdir, args.workflow))
-    except NoInstanceError:
-        ended, source = load_run(workdir, args.run, signed_only=True)
-        reference = load_record(ended, source=source).workflow
-    else:
-        if args.run is not None:
-            raise UsageError(
-                f"{workdir}: an instance is live here; a finished run can be rewound only "
-                "where none is (without --run, rewind takes the live one)"
-            )
-    engine = common.engine_for(load_workflow(reference), workdir)
-    print(f"orchestrate: {printable(engine.rewind(args.to, ended=ended))}", file=sys.stderr)
-    return EXIT_OK
+    return cmd_rewind(args)
 
 
 def _cmd_fork(args: argparse.Namespace) -> int:
@@ -342,47 +256,15 @@ def _cmd_drive(args: argparse.Namespace) -> int:
     from ..storage.durable import live_briefly
 
     live_briefly(False)  # and hash with OpenSSL's SHA-256
-    dsn = common.on_store(args)
-    if dsn is not None:
-        from .store_runs import cmd_drive
+    from .run_commands import cmd_drive
 
-        return cmd_drive(args, dsn)
-    from .drive import drive_engine
-
-    workdir = common.workdir(args)
-    if args.handler is None and args.agent == "host":
-        raise UsageError("drive needs --handler CMD, or --agent to answer in-process")
-    has_instance = any(workdir.glob(".*-state.json"))
-    if has_instance:
-        engine = common.instance_engine(
-            argparse.Namespace(workdir=workdir, workflow=None, agent=args.agent)
-        )
-        outcome = engine.resume()
-    elif args.workflow:
-        engine, outcome = start(args, workdir)
-    else:
-        raise UsageError("no instance in the work directory: name the WORKFLOW to start")
-    if outcome.pending and args.handler is None:
-        raise UsageError(
-            "requests made before this drive are still pending and no --handler answers "
-            "them: give --handler, or answer them with 'orchestrate respond'"
-        )
-    return drive_engine(engine, outcome, args, workdir=workdir).exit_code
+    return cmd_drive(args)
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    dsn = common.on_store(args)
-    if dsn is not None:
-        if args.force:
-            raise UsageError("--force sets a damaged state file aside: it is for work directories")
-        from .store_runs import cmd_cancel
+    from .run_commands import cmd_cancel
 
-        return cmd_cancel(args, dsn)
-    if args.force:
-        return _cancel_damaged(args)
-    history = common.instance_engine(args).cancel()
-    print(f"orchestrate: cancelled; history kept in {history}", file=sys.stderr)
-    return EXIT_OK
+    return cmd_cancel(args)
 
 
 COMMANDS = {

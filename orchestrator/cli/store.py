@@ -22,16 +22,13 @@ import os
 import re
 import sys
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from .._errors import InstanceExistsError, NoInstanceError, OrchestratorError, UsageError
+from .._errors import InstanceExistsError, OrchestratorError, UsageError
 from .._text import plural, printable
 from .common import Command, Formatter, no_subcommand
-
-if TYPE_CHECKING:
-    from ..adapters.postgres.migrations import Migration
 
 EXIT_OK = 0
 #: The run's files that come from tables of their own, never from ``run_files``.
@@ -95,86 +92,33 @@ def add_export_arguments(export: Any) -> None:
 
 def required_store(args: argparse.Namespace) -> str:
     """The store named by ``--store`` or ``$ORCHESTRATOR_STORE``; one is needed here."""
-    from .common import STORE_ENV, store_of
+    from .run_store import required_dsn
 
-    dsn = store_of(args)
-    if dsn is None:
-        raise UsageError(
-            f"name the PostgreSQL store: --store postgresql://USER@HOST/DATABASE (or set "
-            f"{STORE_ENV})"
-        )
-    return dsn
+    return required_dsn(args)
 
 
 # -- db upgrade, db status ----------------------------------------------------------------
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from ..adapters.postgres.connection import shown
-    from ..adapters.postgres.migrations import latest, upgrade
+    from .run_store import shown, upgrade_store
 
     dsn = required_store(args)
-    applied = upgrade(dsn)
+    applied, latest = upgrade_store(dsn)
     if applied:
         print(f"{shown(dsn)}: upgraded to version {applied[-1].version} ({_named(applied)})")
     else:
-        print(f"{shown(dsn)}: at version {latest()} already; nothing to do")
+        print(f"{shown(dsn)}: at version {latest} already; nothing to do")
     return EXIT_OK
 
 
-def _named(migrations: list[Migration]) -> str:
+def _named(migrations: list[Any]) -> str:
     return ", ".join(f"{m.version:04d}_{m.name}" for m in migrations)
 
 
-@attrs.frozen(kw_only=True)
-class SchemaStatus:
-    """What ``db status`` tells of a store."""
-
-    store: str
-    schema: str
-    version: int | None  # None: no schema_migrations table (never upgraded)
-    latest: int
-    runs: dict[str, int]
-
-    def advice(self) -> str:
-        command = "orchestrate db upgrade --store DSN"
-        if self.version is None:
-            return f"not made yet: '{command}' makes it (so does any command on the store)"
-        if self.version > self.latest:
-            return "newer than this orchestrate knows: use the orchestrate that upgraded it"
-        if self.version < self.latest:
-            return f"behind: '{command}' brings it up to date (so does any command on it)"
-        return "up to date"
-
-
-def schema_status(dsn: str) -> SchemaStatus:
-    """The store's schema version and runs by status, read without changing anything."""
-    from ..adapters.postgres.connection import connect, schema_of, shown
-    from ..adapters.postgres.migrations import latest
-
-    conn: Any
-    with connect(dsn, autocommit=True) as conn:
-        version = schema_version(conn)
-        runs: dict[str, int] = {}
-        if conn.execute("select to_regclass('runs') is not null").fetchone()[0]:
-            rows = conn.execute(
-                "select status, count(*) from runs group by status order by status"
-            ).fetchall()
-            runs = {str(status): int(count) for status, count in rows}
-    return SchemaStatus(
-        store=shown(dsn), schema=schema_of(dsn), version=version, latest=latest(), runs=runs
-    )
-
-
-def schema_version(conn: Any) -> int | None:
-    """The highest migration the store recorded; ``None`` when it has no migrations table."""
-    if not conn.execute("select to_regclass('schema_migrations') is not null").fetchone()[0]:
-        return None
-    row = conn.execute("select coalesce(max(version), 0) from schema_migrations").fetchone()
-    return int(row[0])
-
-
 def cmd_db_status(args: argparse.Namespace) -> int:
+    from .run_store import schema_status
+
     status = schema_status(required_store(args))
     if args.json:
         print(json.dumps({**attrs.asdict(status), "advice": status.advice()}, indent=2))
@@ -191,86 +135,6 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 
 
 @attrs.frozen(kw_only=True)
-class RunRows:
-    """One run as the store holds it, read in one snapshot."""
-
-    run_id: str
-    workflow_name: str
-    status: str
-    state: bytes | None
-    history: bytes | None
-    requests: list[tuple[str, bytes]]  # (request id, document), position order
-    responses: list[tuple[str, bytes]]  # (request id, document)
-    events: list[bytes]  # seq order, each with its newline
-    archive: list[bytes]  # seq order
-    files: list[tuple[str, bytes]]  # (path in the run's directory, content)
-
-
-def read_run(dsn: str, run_id: str) -> RunRows:
-    """Every row of run ``run_id``, from one read-only snapshot (a worker advancing the run
-    meanwhile changes nothing of what is read)."""
-    from ..adapters.postgres.connection import connect, shown
-    from ..adapters.postgres.migrations import latest
-
-    name = shown(dsn)
-    with connect(dsn) as conn:
-        conn.execute("set transaction isolation level repeatable read, read only")
-        version = schema_version(conn)
-        if version is None or version == 0:
-            raise NoInstanceError(f"{name}: no run {run_id} in this store (it has no runs yet)")
-        if version > latest():
-            raise OrchestratorError(
-                f"{name}: the store's schema is at version {version}, newer than this "
-                f"orchestrate knows ({latest()}); export with the orchestrate that upgraded it"
-            )
-        row = conn.execute(
-            "select workflow_name, status, state, history from runs where run_id = %s",
-            (run_id,),
-        ).fetchone()
-        if row is None:
-            raise NoInstanceError(
-                f"{name}: no run {run_id} in this store ('orchestrate status --store ...' "
-                "lists its runs)"
-            )
-
-        def rows(query: str) -> list[Any]:
-            return list(conn.execute(query, (run_id,)).fetchall())
-
-        found = RunRows(
-            run_id=run_id,
-            workflow_name=str(row[0]),
-            status=str(row[1]),
-            state=None if row[2] is None else bytes(row[2]),
-            history=None if row[3] is None else bytes(row[3]),
-            requests=[
-                (str(r[0]), bytes(r[1]))
-                for r in rows(
-                    "select request_id, document from requests where run_id = %s order by position"
-                )
-            ],
-            responses=[
-                (str(r[0]), bytes(r[1]))
-                for r in rows(
-                    "select request_id, document from responses where run_id = %s "
-                    "order by received_at, request_id"
-                )
-            ],
-            events=[
-                bytes(r[0]) for r in rows("select line from events where run_id = %s order by seq")
-            ],
-            archive=[
-                bytes(r[0]) for r in rows("select line from archive where run_id = %s order by seq")
-            ],
-            files=[
-                (str(r[0]), bytes(r[1]))
-                for r in rows("select path, content from run_files where run_id = %s order by path")
-            ],
-        )
-        conn.rollback()
-    return found
-
-
-@attrs.frozen(kw_only=True)
 class ExportPlan:
     """What export writes, in three groups: the run's directory, the mailbox, then the
     state (last: until it is there, the directory holds no instance to act on)."""
@@ -281,8 +145,9 @@ class ExportPlan:
     state: tuple[Path, bytes]
 
 
-def plan_export(rows: RunRows, target: Path, *, store: str) -> ExportPlan:
-    """The files of ``rows`` under ``target``, every name checked first."""
+def plan_export(rows: Any, target: Path, *, store: str) -> ExportPlan:
+    """The files of ``rows`` (the run as the store holds it, ``RunRows``) under
+    ``target``, every name checked first."""
     from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR, RESPONSES_DIR, state_file_name
     from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, runs_dir
 
@@ -424,15 +289,15 @@ def write_export(plan: ExportPlan) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..adapters.postgres.connection import shown
     from ..storage import beneath
     from ..storage.runs import is_run_id
+    from .run_store import run_rows, shown
 
     dsn = required_store(args)
     run_id = str(args.run)
     if not is_run_id(run_id):
         raise UsageError(f"--run {run_id!r}: a run id is a plain name (as 'run' printed it)")
-    rows = read_run(dsn, run_id)
+    rows = run_rows(dsn, run_id)
     target = Path(os.path.abspath(args.to))
     plan = plan_export(rows, target, store=shown(dsn))
     if target.exists() and not target.is_dir():

@@ -1,12 +1,13 @@
 """``orchestrate worker``: advance the runs of a PostgreSQL store, on any number of hosts.
 
 Each of ``--concurrency`` slots has a connection of its own and loops: claim a run that
-can advance (``PostgresStore.claim``: candidates ``FOR UPDATE SKIP LOCKED``, then the
-run's advisory lock), advance it with the in-process agent ``--agent`` names until it
-pauses, ends or is told to stop, let it go, claim the next. With nothing to claim a slot
-sleeps on ``LISTEN orchestrator_ready`` until an answer or a new run arrives, the next
-timer is due, or ``--orphan-check`` seconds pass (a worker that died frees its runs'
-locks without a word: the look after that while is how they are taken on).
+can advance (``WorkerRunStore.claim``; in PostgreSQL: candidates ``FOR UPDATE SKIP
+LOCKED``, then the run's advisory lock), advance it with the in-process agent
+``--agent`` names until it pauses, ends or is told to stop, let it go, claim the next.
+With nothing to claim a slot sleeps on ``LISTEN orchestrator_ready`` until an answer or
+a new run arrives, the next timer is due, or ``--orphan-check`` seconds pass (a worker
+that died frees its runs' locks without a word: the look after that while is how they
+are taken on).
 
 SIGTERM or Ctrl-C: every slot finishes the step at hand (the engine stops at its next
 checkpoint, the run left ``running`` for whoever comes next) and the worker exits 0.
@@ -31,7 +32,7 @@ from . import common
 from .common import Command
 
 if TYPE_CHECKING:
-    from ..adapters.postgres.store import PostgresStore
+    from .._ports import WorkerRunStore
 
 EXIT_OK, EXIT_ERROR = 0, 1
 #: How long a run that failed to advance here is left alone by this worker (seconds).
@@ -72,11 +73,11 @@ def add_worker_arguments(sub: Any) -> None:
 
 def cmd_worker(args: argparse.Namespace, dsn: str) -> int:
     from .._errors import UsageError
-    from ..adapters.postgres.store import PostgresStore
+    from .run_store import worker_store
 
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
-    PostgresStore(dsn).close()  # the store answers and its schema is current: say so now
+    worker_store(dsn).close()  # the store answers and its schema is current: say so now
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -106,7 +107,7 @@ class Fleet:
     def __init__(
         self, dsn: str, *, name: str, agent: str, stop: threading.Event, args: argparse.Namespace
     ) -> None:
-        from ..adapters.postgres.connection import shown
+        from .run_store import shown
 
         self.dsn = dsn
         self.store_name = shown(dsn)
@@ -126,12 +127,12 @@ class Fleet:
     def serve(self) -> None:
         """One slot: serve on a connection; when it is lost, reconnect with backoff (the
         run at hand was let go: its lock died with the connection) and serve on."""
-        from ..adapters.postgres.store import PostgresStore
+        from .run_store import worker_store
 
         delay = RECONNECT_FIRST
         while not self.stop.is_set():
             try:
-                store = PostgresStore(self.dsn, migrate=False)
+                store = worker_store(self.dsn, migrate=False)
             except OrchestratorError as exc:
                 say(f"worker {self.name}: {exc}; trying again in {delay:g} s")
                 self.stop.wait(delay)
@@ -139,8 +140,10 @@ class Fleet:
                 continue
             delay = RECONNECT_FIRST
             try:
-                with store:
+                try:
                     self._serve_on(store)
+                finally:
+                    store.close()
                 return
             except Exception as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
@@ -156,7 +159,7 @@ class Fleet:
                     "the run at hand is left to whoever claims it next; reconnecting"
                 )
 
-    def _serve_on(self, store: PostgresStore) -> None:
+    def _serve_on(self, store: WorkerRunStore) -> None:
         """Claim and advance runs on ``store`` until told to stop (or idle)."""
         while not self.stop.is_set():
             run_id = store.claim(skip=self._skipped())
@@ -175,19 +178,18 @@ class Fleet:
                 with self._lock:
                     self._busy -= 1
 
-    def _advance(self, store: PostgresStore, run_id: str) -> None:
-        from .store_runs import run_engine, start_queued
+    def _advance(self, store: WorkerRunStore, run_id: str) -> None:
+        from .._ports import RunInput
+        from .engines import advance, run_engine
 
         handled = None
         engine = None
         try:
-            engine = run_engine(store, run_id, self.agent)
+            run = RunInput(run_id=run_id)
+            engine = run_engine(store, run, self.agent)
             engine.recorder.worker = self.name
             engine.stop_requested = self.stop.is_set
-            if store.run(run_id).status == "queued":
-                outcome = start_queued(store, run_id, engine)
-            else:
-                outcome = engine.resume()
+            outcome = advance(store, run, engine)
             handled = getattr(engine.bridge, "inbox_seen", None)
             with self._lock:
                 self.advanced += 1
@@ -208,7 +210,7 @@ class Fleet:
         finally:
             store.release(run_id, handled=handled)
 
-    def _watch_boards(self, store: PostgresStore) -> bool:
+    def _watch_boards(self, store: WorkerRunStore) -> bool:
         """The task boards' watchdog, at most every WATCH_EVERY seconds per worker: on the
         board of each paused run, tasks whose subagent stopped heartbeating are timed out
         and their waiting requests answered TIMEOUT (another worker's pass at the same
@@ -239,7 +241,7 @@ class Fleet:
                 del self._backoff[run_id]
             return list(self._backoff)
 
-    def _idle(self, store: PostgresStore) -> bool:
+    def _idle(self, store: WorkerRunStore) -> bool:
         """Nothing left that a worker could advance, and no slot of ours at work."""
         with self._lock:
             if self._busy:
@@ -247,7 +249,7 @@ class Fleet:
             skipped = list(self._backoff)
         return store.advanceable(skip=skipped) == 0
 
-    def _sleep_for(self, store: PostgresStore) -> float:
+    def _sleep_for(self, store: WorkerRunStore) -> float:
         """Until the next timer, or the next look for runs whose worker died."""
         wait = self.orphan_check
         if self.until_idle:
@@ -266,7 +268,9 @@ def _declare_worker(worker: argparse.ArgumentParser) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    dsn = common.on_store(args)
+    from .run_store import store_dsn
+
+    dsn = store_dsn(args)
     if dsn is None:
         raise UsageError(
             "a worker advances the runs of a PostgreSQL store: give --store DSN (or set "

@@ -1,14 +1,18 @@
 """Where a work directory keeps its runs, and which run a command about "the run here"
-means. Standard library only: ``orchestrate events`` and ``history`` start with it."""
+means, and the read of one run's state (:func:`load_run`). Standard library only at the
+top: ``orchestrate events`` and ``history`` start with it."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ContractError
 from ..formats.step_names import EVENTS_FILE
+
+if TYPE_CHECKING:
+    from ..formats.bridge import CheckpointState
 
 __all__ = [
     "ARCHIVE_FILE",
@@ -18,6 +22,7 @@ __all__ = [
     "is_run_id",
     "latest_finished",
     "live_state_files",
+    "load_run",
     "run_id_in",
     "runs_dir",
 ]
@@ -69,3 +74,47 @@ def run_id_in(data: Any, *, source: str) -> str | None:
             rule="pattern",
         )
     return run_id
+
+
+def load_run(
+    workdir: Path, run_id: str | None = None, *, signed_only: bool = False
+) -> tuple[CheckpointState, str]:
+    """The state of the live instance in ``workdir`` (or of run ``run_id``, or of the
+    latest finished run), with every archived request whole again; and where it is.
+
+    ``signed_only``: for a command that acts on the run (rewind, fork), a state whose
+    signature does not hold is refused (``StateUntrustedError``) before it is read.
+    """
+    from .._errors import NoInstanceError
+    from ..formats.bridge_codec import parse_state, restore_archived
+    from .files import STATE_MAX_BYTES, read_json_file_bytes, read_regular_file
+
+    runs = runs_dir(workdir)
+    live = live_state_files(workdir)
+    candidates: list[Path] = []
+    if run_id is None:
+        latest = latest_finished(workdir)
+        candidates += live + ([latest] if latest is not None else [])
+    else:
+        candidates += [runs / run_id / "state.json", *live]  # a live run by its id too
+    for path in candidates:
+        if not path.exists():
+            continue
+        data, raw = read_json_file_bytes(
+            path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
+        own_run = run_id_in(data, source=str(path))
+        if run_id is not None and own_run != run_id:
+            continue
+        if signed_only:
+            from .state_key import check_signature
+
+            check_signature(data, source=str(path), raw=raw)
+        state = parse_state(data, source=str(path))
+        archive = runs / str(own_run) / ARCHIVE_FILE
+        if any(r.x_archived for r in state.agent_requests) and archive.exists():
+            lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+            state = restore_archived(state, lines, source=str(archive))
+        return state, str(path)
+    wanted = f"run {run_id}" if run_id else "workflow instance and no finished run"
+    raise NoInstanceError(f"{workdir}: no {wanted} here (nothing under {runs})")

@@ -41,7 +41,7 @@ from ..._text import plural
 from ...storage.runs import is_run_id
 from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
-from .places import DirectoryPlace, Place
+from .places import Place
 from .runs import RunRef, RunRow, eval_reports
 
 STATIC = Path(__file__).with_name("static")
@@ -103,7 +103,7 @@ class _Handlers:
     def __init__(self, places: list[Place], guard: Guard) -> None:
         self.places = places
         self.guard = guard
-        self.workdirs = [p.workdir for p in places if isinstance(p, DirectoryPlace)]
+        self.workdirs = [p.workdir for p in places if p.workdir is not None]
 
     def routes(self) -> list[Route]:
         """Each address and the handler that answers it."""

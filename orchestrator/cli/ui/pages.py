@@ -51,7 +51,7 @@ def runs_page(
         f"{escape(r.workflow)}</a></td><td><span class='badge {escape(r.status)}'>"
         f"{escape(r.status)}</span></td><td>{escape(r.phase)}</td>"
         f"<td>{_waits(r.waiting_for)}</td><td class='mono'>{escape(r.ref.run_id[:8])}</td>"
-        f"<td class='dim'>{escape(str(r.workdir))}</td></tr>"
+        f"<td class='dim'>{escape(r.where)}</td></tr>"
         for r in window
     )
     pager = ""

@@ -43,24 +43,21 @@ def cmd_ui(args: argparse.Namespace) -> int:
             "orchestrate ui needs its extra: pip install 'checkpoint-orchestrator[ui]'"
         ) from None
     from ...storage.beneath import guard as guard_directory
-    from ..common import store_of
+    from ..run_store import directory_store, page_store, store_dsn
     from .app import make_app
     from .guard import Guard
-    from .places import DirectoryPlace, Place, StorePlace
+    from .places import Place
 
-    dsn = store_of(args)
+    dsn = store_dsn(args)
     given = args.workdirs or ([] if dsn else [Path.cwd()])
     workdirs = [d.resolve() for d in given]
     for directory in workdirs:
         if not directory.is_dir():
             raise UsageError(f"--workdir {directory}: no such directory")
         guard_directory(directory)  # nothing under it is reached through a link
-    places: list[Place] = [DirectoryPlace(w) for w in workdirs]
+    places = [Place(directory_store(w), workdir=w) for w in workdirs]
     if dsn is not None:
-        from ..common import open_store
-
-        open_store(dsn).close()  # the store answers, its schema is current: say so now
-        places.append(StorePlace(dsn))
+        places.append(Place(page_store(dsn)))  # it answers, its schema is current: said now
     guard = Guard()
     app = make_app(places, guard)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")

@@ -1,0 +1,617 @@
+"""The work directory's run store: the :class:`orchestrator._ports.RunStore` port over
+the files one work directory keeps.
+
+A work directory holds at most one live instance (its state file
+``.<workflow>-state.json``, its published requests and the answers not yet read beside
+it) and the runs it kept under ``.orchestrator/runs/<run id>/`` (each ended run's last
+state, its archived requests, its events and evidence files). A run here is named by its
+id, or by nothing: then the live instance, else the run that ended last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .._errors import (
+    ContractError,
+    InstanceExistsError,
+    KeyFileError,
+    NoInstanceError,
+    OrchestratorError,
+    StateDamagedError,
+    StateUntrustedError,
+    StorageError,
+    UsageError,
+)
+from .._ports import (
+    AdvancedInput,
+    AnswerInput,
+    BoardStore,
+    BoardTailInput,
+    Bridge,
+    ListRunsInput,
+    OpenRunInput,
+    PendingDocument,
+    PendingInput,
+    QueueRunInput,
+    ReadEventsInput,
+    RespondInput,
+    RunFileInput,
+    RunInput,
+    RunListing,
+    StoredRun,
+)
+from ..formats.bridge import (
+    REQUEST_FILE,
+    REQUESTS_DIR,
+    RESPONSE_FILE,
+    RESPONSES_DIR,
+    CheckpointState,
+    HistoryStatus,
+)
+from ..storage.runs import ENGINE_KEY, is_run_id, live_state_files, load_run, run_id_in, runs_dir
+
+MAX_RESPONSE = 16 * 1024 * 1024  # as the file bridge reads one
+MAX_FILES = 500  # the evidence files a run lists
+BOARD_DIR = ".board"
+
+
+class FileRunStore:
+    """The runs of ``workdir``. ``boards``: opens the store of the task board in a
+    directory (the board wing's file store), for :meth:`board_store`."""
+
+    def __init__(
+        self, workdir: Path, *, boards: Callable[[Path], BoardStore] | None = None
+    ) -> None:
+        self.workdir = workdir
+        self.name = str(workdir)
+        self.mailbox_directory: Path | None = workdir
+        self._boards = boards
+        self._seen: dict[Path, tuple[int, int, RunListing | None]] = {}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> FileRunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def command_arguments(self, run_id: str) -> list[str]:
+        return ["--workdir", str(self.workdir)]
+
+    def named_run(self, run_id: str) -> str | None:
+        return None  # the work directory names its run
+
+    def answer_hint(self, request: AnswerInput) -> str:
+        if request.pending_count == 1:
+            return str(self.workdir / RESPONSE_FILE)
+        return str(self.workdir / RESPONSES_DIR / f"{request.request_id}.json")
+
+    def host_lines(self, request: AdvancedInput) -> list[str]:
+        if len(request.pending) == 1:
+            return [str(self.workdir / REQUEST_FILE)]
+        return [str(self.workdir / REQUESTS_DIR / f"{rid}.json") for rid in request.pending]
+
+    # -- the live instance ----------------------------------------------------------------
+
+    def state_path(self, workflow: str | None = None) -> Path:
+        """The state file of the live instance (of ``workflow``, by its name); one that is
+        not a regular file (a FIFO, a directory) is a damaged state."""
+        path = self.find_state(workflow)
+        mode = path.lstat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
+            kind = (
+                "a FIFO (named pipe)"
+                if stat.S_ISFIFO(mode)
+                else "a directory"
+                if stat.S_ISDIR(mode)
+                else "a socket or a device"
+            )
+            raise StateDamagedError(
+                f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
+            )
+        return path
+
+    def find_state(self, workflow: str | None = None) -> Path:
+        """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
+        from ..formats.bridge import state_file_name
+
+        workdir = self.workdir
+        if workflow:
+            if ":" in workflow or workflow.endswith(".py") or "/" in workflow:
+                raise UsageError(
+                    f"--workflow {workflow!r} looks like a workflow reference; here it names "
+                    "an instance by its workflow's name (the NAME of .NAME-state.json, such "
+                    "as 'code-review'): the instance knows its own workflow"
+                )
+            path = workdir / state_file_name(workflow)
+            if not os.path.lexists(path):
+                raise NoInstanceError(
+                    f"{workdir}: no {workflow} instance here ({path.name} is missing)"
+                )
+            return path
+        # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
+        found = sorted(workdir.glob(".*-state.json"))
+        if not found:
+            raise NoInstanceError(
+                f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one "
+                "with 'orchestrate run WORKFLOW'"
+            )
+        if len(found) > 1:
+            names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
+            raise UsageError(
+                f"{workdir} holds several instances ({names}); choose one with --workflow"
+            )
+        return found[0]
+
+    # -- listing --------------------------------------------------------------------------
+
+    def list_runs(self, request: ListRunsInput) -> list[RunListing]:
+        """The live instance and the kept runs, each read again only when its state file
+        changed (a list of a thousand runs parses only what moved since the last)."""
+        rows: list[RunListing] = []
+        seen: dict[Path, tuple[int, int, RunListing | None]] = {}
+        live: set[str] = set()
+        for state_path in live_state_files(self.workdir):
+            row = self._cached(state_path, seen, _live_listing)
+            if row is not None:
+                live.add(row.run_id)
+                rows.append(row)
+        for state in runs_dir(self.workdir).glob("*/state.json"):
+            if state.parent.name in live or not is_run_id(state.parent.name):
+                continue
+            row = self._cached(state, seen, _ended_listing)
+            if row is not None:
+                rows.append(row)
+        self._seen = seen
+        if request.status:
+            rows = [r for r in rows if r.status in request.status]
+        return sorted(rows, key=lambda r: r.updated_at, reverse=True)[: request.limit]
+
+    def _cached(
+        self,
+        path: Path,
+        seen: dict[Path, tuple[int, int, RunListing | None]],
+        read: Callable[[Path], RunListing | None],
+    ) -> RunListing | None:
+        try:
+            info = path.stat()
+        except OSError:
+            return None
+        known = self._seen.get(path)
+        if known is not None and known[:2] == (info.st_mtime_ns, info.st_size):
+            seen[path] = known
+            return known[2]
+        row = read(path)
+        seen[path] = (info.st_mtime_ns, info.st_size, row)
+        return row
+
+    # -- one run --------------------------------------------------------------------------
+
+    def read_run(self, request: RunInput) -> StoredRun:
+        """The live instance (the one ``request`` names, by its run id or its workflow, or
+        the only one), else a run the directory kept (``request.run_id``'s, or the one
+        that ended last)."""
+        live_path = self._live_for(request)
+        problem = None
+        if live_path is not None:
+            state, problem = read_live(live_path, signed_only=request.signed_only)
+            source = str(live_path)
+        elif request.live_only:
+            self.state_path(request.workflow)  # NoInstanceError: nothing to act on here
+            raise NoInstanceError(f"{self.workdir}: run {request.run_id} is not live here")
+        else:
+            try:
+                state, source = load_run(
+                    self.workdir, request.run_id, signed_only=request.signed_only
+                )
+            except NoInstanceError:
+                if request.run_id is None:
+                    self.find_state(request.workflow)  # "no workflow instance here": say how
+                raise
+        record = state.phase_data.get(ENGINE_KEY)
+        record = record if isinstance(record, dict) else {}
+        reference = record.get("workflow")
+        return StoredRun(
+            run_id=str(record.get("run_id") or request.run_id or ""),
+            workflow_name=str(record.get("workflow_name", "")),
+            status=str(record.get("status", "")),
+            live=live_path is not None,
+            source=source,
+            state=state,
+            problem=problem,
+            workflow_ref=reference if isinstance(reference, str) else None,
+        )
+
+    def _live_for(self, request: RunInput) -> Path | None:
+        """The state file of the live instance ``request`` names, ``None`` when none is."""
+        if request.workflow:
+            return self.state_path(request.workflow)
+        if request.run_id is None:
+            if not any(self.workdir.glob(".*-state.json")):
+                return None
+            return self.state_path(None)
+        for state_path in live_state_files(self.workdir):
+            try:
+                data = json.loads(state_path.read_bytes())
+                if run_id_in(data, source=str(state_path)) == request.run_id:
+                    return state_path
+            except (OSError, ValueError, OrchestratorError):
+                continue
+        return None
+
+    def run_board(self, request: RunInput) -> BoardStore | None:
+        return self.board_store("") if self.boards() and self._boards is not None else None
+
+    def set_aside(self, request: RunInput) -> str:
+        """Set the live instance's state aside without reading it (damaged may mean not
+        even a file); where it was moved."""
+        from .file_bridge import FileBridge
+
+        state_path = self.find_state(request.workflow)
+        bridge = FileBridge(self.workdir, state_path.name[1 : -len("-state.json")])
+        with bridge.lock():
+            kept = bridge.set_aside()
+        return str(kept)
+
+    def workflow_of(self, request: RunInput) -> str:
+        """The workflow reference recorded at ``run``, read without structuring the state,
+        from a state whose signature holds: nothing a state names is imported before."""
+        from ..storage.files import STATE_MAX_BYTES, read_regular_file
+        from ..storage.state_key import check_key_outside, read_signed
+
+        state_path = self.state_path(request.workflow)
+        source = str(state_path)
+        try:
+            raw = read_regular_file(state_path, max_bytes=STATE_MAX_BYTES)
+        except ContractError as exc:
+            raise StateDamagedError.wrap(exc) from None
+        except FileNotFoundError:
+            raise
+        except OSError as exc:  # a read that failed in the device names no file
+            raise StorageError.from_os_error(exc, path=source, action="read") from exc
+        check_key_outside(state_path.parent)
+        # Only looked at: the file bridge's read of these bytes reuses the check and the parse.
+        data, _ = read_signed(raw, source=source, peek=True)
+        try:
+            reference = data["phase_data"][ENGINE_KEY]["workflow"]
+        except (KeyError, TypeError):
+            reference = None
+        if not isinstance(reference, str):
+            raise StateDamagedError(
+                "no workflow reference recorded, so orchestrate did not write it",
+                source=source,
+                json_path=f"$.phase_data.{ENGINE_KEY}.workflow",
+                rule="required",
+            )
+        return reference
+
+    def relocate_hint(self, request: RunInput) -> str | None:
+        state_path = self.state_path(request.workflow)
+        return f"orchestrate trust {state_path} --workflow NEW/PATH.py:Class"
+
+    # -- the hosts' side ------------------------------------------------------------------
+
+    def pending(self, request: PendingInput) -> list[PendingDocument]:
+        """The requests the live instance waits for, as their files hold them; of run
+        ``request.run_id`` only when given (a run not here is an error)."""
+        from ..formats.bridge_codec import dump_document
+
+        found = []
+        paths = live_state_files(self.workdir)
+        if request.workflow:
+            paths = [self.state_path(request.workflow)]
+        for state_path in paths:
+            state = read_state(state_path, signed_only=True)
+            run_id = _run_id_of(state)
+            if request.run_id is not None and run_id != request.run_id:
+                continue
+            for record in state.agent_requests:
+                if record.status is HistoryStatus.PENDING:
+                    document = dump_document(record.request())
+                    found.append(
+                        PendingDocument(
+                            run_id=run_id, request_id=record.request_id, document=document
+                        )
+                    )
+        if request.run_id is not None and not found:
+            self.read_run(RunInput(run_id=request.run_id))  # unknown: NoInstanceError
+        return found
+
+    def answered(self, request: RunInput) -> frozenset[str]:
+        from ..storage import beneath
+        from ..storage.files import read_regular_file
+
+        pending = [p.request_id for p in self.pending(PendingInput(run_id=request.run_id))]
+        found = {r for r in pending if beneath.is_file(self.workdir / RESPONSES_DIR / f"{r}.json")}
+        try:
+            document = json.loads(
+                read_regular_file(self.workdir / RESPONSE_FILE, max_bytes=MAX_RESPONSE)
+            )
+        except (OSError, ValueError, OrchestratorError):
+            document = None
+        if isinstance(document, dict) and document.get("request_id") in pending:
+            found.add(str(document["request_id"]))
+        return frozenset(found)
+
+    def respond(self, request: RespondInput) -> str:
+        """Write the answer where the instance's next resume reads it (replacing an
+        answer written there before); returns the file's path."""
+        from ..formats.bridge_codec import dump_document
+        from ..storage.beneath import make_directories
+        from ..storage.durable import atomic_write
+
+        state_path = self._live_path(request.run)
+        state = read_state(state_path, signed_only=True)
+        pending = [r.request_id for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+        request_id = request.response.request_id
+        if request_id not in pending:
+            listed = f"pending: {', '.join(pending)}" if pending else "nothing is pending"
+            raise UsageError(f"{state_path}: request {request_id} is not pending; {listed}")
+        if len(pending) == 1:
+            target = self.workdir / RESPONSE_FILE
+        else:
+            target = self.workdir / RESPONSES_DIR / f"{request_id}.json"
+        try:
+            make_directories(target.parent)
+            atomic_write(target, dump_document(request.response))
+        except OSError as exc:  # atomic: no response, or the one that was there, is left
+            raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
+        return str(target)
+
+    def _live_path(self, run: RunInput) -> Path:
+        """The state file of ``run`` when it is the live instance."""
+        if run.run_id is None or run.workflow:
+            return self.state_path(run.workflow)
+        live = self._live_for(run)
+        if live is not None:
+            return live
+        self.read_run(run)  # unknown: NoInstanceError naming the directory and the run
+        raise NoInstanceError(
+            f"{self.workdir}: run {run.run_id} is not live: there is nothing to answer"
+        )
+
+    def cancel_queued(self, request: RunInput) -> bool:
+        return False  # a work directory queues no run: a live one is cancelled by its engine
+
+    def queue_run(self, request: QueueRunInput) -> None:
+        raise UsageError("--queue leaves the run for a worker: it needs --store")
+
+    def bridge(self, request: OpenRunInput) -> Bridge:
+        from ..formats.bridge import state_file_name
+        from .file_bridge import FileBridge
+
+        if request.new:
+            own = state_file_name(request.workflow_name)  # judged under the instance lock
+            others = [p.name for p in self.workdir.glob(".*-state.json") if p.name != own]
+            if others:
+                # The agent bridge's request and response files have one name per
+                # directory: two instances would answer each other's requests.
+                raise InstanceExistsError(
+                    f"{self.workdir}: an instance already lives here "
+                    f"({', '.join(sorted(others))}); one instance per work directory: use "
+                    "another --workdir, or resume or cancel it"
+                )
+        return FileBridge(self.workdir, request.workflow_name)
+
+    def run_boards(self) -> None:
+        return None  # each run's task board is kept in its work directory
+
+    # -- evidence -------------------------------------------------------------------------
+
+    def events(self, request: ReadEventsInput) -> list[tuple[int, bytes]]:
+        from ..storage.files import read_regular_file
+
+        path = runs_dir(self.workdir) / request.run_id / "events.ndjson"
+        try:
+            data = read_regular_file(path, max_bytes=1 << 30)
+        except (OSError, OrchestratorError):
+            return []
+        found = []
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # being written
+            try:
+                seq = json.loads(line).get("x_seq")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(seq, int) and not isinstance(seq, bool) and seq > request.after:
+                found.append((seq, line))
+        return found
+
+    def run_files(self, request: RunInput) -> list[str]:
+        run_dir = runs_dir(self.workdir) / str(request.run_id)
+        found = (p for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink())
+        return sorted(str(p.relative_to(run_dir)) for p in found)[:MAX_FILES]
+
+    def read_run_file(self, request: RunFileInput) -> bytes | None:
+        return read_evidence(runs_dir(self.workdir) / request.run_id, request.path)
+
+    # -- the task board -------------------------------------------------------------------
+
+    def boards(self) -> list[str]:
+        return [""] if (self.workdir / BOARD_DIR / "board.json").is_file() else []
+
+    def board_store(self, board_id: str) -> BoardStore:
+        if board_id or not self.boards() or self._boards is None:
+            raise NoInstanceError(f"{self.workdir}: no task board here")
+        return self._boards(self.workdir / BOARD_DIR)
+
+    def board_tail(self, request: BoardTailInput) -> list[bytes]:
+        if request.board_id:
+            return []
+        return last_lines(self.workdir / BOARD_DIR / "ledger.ndjson", request.count)
+
+
+# -- reading states ---------------------------------------------------------------------------
+
+
+def read_state(path: Path, *, signed_only: bool = False) -> CheckpointState:
+    """The checkpoint state at ``path``; a damaged one raises :class:`StateDamagedError`.
+    ``signed_only``: for a command that acts on the state, a state whose signature does
+    not hold is refused (it believes only what orchestrate wrote)."""
+    return _read_state(path, signed_only=signed_only)[0]
+
+
+def _read_state(path: Path, *, signed_only: bool) -> tuple[CheckpointState, Any, bytes]:
+    """The state at ``path``, and the JSON data and bytes it was read from."""
+    from ..formats.bridge_codec import parse_state
+    from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes
+    from ..storage.state_key import check_key_outside, check_signature
+
+    try:
+        data, raw = read_json_file_bytes(
+            path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # a read that failed in the device names no file
+        raise StorageError.from_os_error(exc, path=str(path), action="read") from exc
+    if signed_only:
+        check_key_outside(path.parent)
+        check_signature(data, source=str(path), raw=raw)
+    try:
+        return parse_state(data, source=str(path)), data, raw
+    except ContractError as exc:
+        raise StateDamagedError.wrap(exc) from None
+
+
+def read_live(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState, str | None]:
+    """A live instance's state, with every archived request whole again, and why its
+    signature does not hold, if so (``signed_only``: then it is refused instead)."""
+    from ..formats.bridge_codec import restore_archived
+    from ..storage.files import STATE_MAX_BYTES, read_regular_file
+    from ..storage.runs import ARCHIVE_FILE
+
+    state, data, raw = _read_state(path, signed_only=signed_only)
+    problem = None if signed_only else signature_problem(data, raw, path)
+    archive = runs_dir(path.parent) / _run_id_of(state) / ARCHIVE_FILE
+    if any(r.x_archived for r in state.agent_requests) and archive.exists():
+        lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
+        state = restore_archived(state, lines, source=str(archive))
+    return state, problem
+
+
+def signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
+    """Why the state's signature does not hold, in one sentence; ``None`` when it does."""
+    from ..storage.state_key import check_key_outside, check_signature
+
+    try:
+        check_key_outside(state_path.parent)
+        check_signature(data, source=str(state_path), raw=raw)
+    except StateUntrustedError as exc:
+        where = f" at {exc.json_path}" if exc.json_path != "$" else ""
+        others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)
+        return f"{exc.detail}{where}{others}"
+    except KeyFileError as exc:
+        return f"cannot be checked: {exc}"
+    return None
+
+
+def _run_id_of(state: CheckpointState) -> str:
+    record = state.phase_data.get(ENGINE_KEY)
+    return str(record.get("run_id", "")) if isinstance(record, dict) else ""
+
+
+def _moment(path: Path) -> datetime:
+    return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+
+
+def _live_listing(state_path: Path) -> RunListing | None:
+    from ..formats.bridge_codec import parse_state
+    from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes
+
+    try:
+        data, raw = read_json_file_bytes(
+            state_path, max_bytes=STATE_MAX_BYTES, allow_lone_surrogates=True
+        )
+        state = parse_state(data, source=str(state_path))
+        record = state.phase_data[ENGINE_KEY]
+        return RunListing(
+            run_id=str(record["run_id"]),
+            workflow=str(record["workflow_name"]),
+            status=str(record["status"]),
+            updated_at=_moment(state_path),
+            pending=sum(r.status is HistoryStatus.PENDING for r in state.agent_requests),
+            phase=state.phase_name,
+            problem=signature_problem(data, raw, state_path),
+        )
+    except (OrchestratorError, OSError, KeyError, TypeError) as exc:
+        try:
+            updated = _moment(state_path)
+        except OSError:
+            return None
+        return RunListing(
+            run_id=state_path.name,
+            workflow=state_path.name,
+            status="damaged",
+            updated_at=updated,
+            problem=str(exc),
+        )
+
+
+def _ended_listing(state: Path) -> RunListing | None:
+    from ..storage.files import STATE_MAX_BYTES, read_regular_file
+
+    try:
+        data = json.loads(read_regular_file(state, max_bytes=STATE_MAX_BYTES))
+        record = data["phase_data"][ENGINE_KEY]
+        return RunListing(
+            run_id=state.parent.name,
+            workflow=str(record.get("workflow_name", "?")),
+            status=str(record.get("status", "?")),
+            updated_at=_moment(state),
+            phase=str(data.get("phase_name", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OrchestratorError):
+        return None  # being written, a link, or not ours: not listed
+
+
+def read_evidence(
+    run_dir: Path, relative: str, *, max_bytes: int = 8 * 1024 * 1024
+) -> bytes | None:
+    """The bytes of ``relative``, a regular file under ``run_dir`` reached without a link;
+    ``None`` for anything else (``..``, an absolute path, a link on the way, a directory,
+    a FIFO, nothing there, more than ``max_bytes``)."""
+    from ..storage import beneath
+
+    parts = relative.split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
+        return None
+    try:
+        fd = beneath.open_file(run_dir.joinpath(*parts), os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, OrchestratorError):
+        return None
+    with open(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return file.read(max_bytes + 1)[:max_bytes]
+
+
+def last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:
+    """The last ``count`` whole lines of ``path``, read from its end (a long ledger is
+    not read whole for its tail), with no link followed."""
+    from ..storage import beneath
+
+    try:
+        with open(beneath.open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - window))
+            chunk = file.read()
+    except (OSError, OrchestratorError):
+        return []
+    lines = chunk.splitlines()
+    if size > window and lines:
+        lines = lines[1:]  # the first may be cut
+    return lines[-count:]
