@@ -3,7 +3,7 @@
 A phase asking in a loop replays every earlier ask at each resume; a plain ask already
 answered with a success is found in the journal and given its recorded answer without
 the full path (the rows of ``ReplayRows``, kept from one resume to the next, then
-``PhaseContext._replayed_text``). These tests resume a five-ask loop after four answers
+the checks of ``PhaseReplay``). These tests resume a five-ask loop after four answers
 with the code changed in one way or another at its second ask, once with the lookup and
 once with it turned off, and expect the very same outcome: the lookup
 must defer every case it does not settle (another prompt or agent, an agent not
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from orchestrator import Workflow, phase
-from orchestrator.engine import context
+from orchestrator.engine import context, journal
 from orchestrator.testing import WorkflowHarness
 
 ASKS = 5
@@ -107,7 +107,7 @@ def test_the_lookup_gives_what_the_full_path_gives(
     variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     looked_up = resume_changed(tmp_path / "lookup", VARIANTS[variant])
-    monkeypatch.setattr(context.PhaseContext, "_replayed_text", lambda *_: None)
+    monkeypatch.setattr(journal.PhaseReplay, "_checked", lambda *_: None)
     monkeypatch.setattr(context.ReplayRows, "of", lambda *_, **__: [])
     full = resume_changed(tmp_path / "full", VARIANTS[variant])
     assert looked_up == full
@@ -166,13 +166,13 @@ def test_a_resume_in_process_replays_from_rows_kept_since_the_last(
     past the journal's end goes the checking way, so a loop's replay costs no step of
     Python per earlier entry beyond its index and compares."""
     checked: list[int] = []
-    real = context.PhaseContext._replayed_text
+    real = journal.PhaseReplay._checked
 
-    def watched(self: Any, agent: str, text: str, timeout_seconds: int) -> Any:
-        checked.append(self._position)
-        return real(self, agent, text, timeout_seconds)
+    def watched(self: Any, position: int, agent: str, text: str, timeout_seconds: int) -> Any:
+        checked.append(position)
+        return real(self, position, agent, text, timeout_seconds)
 
-    monkeypatch.setattr(context.PhaseContext, "_replayed_text", watched)
+    monkeypatch.setattr(journal.PhaseReplay, "_checked", watched)
     harness = WorkflowHarness(Loop, tmp_path)
     outcome = harness.run()
     for number in range(1, ASKS + 1):

@@ -43,6 +43,7 @@ from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
+from .journal import PhaseReplay
 from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
 from .record import (
     JournalEntry,
@@ -80,12 +81,8 @@ class PhaseContext:
         self.inputs: dict[str, Any] = copy_json(record.inputs)
         self.workdir = Path(record.workdir)
         self.output_path = Path(state.output_path)
-        # What a replayed ask needs, looked up once (see _replayed_text).
-        workflow_cls = engine.workflow_cls
-        self._agents = workflow_cls.agents
-        self._may_ask = workflow_cls.may_ask(spec)
-        self._sha256 = _durable.sha256_constructor()
-        self._rows = engine.journal.rows_for(spec, replayable=self._may_ask)
+        # How this phase's plain asks answered before come back (one method: text()).
+        self._replay = PhaseReplay(engine, spec)
 
     def output(self, phase_name: str, output_type: type[T] | None = None) -> Any:
         """The recorded output of an earlier phase, structured into ``output_type`` if given."""
@@ -120,19 +117,9 @@ class PhaseContext:
         retry.
         """
         if output_type is None and min_confidence is None and answer_within is None:
-            position, rows = self._position, self._rows
-            if position < len(rows):  # an ask answered before: two compares (ReplayRows)
-                row = rows[position]
-                if (
-                    row is not None
-                    and row[1] == prompt
-                    and row[0] == agent
-                    and TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
-                ):
-                    self._position = position + 1
-                    return row[2]
-            replayed = self._replayed_text(agent, prompt, timeout_seconds)
-            if replayed is not None:
+            replayed = self._replay.text(self._position, agent, prompt, timeout_seconds)
+            if replayed is not None:  # a plain ask answered before
+                self._position += 1
                 return replayed
         spec = Ask(
             agent=agent,
@@ -449,53 +436,6 @@ class PhaseContext:
             return None
         self._expect(entry, kind=kind, fingerprint=fingerprint, what=what)
         return entry
-
-    def _replayed_text(self, agent: str, prompt: str, timeout_seconds: int) -> str | None:
-        """The recorded answer of a plain ``ask`` replayed where nothing can go otherwise:
-        the journal holds this very call at this position, answered with a success, and
-        the call passes every check a new one would. The asks of :class:`ReplayRows`
-        never come here; this checks the others (a request whose text went to the run's
-        history, say) with the recorded request's prompt, whose digest the entry's
-        fingerprint holds (the engine writes both from the same ask), and a prompt that
-        differs against the fingerprint itself.
-
-        ``None`` (and nothing done) in every other case: the full path then checks,
-        opens, pauses, fails or re-opens as it says.
-        """
-        engine = self._engine
-        if not engine.attached or engine.record.reopened:
-            return None
-        record = engine.record
-        journal = record.journal
-        position = self._position
-        if position >= len(journal):
-            return None
-        entry = journal[position]
-        if (
-            entry.kind != "ask"
-            or entry.position != position
-            or len(entry.request_ids) != 1
-            or not self._may_ask
-            or agent not in self._agents
-            or len(prompt) < PROMPT_MIN_LENGTH
-            or not TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
-        ):
-            return None
-        answered = engine.mailbox.records_by_id().get(entry.request_ids[0])
-        if answered is None or answered.status is not HistoryStatus.COMPLETED:
-            return None
-        request = answered.x_request
-        if (
-            request is None
-            or request.prompt != prompt  # one compare of the texts, where they differ
-            or request.agent_name != agent
-        ) and entry.fingerprint != [f"{agent} {self._sha256(prompt.encode()).hexdigest()}"]:
-            return None
-        response = answered.x_response
-        if response is None or response.status is not RequestStatus.SUCCESS:
-            return None
-        self._position = position + 1
-        return response.response or ""
 
     def _next_position(self) -> int:
         position = self._position

@@ -27,9 +27,10 @@ from ..formats.bridge import (
     RequestStatus,
     record_edits,
 )
-from ..formats.bridge_codec import PROMPT_MIN_LENGTH
+from ..formats.bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE
 from ..formats.convert import unstructure
 from ..formats.times import parse_time
+from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
 from .record import EngineRecord, JournalEntry, Pause
 from .workflow import PhaseSpec
@@ -131,6 +132,78 @@ def _replay_row(
     ):
         return None
     return request.agent_name, request.prompt, response.response or ""
+
+
+class PhaseReplay:
+    """How a phase's plain asks answered before come back: :meth:`text`, the one way
+    from a recorded answer to ``ctx.ask``. The answer is read from the request the
+    mailbox settled (``Mailbox.record_answer``), by the journal's entry at the ask's
+    position: from the phase's :class:`ReplayRows` (an index and two compares), else
+    checked against the entry and its request."""
+
+    __slots__ = ("_agents", "_engine", "_may_ask", "_rows", "_sha256")
+
+    def __init__(self, engine: Engine, spec: PhaseSpec) -> None:
+        workflow_cls = engine.workflow_cls
+        self._engine = engine
+        self._agents = workflow_cls.agents
+        self._may_ask = workflow_cls.may_ask(spec)
+        self._sha256 = _durable.sha256_constructor()
+        self._rows = engine.journal.rows_for(spec, replayable=self._may_ask)
+
+    def text(self, position: int, agent: str, prompt: str, timeout_seconds: int) -> str | None:
+        """The recorded answer of the plain ``ask`` at ``position``, when the journal holds
+        this very call there, answered with a success, and the call passes every check a
+        new one would; ``None`` (and nothing done) in every other case: the full path then
+        checks, opens, pauses, fails or re-opens as it says."""
+        rows = self._rows
+        if position < len(rows):  # an ask answered before: two compares (ReplayRows)
+            row = rows[position]
+            if (
+                row is not None
+                and row[1] == prompt
+                and row[0] == agent
+                and TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
+            ):
+                return row[2]
+        return self._checked(position, agent, prompt, timeout_seconds)
+
+    def _checked(self, position: int, agent: str, prompt: str, timeout_seconds: int) -> str | None:
+        """:meth:`text` for the asks the rows do not hold (a request whose text went to
+        the run's history, say): checked with the recorded request's prompt, whose digest
+        the entry's fingerprint holds (the engine writes both from the same ask), and a
+        prompt that differs against the fingerprint itself."""
+        engine = self._engine
+        if not engine.attached or engine.record.reopened:
+            return None
+        journal = engine.record.journal
+        if position >= len(journal):
+            return None
+        entry = journal[position]
+        if (
+            entry.kind != "ask"
+            or entry.position != position
+            or len(entry.request_ids) != 1
+            or not self._may_ask
+            or agent not in self._agents
+            or len(prompt) < PROMPT_MIN_LENGTH
+            or not TIMEOUT_RANGE[0] <= timeout_seconds <= TIMEOUT_RANGE[1]
+        ):
+            return None
+        answered = engine.mailbox.records_by_id().get(entry.request_ids[0])
+        if answered is None or answered.status is not HistoryStatus.COMPLETED:
+            return None
+        request = answered.x_request
+        if (
+            request is None
+            or request.prompt != prompt  # one compare of the texts, where they differ
+            or request.agent_name != agent
+        ) and entry.fingerprint != [f"{agent} {self._sha256(prompt.encode()).hexdigest()}"]:
+            return None
+        response = answered.x_response
+        if response is None or response.status is not RequestStatus.SUCCESS:
+            return None
+        return response.response or ""
 
 
 class Journal:
