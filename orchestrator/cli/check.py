@@ -17,7 +17,8 @@ from typing import Any
 from .._errors import BoardError, ContractError, UsageError
 from .._text import plural
 from .board import add_board_arguments, board_of, ledger_lines
-from .common import Command, close_board_stores
+from .common import Command
+from .run_store import close_board_stores
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 # The validators' short names, and the document kind each one reads.
