@@ -20,8 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: (file, attribute) accesses in modules other helpers of this change own: other helpers
-#: are removing these; the list is to be emptied once their work is in.
+#: (file, attribute): the two reaches into the standard library's own private names,
+#: which it offers no public way around (argparse lists a parser's arguments only as
+#: ``_actions``; ctypes names its scalar types' base only as ``_SimpleCData``).
 ALLOWED: set[tuple[str, str]] = {
     ("orchestrator/cli/reference.py", "_actions"),  # argparse's parser
     ("orchestrator/storage/durable.py", "_SimpleCData"),  # ctypes
