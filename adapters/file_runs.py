@@ -214,8 +214,12 @@ class FileRunStore:
                     self.workdir, request.run_id, signed_only=request.signed_only
                 )
             except NoInstanceError:
-                if request.run_id is None:
-                    self.find_state(request.workflow)  # "no workflow instance here": say how
+                if request.run_id is None and request.workflow is None:
+                    raise NoInstanceError(
+                        f"{self.workdir}: no workflow instance here (no .<workflow>-state.json) "
+                        f"and no finished run (nothing under {runs_dir(self.workdir)}); start "
+                        "one with 'orchestrate run WORKFLOW'"
+                    ) from None
                 raise
         record = state.phase_data.get(ENGINE_KEY)
         record = record if isinstance(record, dict) else {}
