@@ -1,6 +1,6 @@
 """Running the task-board example under ``orchestrate drive`` and judging what it left.
 
-Used by ``tests/test_board_crash_safety.py``. Everything here works on real processes and
+Used by ``tests/board/test_board_crash_safety.py``. Everything here works on real processes and
 real files: ``python -m orchestrator drive`` with the example's offline
 ``fake_subagent.py`` as the handler (``FAKE_SUBAGENT_FAST=1``: the hung subagent answers
 TIMEOUT at once, and no ``orchestrate board`` commands are run), one work directory per

@@ -1,4 +1,4 @@
-"""One worker process for tests/test_board_concurrency.py: appends to a shared task board's
+"""One worker process for tests/board/test_board_concurrency.py: appends to a shared task board's
 worklogs and races the other workers for overlapping locks.
 
     python board_race_process.py BOARD WORKER COUNT --holders PATH --journal PATH

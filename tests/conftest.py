@@ -36,11 +36,11 @@ settings.load_profile("project")
 # Modules whose module-scoped fixtures are costly (a baseline run, a whole crash sweep):
 # pytest-xdist sends each one whole to one worker, so no fixture is made twice.
 ONE_WORKER = (
-    "test_board_concurrency.py",
-    "test_board_crash_safety.py",
-    "test_crash_safety.py",
-    "test_long_run_crashes.py",
-    "test_power_cut.py",
+    "tests/board/test_board_concurrency.py",
+    "tests/board/test_board_crash_safety.py",
+    "tests/engine/test_crash_safety.py",
+    "tests/engine/test_long_run_crashes.py",
+    "tests/storage/test_power_cut.py",
 )
 
 
@@ -52,7 +52,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module.rsplit("/", 1)[-1] in ONE_WORKER else nodeid
+            return module if module in ONE_WORKER else nodeid
 
     return Scheduling(config, log)
 

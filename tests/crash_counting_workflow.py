@@ -1,6 +1,6 @@
 """The template-create example with every ``ctx.step`` execution counted on disk.
 
-Used by ``tests/test_crash_safety.py`` through a file reference
+Used by ``tests/engine/test_crash_safety.py`` through a file reference
 (``tests/crash_counting_workflow.py:CountingTemplateCreate``). Every phase of the
 example is wrapped so that its ``ctx`` is a proxy whose ``step`` wraps the step function:
 when the function has run to its end, a line ``<step name>`` is appended (``O_APPEND``,

@@ -1,4 +1,4 @@
-"""One writer process for tests/test_ndjson.py: appends worklog entries to a shared file.
+"""One writer process for tests/storage/test_ndjson.py: appends worklog entries to a shared file.
 
     python ndjson_writer_process.py PATH WRITER COUNT [--durable] [--start-fd FD]
                                     [--first-size N] [--file-size-limit BYTES]

@@ -1,6 +1,6 @@
 """Workflows and an agent for the tests that drive PostgreSQL runs with real worker
-processes (``tests/test_pg_worker_crash.py``, ``tests/test_pg_workers.py``) and for
-``bench/pg_runs.py``.
+processes (``tests/adapters/test_pg_worker_crash.py``,
+``tests/adapters/test_pg_workers.py``) and for ``bench/pg_runs.py``.
 
 ``Relay`` has three phases; each runs one ``ctx.step`` whose side effect appends a line
 ``<run tag> <step> <pid>`` to the file ``$PG_FLOWS_STEP_LOG`` names (one ``O_APPEND``
