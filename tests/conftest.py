@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["pg_support"]
+pytest_plugins = ["support.pg_support"]
 
 _CONFIG_HOME = Path(tempfile.mkdtemp(prefix="orchestrator-test-config-"))
 os.environ["XDG_CONFIG_HOME"] = str(_CONFIG_HOME)
@@ -73,7 +73,7 @@ def _fail_a_missing_need(report: pytest.TestReport | pytest.CollectReport) -> No
     """Under ``CI=true`` a skip for a missing need (``needs``) fails: CI has them all."""
     if not report.skipped or os.environ.get("CI") != "true":
         return
-    from needs import is_a_need
+    from support.needs import is_a_need
 
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
     if is_a_need(str(reason)):

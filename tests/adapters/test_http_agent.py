@@ -1,4 +1,4 @@
-"""The HTTP invoker against a real HTTP server on loopback (``tests/http_fake_server.py``).
+"""The HTTP invoker against a real HTTP server on loopback (``tests/support/http_fake_server.py``).
 
 Every case checks the error type, how many requests reached the server, what the injected
 sleep was asked to wait, and that the API key shows up nowhere but in the Authorization
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_fake_server import Drop, FakeChatServer, HalfBody, Slow, ok, reply
 
 from orchestrator import AgentAnswer, AgentInvocationError, AgentInvoker, Engine, Workflow, phase
 from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.adapters.http_agent import HttpInvoker
+from support.http_fake_server import Drop, FakeChatServer, HalfBody, Slow, ok, reply
 
 KEY_ENV = "CHECKPOINT_TEST_LLM_KEY"
 KEY = "sk-test-Zq8vN3kT1rW5yB7mD2fH9jL4pX6cV0aG"

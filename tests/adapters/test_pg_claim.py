@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pg_fleet
-import pg_flows
 import pytest
+
+from support import pg_fleet, pg_flows
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The checks the worker-fleet tests make (``tests/pg_fleet.py``) find what they look for:
+"""The checks the worker-fleet tests make (``tests/support/pg_fleet.py``) find what they look for:
 each is given a run that is whole, then the same run with one fault, and must name it."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import pg_fleet
-import pg_flows
+from support import pg_fleet, pg_flows
 
 RUN = "run-1"
 A, B = "vm:101", "vm:202"

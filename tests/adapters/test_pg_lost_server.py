@@ -25,9 +25,10 @@ import time
 import uuid
 from pathlib import Path
 
-import pg_fleet
 import pytest
-from pg_support import server_dsn
+
+from support import pg_fleet
+from support.pg_support import server_dsn
 
 LOST = "lost its connection"
 #: how long a test waits for what must come (a guard against a hang, never a measure)

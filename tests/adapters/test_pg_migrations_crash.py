@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import needs
 import pytest
 
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
+from support import needs
 
 psycopg = needs.psycopg()
 sql = psycopg.sql

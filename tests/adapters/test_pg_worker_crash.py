@@ -7,7 +7,7 @@ agent); three at a time, each killed outright a random while after it starts ser
 logs: so that kills land on work however busy the machine), until 200 have been killed,
 with runs queued as the backlog runs low. A last worker with ``--until-idle`` then
 finishes what is left. From the store, the step log and the agent's log
-(``tests/pg_fleet.py`` has the checks):
+(``tests/support/pg_fleet.py`` has the checks):
 
 - every run completed, its events one ordered history (``x_seq`` 1..N, ``run.end`` last);
 - no answer lost: each output is an answer the agent gave to that very prompt, and an
@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import pg_fleet
 import pytest
-import sweeps
+
+from support import pg_fleet, sweeps
 
 pytestmark = pytest.mark.slow
 

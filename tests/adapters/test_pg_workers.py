@@ -3,7 +3,7 @@
 200 ``pg_flows.Relay`` runs are queued, half of them with a durable timer in their second
 phase, so that they pause and whichever worker is free when the timer is due takes them
 on. Four ``orchestrate worker`` processes serve until every run has completed, then stop
-on SIGTERM. From the events and the logs (``tests/pg_fleet.py`` has the checks): each run
+on SIGTERM. From the events and the logs (``tests/support/pg_fleet.py`` has the checks): each run
 was advanced by one worker at a time (the stretches of its events each worker wrote never
 overlap in time), its ``x_seq`` runs 1..N without a gap and ends in ``run.end``; every
 run completed once, each step ran once, each answer the agent gave is in its run.
@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pg_fleet
 import pytest
+
+from support import pg_fleet
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import example_answer as fake_answer
-from process_support import orchestrate
+
+from support.process_support import example_answer as fake_answer
+from support.process_support import orchestrate
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "template_create"
@@ -208,12 +209,12 @@ def test_the_environment_names_the_store(pg_dsn: str) -> None:
 
 
 def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_dsn: str) -> None:
-    from store_flows import expected_outputs
+    from support.store_flows import expected_outputs
 
-    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    flow = f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Chatter"
     queued = orchestrate("run", flow, "--store", pg_dsn, "--queue")
     run_id = queued.stdout.strip()
-    agent = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    agent = f"subprocess:{sys.executable} {REPO / 'tests' / 'support' / 'echo_agent.py'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env.update(ORCHESTRATOR_KEY_FILE=os.environ["ORCHESTRATOR_KEY_FILE"], ECHO_AGENT_DELAY="0.3")
     worker = subprocess.Popen(
@@ -239,10 +240,10 @@ def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_dsn: s
 
 
 def test_a_completed_run_rewound_on_a_store_goes_back_to_the_workers(pg_dsn: str) -> None:
-    from store_flows import expected_outputs
+    from support.store_flows import expected_outputs
 
-    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
-    agent = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    flow = f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Chatter"
+    agent = f"subprocess:{sys.executable} {REPO / 'tests' / 'support' / 'echo_agent.py'}"
     done = orchestrate("run", flow, "--store", pg_dsn, "--agent", agent)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip()
@@ -323,10 +324,10 @@ def test_events_of_a_store_run_are_its_log(pg_dsn: str, tmp_path: Path) -> None:
 
 
 def test_a_failed_run_on_a_store_is_retried_with_answers_that_still_match(pg_dsn: str) -> None:
-    from store_flows import expected_outputs
+    from support.store_flows import expected_outputs
 
-    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
-    good = f"subprocess:{sys.executable} {REPO / 'tests' / 'echo_agent.py'}"
+    flow = f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Chatter"
+    good = f"subprocess:{sys.executable} {REPO / 'tests' / 'support' / 'echo_agent.py'}"
     failed = orchestrate("run", flow, "--store", pg_dsn, "--agent", "subprocess:false")
     assert failed.returncode == 1, failed.stderr
     run_id = failed.stdout.strip()
@@ -340,7 +341,7 @@ def test_a_failed_run_on_a_store_is_retried_with_answers_that_still_match(pg_dsn
 def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
     """The run sleeps on a durable timer; an idle worker that would look for orphans only
     every minute still wakes when the timer is due and finishes the run."""
-    flow = f"{REPO / 'tests' / 'store_flows.py'}:Napper"
+    flow = f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Napper"
     slept = orchestrate("run", flow, "--store", pg_dsn)
     assert slept.returncode == 42, slept.stderr
     run_id = slept.stdout.strip()

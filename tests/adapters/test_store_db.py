@@ -12,11 +12,11 @@ import sys
 import time
 from typing import Any
 
-import needs
 import pytest
-from process_support import orchestrate
 
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
+from support import needs
+from support.process_support import orchestrate
 
 psycopg = needs.psycopg()
 

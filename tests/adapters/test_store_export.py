@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import needs
 import pytest
-from process_support import example_answer as answer
-from process_support import orchestrate
+
+from support import needs
+from support.process_support import example_answer as answer
+from support.process_support import orchestrate
 
 psycopg = needs.psycopg()
 

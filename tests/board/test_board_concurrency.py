@@ -1,6 +1,6 @@
 """The task board under real concurrency: eight worker processes on one board.
 
-Each worker (``tests/board_race_process.py``) appends its worklog entries through
+Each worker (``tests/support/board_race_process.py``) appends its worklog entries through
 ``Board.append_worklog`` and, between appends, races the others for tasks whose lock
 scopes overlap (``src`` over ``src/api.py`` and ``src/db``, two tasks on ``src/api.py``, a
 task on ``tests`` and ``docs/api.md`` at once), and writes on purpose with versions that
@@ -32,15 +32,15 @@ from typing import Any
 
 import attrs
 import pytest
-from board_race_process import RUN_ID, SCOPES, TASK_IDS, worklog_entry
 
 from orchestrator.board.board import Board
 from orchestrator.formats.board import Task, TaskStatus, TaskType
 from orchestrator.formats.convert import unstructure
 from orchestrator.formats.scope import resources_conflict
 from orchestrator.storage.ndjson import iter_records
+from support.board_race_process import RUN_ID, SCOPES, TASK_IDS, worklog_entry
 
-WORKER = Path(__file__).parents[1] / "board_race_process.py"
+WORKER = Path(__file__).parents[1] / "support" / "board_race_process.py"
 WORKERS = 8
 RUN_TIMEOUT = 1800
 CONFLICT = "CONCURRENCY_CONFLICT"

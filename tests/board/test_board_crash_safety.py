@@ -53,14 +53,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
 
-try:  # tests/ may or may not become a package; work either way
-    from . import board_crash_support as support
-except ImportError:
-    import board_crash_support as support  # type: ignore[no-redef]
+from support import board_crash_support as board_crash
+from support import sweeps
 
-Final, Outcome = support.Final, support.Outcome
+Final, Outcome = board_crash.Final, board_crash.Outcome
 
 WORKERS = int(os.environ.get("CRASH_SAFETY_WORKERS", "2"))
 DISPATCH_POINTS = 200  # layer-1 kills inside the dispatch waves
@@ -103,7 +100,7 @@ def label_kind(label: str) -> str:
         return "ledger append"
     if target.endswith(".jsonl"):
         return "worklog append"
-    if target == support.STATE_FILE:
+    if target == board_crash.STATE_FILE:
         return "state write"
     return target.split("/")[0] if "/" in target else target
 
@@ -146,29 +143,29 @@ class Baseline:
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Baseline:
     base = tmp_path_factory.mktemp("board-baseline")
-    plain_run = support.new_scenario(base, "example")
+    plain_run = board_crash.new_scenario(base, "example")
     started = time.monotonic()
-    support.expect_rc(support.run_drive(plain_run), 0, "uninterrupted example")
+    board_crash.expect_rc(board_crash.run_drive(plain_run), 0, "uninterrupted example")
     seconds = time.monotonic() - started
-    reference = support.final_of(plain_run / "work")
-    counted = support.new_scenario(base, "example-count")
-    process = support.start_drive(counted, crash_log=counted / "crash.log")
+    reference = board_crash.final_of(plain_run / "work")
+    counted = board_crash.new_scenario(base, "example-count")
+    process = board_crash.start_drive(counted, crash_log=counted / "crash.log")
     first_point = wait_for_first_point(process, counted / "crash.log")
-    assert process.wait(timeout=support.RUN_TIMEOUT) == 0, "example in count mode"
+    assert process.wait(timeout=board_crash.RUN_TIMEOUT) == 0, "example in count mode"
     active_seconds = time.monotonic() - first_point
-    points = support.read_log(counted / "crash.log")
+    points = board_crash.read_log(counted / "crash.log")
     assert [n for n, _ in points] == list(range(1, len(points) + 1))
     # Count mode changes nothing the checks look at.
-    assert support.judge(support.final_of(counted / "work"), reference) == {}
-    annotated = support.annotate([label for _, label in points])
+    assert board_crash.judge(board_crash.final_of(counted / "work"), reference) == {}
+    annotated = board_crash.annotate([label for _, label in points])
     return Baseline(
         final=reference,
-        labels=[support.plain(label) for _, label in points],
+        labels=[board_crash.plain(label) for _, label in points],
         annotated=annotated,
-        regions=support.regions(annotated),
+        regions=board_crash.regions(annotated),
         seconds=seconds,
         active_seconds=active_seconds,
-        subagent_runs=support.subagent_runs(plain_run),
+        subagent_runs=board_crash.subagent_runs(plain_run),
     )
 
 
@@ -178,7 +175,7 @@ def test_the_baseline_is_the_example_as_documented(baseline: Baseline) -> None:
     final = baseline.final
     assert final.leftovers == []
     summary = final.outputs["summarize"]
-    assert summary["done"] == list(support.TASKS) and summary["not_done"] == []
+    assert summary["done"] == list(board_crash.TASKS) and summary["not_done"] == []
     assert summary["waves"] == 4
     assert summary["attempts"] == {"T-1": 1, "T-2": 1, "T-3": 1, "T-4": 2, "T-5": 2, "T-6": 1}
     blocked = {d["delta_id"]: d["x_code"] for d in final.ledger if d["status"] == "blocked"}
@@ -186,9 +183,9 @@ def test_the_baseline_is_the_example_as_documented(baseline: Baseline) -> None:
     assert sorted(baseline.subagent_runs.elements()) == [
         "T-1 1", "T-2 1", "T-3 1", "T-4 1", "T-4 2", "T-5 1", "T-5 2", "T-6 1",
     ]  # fmt: skip
-    for check in support.CHECKS.values():
+    for check in board_crash.CHECKS.values():
         check(final, final)
-    assert support.HANDLER.startswith("env -u ORCHESTRATOR_CRASH_AT -u ORCHESTRATOR_CRASH_LOG ")
+    assert board_crash.HANDLER.startswith("env -u ORCHESTRATOR_CRASH_AT -u ORCHESTRATOR_CRASH_LOG ")
     dispatch = [r for r in baseline.regions if r not in ("prepare", "summarize")]
     assert len(dispatch) >= DISPATCH_POINTS
     regions = Counter(r.split(":")[0] for r in dispatch)
@@ -224,14 +221,14 @@ def test_the_checks_catch_what_they_look_for(baseline: Baseline, tmp_path: Path)
         )
     )
     with pytest.raises(AssertionError):
-        support.CHECKS["evidence"](dataclasses.replace(final, workdir=copied), final)
+        board_crash.CHECKS["evidence"](dataclasses.replace(final, workdir=copied), final)
 
     def doctored(**changes: Any) -> Final:
         return dataclasses.replace(copy.deepcopy(final), **changes)
 
     def fails(check: str, bad: Final) -> None:
         with pytest.raises(AssertionError):
-            support.CHECKS[check](bad, final)
+            board_crash.CHECKS[check](bad, final)
 
     ledger = final.ledger
     done = next(i for i, d in enumerate(ledger) if d["status"] == "done")
@@ -285,9 +282,9 @@ def test_the_checks_catch_what_they_look_for(baseline: Baseline, tmp_path: Path)
 
 def finish(scenario: Path, baseline: Baseline, outcome: Outcome) -> Outcome:
     """Judge a scenario that ran to its end."""
-    final = support.final_of(scenario / "work")
-    outcome.failures = support.judge(final, baseline.final)
-    runs = support.subagent_runs(scenario)
+    final = board_crash.final_of(scenario / "work")
+    outcome.failures = board_crash.judge(final, baseline.final)
+    runs = board_crash.subagent_runs(scenario)
     outcome.subagent_runs = sum(runs.values())
     outcome.extra_runs = sorted((runs - baseline.subagent_runs).elements())
     outcome.leftovers = final.leftovers
@@ -300,8 +297,8 @@ def finish(scenario: Path, baseline: Baseline, outcome: Outcome) -> Outcome:
 def missing_final_entries(final: Final, baseline: Final) -> list[str] | None:
     """The delta ids whose final worklog entries are missing, if the worklogs are the
     baseline's but for those entries (else None)."""
-    theirs = {t: [support.normal_entry(e) for e in log] for t, log in baseline.worklogs.items()}
-    mine = {t: [support.normal_entry(e) for e in log] for t, log in final.worklogs.items()}
+    theirs = {t: [board_crash.normal_entry(e) for e in log] for t, log in baseline.worklogs.items()}
+    mine = {t: [board_crash.normal_entry(e) for e in log] for t, log in final.worklogs.items()}
     missing = []
     for task, entries in theirs.items():
         kept = mine.get(task, [])
@@ -318,15 +315,17 @@ def missing_final_entries(final: Final, baseline: Final) -> list[str] | None:
 
 def layer_one(base: Path, baseline: Baseline, point: int) -> Outcome:
     outcome = Outcome(name=f"N={point}")
-    scenario = support.new_scenario(base, f"n{point:03d}")
-    support.kill_at(scenario, point, baseline.labels[point - 1], "crash.log")
+    scenario = board_crash.new_scenario(base, f"n{point:03d}")
+    board_crash.kill_at(scenario, point, baseline.labels[point - 1], "crash.log")
     outcome.kills.append(baseline.annotated[point - 1])
     outcome.regions.append(baseline.regions[point - 1])
     outcome.in_worklog_window = point in worklog_windows(baseline.labels)
     resume_log = scenario / "resume.log"
-    proc = support.run_drive(scenario, crash_at="count", crash_log=resume_log)
-    support.expect_rc(proc, 0, f"resume after a kill at point {point}")
-    outcome.resume_labels = [support.plain(label) for _, label in support.read_log(resume_log)]
+    proc = board_crash.run_drive(scenario, crash_at="count", crash_log=resume_log)
+    board_crash.expect_rc(proc, 0, f"resume after a kill at point {point}")
+    outcome.resume_labels = [
+        board_crash.plain(label) for _, label in board_crash.read_log(resume_log)
+    ]
     return finish(scenario, baseline, outcome)
 
 
@@ -334,40 +333,45 @@ def layer_two(
     base: Path, baseline: Baseline, first: int, resume_labels: list[str], second: int
 ) -> Outcome:
     outcome = Outcome(name=f"N={first},M={second}")
-    scenario = support.new_scenario(base, f"n{first:03d}-m{second:03d}")
-    support.kill_at(scenario, first, baseline.labels[first - 1], "crash1.log")
-    support.kill_at(scenario, second, resume_labels[second - 1], "crash2.log")
-    outcome.kills += [baseline.annotated[first - 1], support.annotate(resume_labels)[second - 1]]
+    scenario = board_crash.new_scenario(base, f"n{first:03d}-m{second:03d}")
+    board_crash.kill_at(scenario, first, baseline.labels[first - 1], "crash1.log")
+    board_crash.kill_at(scenario, second, resume_labels[second - 1], "crash2.log")
+    outcome.kills += [
+        baseline.annotated[first - 1],
+        board_crash.annotate(resume_labels)[second - 1],
+    ]
     outcome.regions += [baseline.regions[first - 1], "(resume)"]
     windows = (worklog_windows(baseline.labels), worklog_windows(resume_labels))
     outcome.in_worklog_window = first in windows[0] or second in windows[1]
-    support.expect_rc(support.run_drive(scenario), 0, f"resume after kills at {first}, {second}")
+    board_crash.expect_rc(
+        board_crash.run_drive(scenario), 0, f"resume after kills at {first}, {second}"
+    )
     return finish(scenario, baseline, outcome)
 
 
 def external_kill(base: Path, baseline: Baseline, index: int, start: str, delay: float) -> Outcome:
     outcome = Outcome(name=f"external #{index}: {delay * 1000:.0f} ms after the {start}")
-    scenario = support.new_scenario(base, f"ext{index:02d}")
+    scenario = board_crash.new_scenario(base, f"ext{index:02d}")
     log = scenario / "crash.log"
-    process = support.start_drive(scenario, crash_log=log)
+    process = board_crash.start_drive(scenario, crash_log=log)
     if start == "first point":
         wait_for_first_point(process, log)
     time.sleep(delay)
     os.kill(process.pid, signal.SIGKILL)  # not reaped before wait(): at worst a zombie
-    returncode = process.wait(timeout=support.RUN_TIMEOUT)
+    returncode = process.wait(timeout=board_crash.RUN_TIMEOUT)
     # A subagent drive was running when it died goes on alone (its own session): wait for
     # it, so that its writes are not mistaken for the resume's.
     wait_for_subagents(scenario)
-    passed = [support.plain(label) for _, label in support.read_log(log)]
+    passed = [board_crash.plain(label) for _, label in board_crash.read_log(log)]
     work = scenario / "work"
-    finished = not (work / support.STATE_FILE).exists() and bool(
-        support.final_of(work).history_runs
+    finished = not (work / board_crash.STATE_FILE).exists() and bool(
+        board_crash.final_of(work).history_runs
     )
     if returncode == -signal.SIGKILL and not finished:
         outcome.kills.append(passed[-1] if passed else "(before the first crash point)")
         outcome.regions.append(baseline.regions[len(passed) - 1] if passed else "prepare")
         outcome.resume_labels = passed
-        support.expect_rc(support.run_drive(scenario), 0, "resume after an external kill")
+        board_crash.expect_rc(board_crash.run_drive(scenario), 0, "resume after an external kill")
     elif returncode == -signal.SIGKILL:
         outcome.regions.append("(after the last crash point: nothing to resume)")
     else:
@@ -377,7 +381,7 @@ def external_kill(base: Path, baseline: Baseline, index: int, start: str, delay:
 
 def wait_for_first_point(process: subprocess.Popen[bytes], log: Path) -> float:
     """Until drive (in count mode) has logged a crash point; returns when it had."""
-    deadline = time.monotonic() + support.RUN_TIMEOUT
+    deadline = time.monotonic() + board_crash.RUN_TIMEOUT
     while process.poll() is None and not (log.exists() and log.stat().st_size):
         assert time.monotonic() < deadline, "drive passed no crash point"
         time.sleep(0.001)

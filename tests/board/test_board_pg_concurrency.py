@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from board_store_support import board_pg_store
 
 from orchestrator.board.board import Board
 from orchestrator.formats.board import Task, TaskType
+from support.board_store_support import board_pg_store
 
 __all__ = ["board_pg_store"]
 
-WORKER = Path(__file__).parents[1] / "board_pg_worker.py"
+WORKER = Path(__file__).parents[1] / "support" / "board_pg_worker.py"
 PROCESSES = 4
 TASKS = 100
 MODULES = 6

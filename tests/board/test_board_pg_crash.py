@@ -15,11 +15,11 @@ import uuid
 from typing import Any
 
 import pytest
-from board_store_support import board_pg_store
 
 from orchestrator._ports import BoardDocumentInput
 from orchestrator.board.board import Board
 from orchestrator.formats.board import Task, TaskType
+from support.board_store_support import board_pg_store
 
 __all__ = ["board_pg_store"]
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from board_store_support import OpenStore, board_pg_store, board_stores
 from test_board import RUN, make_task, subagent_result
 from test_ledger import AT, create, move
 
@@ -27,6 +26,7 @@ from orchestrator.board.files import FileBoardStore
 from orchestrator.board.ledger import Ledger, LedgerState, encode_delta
 from orchestrator.formats.board import ErrorCode, LedgerDelta, TaskStatus
 from orchestrator.testing import FakeClock
+from support.board_store_support import OpenStore, board_pg_store, board_stores
 
 __all__ = ["board_pg_store", "board_stores"]  # fixtures, used by name
 

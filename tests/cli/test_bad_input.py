@@ -37,20 +37,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from signing_support import sign_state_file
 
-try:  # tests/ may or may not become a package; work either way
-    from . import bad_input_support as support
-except ImportError:
-    import bad_input_support as support  # type: ignore[no-redef]
+from support import bad_input_support as bad_input
+from support.signing_support import sign_state_file
 
-Instance = support.Instance
-assert_one_line_error = support.assert_one_line_error
-describe = support.describe
-fresh_uuid = support.fresh_uuid
-orchestrate = support.orchestrate
-response_bytes = support.response_bytes
-start = support.start
+Instance = bad_input.Instance
+assert_one_line_error = bad_input.assert_one_line_error
+describe = bad_input.describe
+fresh_uuid = bad_input.fresh_uuid
+orchestrate = bad_input.orchestrate
+response_bytes = bad_input.response_bytes
+start = bad_input.start
 
 ANSWER = "Owls hunt at night and see well in the dark."
 FIX_HINT = "write a corrected response"
@@ -234,14 +231,14 @@ def test_an_identical_leftover_answer_is_recognised_and_consumed_once(tmp_path: 
 def test_a_100_mb_response_is_refused_without_being_read(tmp_path: Path) -> None:
     instance = start(tmp_path)
     # Baseline: the same command with nothing to read (pauses again, changes nothing).
-    plain, baseline_rss = support.run_measured("resume", "--workdir", instance.workdir)
+    plain, baseline_rss = bad_input.run_measured("resume", "--workdir", instance.workdir)
     assert plain.returncode == 42, describe(plain)
     state_before = instance.state_bytes()
     size = 100 * 1024 * 1024
     with open(instance.response_path, "wb") as handle:
         handle.truncate(size)  # sparse: costs no disk
     assert instance.response_path.stat().st_blocks * 512 < 1024 * 1024
-    result, rss = support.run_measured("resume", "--workdir", instance.workdir)
+    result, rss = bad_input.run_measured("resume", "--workdir", instance.workdir)
     assert result.returncode == 1, describe(result)
     assert_one_line_error(
         result.stderr,
@@ -337,10 +334,10 @@ def test_answers_to_an_instance_with_nothing_pending_are_refused(tmp_path: Path)
     instance = start(tmp_path, gate_dir=str(gate))
     rid = instance.request()["request_id"]
     assert instance.respond(ANSWER).returncode == 0
-    with support.running("resume", "--workdir", instance.workdir) as first:
-        assert support.read_fifo(gate / "entered", first) == str(first.pid)
+    with bad_input.running("resume", "--workdir", instance.workdir) as first:
+        assert bad_input.read_fifo(gate / "entered", first) == str(first.pid)
         first.kill()  # SIGKILL inside the 'gate' step; the kernel drops the lock
-        first.wait(timeout=support.PROCESS_TIMEOUT)
+        first.wait(timeout=bad_input.PROCESS_TIMEOUT)
     record = instance.engine_record()
     assert record["status"] == "running"
     assert [r["status"] for r in instance.state()["agent_requests"]] == ["completed"]
@@ -396,17 +393,17 @@ def test_a_second_resume_exits_75_while_the_first_holds_the_lock(tmp_path: Path)
     instance = start(tmp_path, gate_dir=str(gate))
     assert instance.respond(ANSWER).returncode == 0
     response = instance.response_path.read_bytes()
-    with support.running("resume", "--workdir", instance.workdir) as first:
+    with bad_input.running("resume", "--workdir", instance.workdir) as first:
         # The first resume has taken the lock, replayed phase 1 with the answer, run
         # 'save', and is now blocked inside the 'gate' step.
-        assert support.read_fifo(gate / "entered", first) == str(first.pid)
+        assert bad_input.read_fifo(gate / "entered", first) == str(first.pid)
         state_during = instance.state_bytes()
         for args in (
             ["resume", "--workdir", instance.workdir],
             ["cancel", "--workdir", instance.workdir],
             [
                 "run",
-                f"{support.WORKFLOW_FILE}:Tiny",
+                f"{bad_input.WORKFLOW_FILE}:Tiny",
                 "--workdir",
                 instance.workdir,
                 "--input",
@@ -426,8 +423,8 @@ def test_a_second_resume_exits_75_while_the_first_holds_the_lock(tmp_path: Path)
             assert first.poll() is None, "the second process must not wait for the first"
             assert instance.state_bytes() == state_during
             assert instance.response_path.read_bytes() == response, "the answer was touched"
-        support.write_fifo(gate / "release", "go", first)
-        out, err = first.communicate(timeout=support.PROCESS_TIMEOUT)
+        bad_input.write_fifo(gate / "release", "go", first)
+        out, err = first.communicate(timeout=bad_input.PROCESS_TIMEOUT)
         assert first.returncode == 0, (out, err)
     assert instance.answer() == ANSWER + "\n"  # written once
     assert instance.steps() == ["outline", "save", "gate"]  # every step once
@@ -462,7 +459,7 @@ def test_run_where_an_instance_already_lives(tmp_path: Path) -> None:
     state_before, request_before = instance.state_bytes(), instance.request_path.read_bytes()
     result = orchestrate(
         "run",
-        f"{support.WORKFLOW_FILE}:Tiny",
+        f"{bad_input.WORKFLOW_FILE}:Tiny",
         "--workdir",
         instance.workdir,
         "--input",
@@ -486,7 +483,7 @@ def test_a_bad_input_is_a_usage_error(tmp_path: Path, pair: str) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     result = orchestrate(
-        "run", f"{support.WORKFLOW_FILE}:Tiny", "--workdir", workdir, "--input", pair
+        "run", f"{bad_input.WORKFLOW_FILE}:Tiny", "--workdir", workdir, "--input", pair
     )
     assert result.returncode == 2, describe(result)
     assert_one_line_error(result.stderr, f"--input {pair!r}", "write KEY=VALUE")
@@ -494,9 +491,12 @@ def test_a_bad_input_is_a_usage_error(tmp_path: Path, pair: str) -> None:
 
 
 UNRESOLVABLE = {
-    "missing-file": (lambda: f"{support.FIXTURES / 'no_such_file.py'}:Tiny", "no such file"),
-    "missing-class": (lambda: f"{support.WORKFLOW_FILE}:NoSuchClass", "is not a Workflow subclass"),
-    "not-a-workflow": (lambda: f"{support.WORKFLOW_FILE}:Path", "is not a Workflow subclass"),
+    "missing-file": (lambda: f"{bad_input.FIXTURES / 'no_such_file.py'}:Tiny", "no such file"),
+    "missing-class": (
+        lambda: f"{bad_input.WORKFLOW_FILE}:NoSuchClass",
+        "is not a Workflow subclass",
+    ),
+    "not-a-workflow": (lambda: f"{bad_input.WORKFLOW_FILE}:Path", "is not a Workflow subclass"),
     "missing-module": (lambda: "no_such_package_xyz.flows:Tiny", "cannot import module"),
     "unregistered-name": (lambda: "no-such-registered-workflow", "no workflow named"),
 }
@@ -516,27 +516,27 @@ def test_a_workflow_reference_that_does_not_resolve(tmp_path: Path, case: str) -
 
 @pytest.mark.slow
 def test_a_file_with_one_workflow_needs_no_class_name(tmp_path: Path) -> None:
-    shutil.copy(support.WORKFLOW_FILE, tmp_path / "tiny.py")
+    shutil.copy(bad_input.WORKFLOW_FILE, tmp_path / "tiny.py")
     started = orchestrate("run", "tiny.py", "--input", "topic=owls", cwd=tmp_path)
     assert started.returncode == 42, describe(started)
-    state = json.loads((tmp_path / support.STATE_FILE).read_text(encoding="utf-8"))
+    state = json.loads((tmp_path / bad_input.STATE_FILE).read_text(encoding="utf-8"))
     assert state["phase_data"]["x_orchestrator"]["workflow"] == f"{tmp_path / 'tiny.py'}:Tiny"
     assert orchestrate("respond", "--text", "Owls hunt.", cwd=tmp_path).returncode == 0
     assert orchestrate("resume", cwd=tmp_path).returncode == 0  # the state names the class
 
 
 def test_a_file_with_several_workflows_lists_them(tmp_path: Path) -> None:
-    source = support.WORKFLOW_FILE.read_text(encoding="utf-8")
+    source = bad_input.WORKFLOW_FILE.read_text(encoding="utf-8")
     other = 'class Other(Tiny):\n    name = "other"\n'
     (tmp_path / "two.py").write_text(f"{source}\n\n{other}", encoding="utf-8")
     result = orchestrate("run", "two.py", "--input", "topic=owls", cwd=tmp_path)
     assert result.returncode == 2, describe(result)
     assert_one_line_error(result.stderr, "two.py defines several", "two.py:Other, two.py:Tiny")
-    assert not (tmp_path / support.STATE_FILE).exists()
+    assert not (tmp_path / bad_input.STATE_FILE).exists()
 
 
 def test_a_class_name_in_the_wrong_case_is_suggested(tmp_path: Path) -> None:
-    shutil.copy(support.WORKFLOW_FILE, tmp_path / "tiny.py")
+    shutil.copy(bad_input.WORKFLOW_FILE, tmp_path / "tiny.py")
     result = orchestrate("run", "tiny.py:tiny", "--input", "topic=owls", cwd=tmp_path)
     assert result.returncode == 2, describe(result)
     assert_one_line_error(result.stderr, "did you mean Tiny?", "its workflows: tiny.py:Tiny")
@@ -569,7 +569,7 @@ def test_a_workflow_file_broken_between_pause_and_resume(tmp_path: Path) -> None
     with a usage error and keeps everything, and works again once the file is fixed."""
     workflow_file = tmp_path / "flows" / "wf.py"
     workflow_file.parent.mkdir()
-    good = support.WORKFLOW_FILE.read_bytes()
+    good = bad_input.WORKFLOW_FILE.read_bytes()
     workflow_file.write_bytes(good)
     instance = start(tmp_path, workflow_file=workflow_file)
     assert instance.respond(ANSWER).returncode == 0
@@ -689,7 +689,7 @@ def test_cancel_force_sets_a_corrupt_state_aside_and_a_new_run_can_start(tmp_pat
     assert str(kept) in result.stderr
     rerun = orchestrate(
         "run",
-        f"{support.WORKFLOW_FILE}:Tiny",
+        f"{bad_input.WORKFLOW_FILE}:Tiny",
         "--workdir",
         instance.workdir,
         "--output",

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from process_support import orchestrate
+
+from support.process_support import orchestrate
 
 HANDLER = "while [ ! -e {release} ]; do sleep 0.05; done; echo Owls hunt at night."
 

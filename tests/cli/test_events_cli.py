@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evidence_support import EXAMPLE_HANDLER, example_args
+
+from support.evidence_support import EXAMPLE_HANDLER, example_args
 
 RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
 # How long a child may take before the test gives up on it: a safety net, never a measure.

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
+
+from support import sweeps
 
 FLOWS = Path(__file__).parents[1] / "fixtures" / "drive" / "flows.py"
 READ_OWN_FILE = (

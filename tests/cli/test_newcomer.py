@@ -11,11 +11,11 @@ from typing import Any
 
 import attrs
 import pytest
-from process_support import orchestrate
 
 from orchestrator import Workflow, phase
 from orchestrator.cli.main import COMMANDS, _parser
 from orchestrator.testing import MockAgentInvoker
+from support.process_support import orchestrate
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from process_support import orchestrate
+
+from support.process_support import orchestrate
 
 FLOWS = Path(__file__).parents[1] / "fixtures" / "drive" / "flows.py"
 FAILING = """

@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-import needs
 import pytest
+
+from support import needs
 
 needs.extra("starlette", "ui")
 
-from ui_support import Served, paused_template_create, serving  # noqa: E402
+from support.ui_support import Served, paused_template_create, serving  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,7 @@ def paused(tmp_path: Path) -> Path:
 
 
 def the_run(workdir: Path) -> tuple[str, dict[str, object]]:
-    from process_support import orchestrate
+    from support.process_support import orchestrate
 
     status = json.loads(orchestrate("status", "--workdir", workdir, "--json").stdout)
     return str(status["run_id"]), status
@@ -178,7 +179,7 @@ def test_an_answer_goes_through_respond_s_validation(paused: Path) -> None:
 
 
 def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) -> None:
-    from tests.eval_support import compare, copy_runs
+    from support.eval_support import compare, copy_runs
 
     runs = copy_runs(tmp_path / "work")
     compare(runs)
@@ -198,8 +199,8 @@ def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) 
 
 
 def test_runs_of_a_store_are_watched_and_answered_the_same_way(pg_dsn: str, tmp_path: Path) -> None:
-    from process_support import orchestrate
-    from ui_support import EXAMPLE, fake_answer
+    from support.process_support import orchestrate
+    from support.ui_support import EXAMPLE, fake_answer
 
     started = orchestrate(
         "run",
@@ -264,8 +265,8 @@ def test_a_linked_run_history_is_never_read(paused: Path, tmp_path: Path) -> Non
 
 
 def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
-    from process_support import orchestrate
-    from ui_support import REPO
+    from support.process_support import orchestrate
+    from support.ui_support import REPO
 
     example = REPO / "examples" / "task_board"
     done = orchestrate(
@@ -298,12 +299,12 @@ def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
 
 
 def test_a_failed_run_is_retried_or_rewound_from_its_page(tmp_path: Path) -> None:
-    from process_support import orchestrate
-    from ui_support import REPO
+    from support.process_support import orchestrate
+    from support.ui_support import REPO
 
     workdir = tmp_path / "failing"
     workdir.mkdir()
-    flow = f"{REPO / 'tests' / 'store_flows.py'}:Chatter"
+    flow = f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Chatter"
     failed = orchestrate("run", flow, "--workdir", workdir, "--agent", "subprocess:false")
     assert failed.returncode == 1, failed.stderr
     run_id, _ = the_run(workdir)

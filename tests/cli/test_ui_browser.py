@@ -19,15 +19,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import needs
 import pytest
+
+from support import needs
 
 needs.extra("starlette", "ui")
 sync_api = needs.extra("playwright.sync_api", "report-test")
 CHROMIUM = needs.CHROMIUM
 pytestmark = [needs.chromium, pytest.mark.slow]
 
-from ui_support import REPO, Served, fake_answer, paused_template_create, serving  # noqa: E402
+from support.ui_support import REPO, Served, fake_answer, paused_template_create, serving  # noqa: E402
 
 
 @contextmanager
@@ -150,7 +151,7 @@ def request_document(workdir: Path, request_id: str) -> dict[str, Any]:
     """The request as the host reads it (the fake agent answers from all of it)."""
     import json
 
-    from process_support import orchestrate
+    from support.process_support import orchestrate
 
     for item in json.loads(orchestrate("pending", "--workdir", workdir, "--json").stdout):
         if item["request"]["request_id"] == request_id:
@@ -219,11 +220,11 @@ def columns(page: Any) -> dict[str, int]:
 
 
 def test_a_json_answer_is_checked_against_the_shape_the_request_asks_for(tmp_path: Path) -> None:
-    from process_support import orchestrate
+    from support.process_support import orchestrate
 
     workdir = tmp_path / "review"
     workdir.mkdir()
-    flow = f"{REPO / 'tests' / 'ui_flows.py'}:Review"
+    flow = f"{REPO / 'tests' / 'support' / 'ui_flows.py'}:Review"
     assert orchestrate("run", flow, "--workdir", workdir).returncode == 42
     problems: list[str] = []
     with serving(workdir) as served, browser_page(served, problems) as page:

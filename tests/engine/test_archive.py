@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
 
 from orchestrator import Engine
 from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.testing import WorkflowHarness
+from support import sweeps
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "archive" / "many_asks.py"
 REFERENCE = f"{FIXTURE}:ManyAsks"

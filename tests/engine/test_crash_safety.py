@@ -19,7 +19,7 @@ example's offline ``fake_agent.py`` as the handler):
   resumes to the end. Every killed process must die by SIGKILL (return code -9) at the
   point asked, and the final ``drive`` must exit 0.
 * Genuinely external kills: ``os.kill(pid, SIGKILL)`` after a varied delay.
-* Steps are counted by running ``tests/crash_counting_workflow.py:CountingTemplateCreate``,
+* Steps are counted by running ``tests/support/crash_counting_workflow.py:CountingTemplateCreate``,
   the example with every step execution appended to a log file; a first test checks
   that it is the example (same crash points, same outputs).
 
@@ -55,15 +55,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
-from evidence_support import check_run_evidence, story, without_retries
+
+from support import sweeps
+from support.evidence_support import check_run_evidence, story, without_retries
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = ROOT / "examples" / "template_create"
 EXAMPLE_REF = f"{EXAMPLE_DIR / 'workflow.py'}:TemplateCreate"
-COUNTING_REF = (
-    f"{Path(__file__).resolve().parents[1] / 'crash_counting_workflow.py'}:CountingTemplateCreate"
-)
+COUNTING_FILE = Path(__file__).resolve().parents[1] / "support" / "crash_counting_workflow.py"
+COUNTING_REF = f"{COUNTING_FILE}:CountingTemplateCreate"
 SAMPLE_PROJECT = EXAMPLE_DIR / "sample_project"
 HANDLER = f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE_DIR / 'fake_agent.py'))}"
 

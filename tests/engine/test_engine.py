@@ -13,7 +13,6 @@ from typing import Any
 
 import attrs
 import pytest
-from signing_support import edit_state
 
 from orchestrator import (
     AgentInvocationError,
@@ -25,6 +24,7 @@ from orchestrator import (
 )
 from orchestrator._errors import StateDamagedError
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
+from support.signing_support import edit_state
 
 LONG = (
     "Please answer carefully and completely; "

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
-from evidence_support import check_run_evidence, story, without_retries
-from long_run_support import answer_for, long_workflow
+
+from support import sweeps
+from support.evidence_support import check_run_evidence, story, without_retries
+from support.long_run_support import answer_for, long_workflow
 
 ASKS = 24  # the loop's asks: more than enough for every long-run path of a save
 PHASES = 6  # single-ask phases after the loop
@@ -46,7 +47,7 @@ HANDLER = """
 import json, sys
 
 sys.path.insert(0, @TESTS@)
-from long_run_support import answer_for
+from support.long_run_support import answer_for
 
 request = json.load(sys.stdin)
 print(json.dumps({

@@ -22,10 +22,7 @@ from pathlib import Path
 
 import pytest
 
-try:  # tests/ may or may not become a package; work either way
-    from . import bad_input_support as support
-except ImportError:
-    import bad_input_support as support  # type: ignore[no-redef]
+from support import bad_input_support as bad_input
 
 ANSWER = "Owls hunt at night and see well in the dark."
 
@@ -36,35 +33,35 @@ STEP_LINE = 'ctx.step("outline", _outline, ctx.output_path, topic)'
 pytestmark = pytest.mark.slow
 
 
-def paused_copy(tmp_path: Path, *, rename_step_to: str | None = None) -> support.Instance:
+def paused_copy(tmp_path: Path, *, rename_step_to: str | None = None) -> bad_input.Instance:
     """Start ``tiny`` from a private copy of the workflow file and answer its request.
 
     ``rename_step_to`` gives phase 1's step another name in the copy before the run.
     """
     workflow_file = tmp_path / "flows" / "wf.py"
     workflow_file.parent.mkdir()
-    source = support.WORKFLOW_FILE.read_text(encoding="utf-8")
+    source = bad_input.WORKFLOW_FILE.read_text(encoding="utf-8")
     if rename_step_to is not None:
         source = source.replace('ctx.step("outline",', f'ctx.step("{rename_step_to}",')
     workflow_file.write_text(source, encoding="utf-8")
-    instance = support.start(tmp_path, workflow_file=workflow_file)
+    instance = bad_input.start(tmp_path, workflow_file=workflow_file)
     assert instance.engine_record()["workflow"] == f"{workflow_file}:Tiny"
     responded = instance.respond(ANSWER)
-    assert responded.returncode == 0, support.describe(responded)
+    assert responded.returncode == 0, bad_input.describe(responded)
     assert instance.steps() == ["outline"]
     return instance
 
 
-def edit(instance: support.Instance, old: str, new: str) -> None:
+def edit(instance: bad_input.Instance, old: str, new: str) -> None:
     source = instance.workflow_file.read_text(encoding="utf-8")
     assert source.count(old) == 1, f"{old!r} should occur once in the workflow"
     instance.workflow_file.write_text(source.replace(old, new), encoding="utf-8")
 
 
-def assert_fails_with(instance: support.Instance, *fragments: str) -> str:
+def assert_fails_with(instance: bad_input.Instance, *fragments: str) -> str:
     """Resume fails (exit 1) naming ``fragments``; the failure is kept and repeatable."""
     result = instance.resume()
-    assert result.returncode == 1, support.describe(result)
+    assert result.returncode == 1, bad_input.describe(result)
     assert "Traceback" not in result.stderr, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -79,7 +76,7 @@ def assert_fails_with(instance: support.Instance, *fragments: str) -> str:
     failed_state = instance.state_bytes()
 
     again = instance.resume()
-    assert again.returncode == 1, support.describe(again)
+    assert again.returncode == 1, bad_input.describe(again)
     assert "already failed" in again.stderr
     for fragment in fragments:
         assert fragment in again.stderr, f"{fragment!r} not repeated in {again.stderr!r}"
@@ -154,12 +151,12 @@ def test_the_failure_is_detected_once_answered(tmp_path: Path) -> None:
     the first resume that has an answer to replay."""
     workflow_file = tmp_path / "flows" / "wf.py"
     workflow_file.parent.mkdir()
-    workflow_file.write_bytes(support.WORKFLOW_FILE.read_bytes())
-    instance = support.start(tmp_path, workflow_file=workflow_file)
+    workflow_file.write_bytes(bad_input.WORKFLOW_FILE.read_bytes())
+    instance = bad_input.start(tmp_path, workflow_file=workflow_file)
     request, state = instance.request_path.read_bytes(), instance.state_bytes()
     edit(instance, "no headings, no lists", "no headings, no lists, no adjectives")
     waiting = instance.resume()
-    assert waiting.returncode == 42, support.describe(waiting)
+    assert waiting.returncode == 42, bad_input.describe(waiting)
     assert instance.request_path.read_bytes() == request
     assert instance.state_bytes() == state
     assert instance.respond(ANSWER).returncode == 0
@@ -172,7 +169,7 @@ def test_the_same_code_resumes_to_the_end(tmp_path: Path) -> None:
     source = instance.workflow_file.read_text(encoding="utf-8")
     instance.workflow_file.write_text(source, encoding="utf-8")
     result = instance.resume()
-    assert result.returncode == 0, support.describe(result)
+    assert result.returncode == 0, bad_input.describe(result)
     assert instance.answer() == ANSWER + "\n"
     assert instance.steps() == ["outline", "save"]
     assert not instance.state_path.exists()

@@ -13,10 +13,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from process_support import orchestrate
-from signing_support import sign_state_file
 
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness, replay_run
+from support.process_support import orchestrate
+from support.signing_support import sign_state_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "template_create" / "workflow.py"

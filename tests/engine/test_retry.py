@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
-from process_support import orchestrate
 
 from orchestrator import Workflow, phase
 from orchestrator.testing import MockAgentInvoker
+from support import sweeps
+from support.process_support import orchestrate
 
 LONG = "Say what you think of the topic below, in two short paragraphs, plainly. " * 2
 
@@ -242,7 +242,7 @@ class Flaky(Workflow):
 
 
 def test_the_run_log_tells_the_failed_try_and_the_retry(workflow_harness: Any) -> None:
-    from evidence_support import check_run_evidence
+    from support.evidence_support import check_run_evidence
 
     Flaky.fixed = False
     invoker = MockAgentInvoker({"writer": "an answer"})

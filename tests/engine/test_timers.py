@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
-from process_support import orchestrate
 
 from orchestrator import Workflow, phase
 from orchestrator.testing import FakeClock, WorkflowHarness
+from support import sweeps
+from support.process_support import orchestrate
 
 LONG = "Say what you think of the topic below, in two short paragraphs, plainly. " * 2
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
-from tests.eval_support import compare, copy_runs, edit_json
+from support.eval_support import compare, copy_runs, edit_json
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_the_hand_made_runs_meet_the_shipped_run_schemas() -> None:
     import jsonschema
 
     from orchestrator.formats.schemas import shipped_schema
-    from tests.eval_support import FIXTURE_RUNS
+    from support.eval_support import FIXTURE_RUNS
 
     def errors(kind: str, path: Path) -> list[str]:
         schema = shipped_schema("runs", f"{kind}.schema.json")

@@ -19,7 +19,7 @@ from orchestrator.formats.evaluation import (
     evaluation_schema,
     parse_evaluation,
 )
-from tests.eval_support import compare, copy_runs, edit_json, evaluation_of, verdicts
+from support.eval_support import compare, copy_runs, edit_json, evaluation_of, verdicts
 
 EXPECTED = {
     "c-new-failure": "new_failure",

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from eval_agent_server import AgentServer, CutJSON, Good, Reply
-from process_support import orchestrate
+
+from support.eval_agent_server import AgentServer, CutJSON, Good, Reply
+from support.process_support import orchestrate
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import needs
 import pytest
 
-from tests.eval_support import compare, copy_runs
+from support import needs
+from support.eval_support import compare, copy_runs
 
 CHROMIUM = needs.CHROMIUM
 sync_api = needs.extra("playwright.sync_api", "report-test")

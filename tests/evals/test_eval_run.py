@@ -16,23 +16,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from eval_agent_server import (
-    AgentServer,
-    CutJSON,
-    Drip,
-    Drop,
-    Good,
-    HalfBody,
-    OddLength,
-    Reply,
-    Reset,
-    Sleep,
-    good_answer,
-)
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
-from process_support import orchestrate
 
 from orchestrator import ContractError, Engine
 from orchestrator.adapters.file_bridge import FileBridge
@@ -48,6 +34,20 @@ from orchestrator.formats.runs import (
     runs_schema,
 )
 from orchestrator.storage.durable import sha256_hex
+from support.eval_agent_server import (
+    AgentServer,
+    CutJSON,
+    Drip,
+    Drop,
+    Good,
+    HalfBody,
+    OddLength,
+    Reply,
+    Reset,
+    Sleep,
+    good_answer,
+)
+from support.process_support import orchestrate
 
 SLEEPS: list[float] = []
 
@@ -317,7 +317,7 @@ def test_a_subprocess_agent_answers_and_its_failure_is_other(tmp_path: Path) -> 
     agent.write_text(
         "import json, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
-        "from eval_agent_server import good_answer\n"
+        "from support.eval_agent_server import good_answer\n"
         "request = json.load(sys.stdin)\n"
         "if request['case_id'] == 'bad':\n"
         "    print('cannot', file=sys.stderr); sys.exit(3)\n"

@@ -15,11 +15,11 @@ from typing import Any
 
 import attrs
 import pytest
-from evidence_support import check_run_evidence, run_dir_of
-from signing_support import sign_state_file
 
 from orchestrator import AgentInvocationError, Ask, PhaseResult, Workflow, phase
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
+from support.evidence_support import check_run_evidence, run_dir_of
+from support.signing_support import sign_state_file
 
 LONG = (
     "Please answer carefully and completely; this sentence pads every prompt of these tests "

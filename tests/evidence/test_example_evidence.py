@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from evidence_support import EXAMPLE_HANDLER as HANDLER
-from evidence_support import check_run_evidence, example_args, run_dir_of, story
+
+from support.evidence_support import EXAMPLE_HANDLER as HANDLER
+from support.evidence_support import check_run_evidence, example_args, run_dir_of, story
 
 CRASH_KEYS = ("ORCHESTRATOR_CRASH_AT", "ORCHESTRATOR_CRASH_LOG")
 

@@ -13,9 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import needs
 import pytest
-from evidence_support import EXAMPLE_HANDLER, example_args
 
 from orchestrator._errors import ContractError
 from orchestrator.evidence.otel import (
@@ -30,6 +28,8 @@ from orchestrator.evidence.otel import (
     trace_id_for,
     unix_nanos,
 )
+from support import needs
+from support.evidence_support import EXAMPLE_HANDLER, example_args
 
 RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
 PATIENCE = 120.0

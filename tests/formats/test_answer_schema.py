@@ -82,9 +82,9 @@ def test_the_schema_and_the_engine_agree_on_every_answer(document: dict[str, Any
 
 
 def test_a_typed_ask_carries_its_schema_in_the_request(tmp_path: Path) -> None:
-    from process_support import orchestrate
+    from support.process_support import orchestrate
 
-    flow = f"{Path(__file__).parents[1] / 'ui_flows.py'}:Review"
+    flow = f"{Path(__file__).parents[1] / 'support' / 'ui_flows.py'}:Review"
     paused = orchestrate("run", flow, "--workdir", tmp_path)
     assert paused.returncode == 42, paused.stderr
     request = json.loads((tmp_path / ".agent-request.json").read_text())
@@ -100,9 +100,9 @@ def test_a_typed_ask_carries_its_schema_in_the_request(tmp_path: Path) -> None:
 def test_an_answer_of_another_shape_is_refused_by_the_engine_too(
     tmp_path: Path, answer: str
 ) -> None:
-    from process_support import orchestrate
+    from support.process_support import orchestrate
 
-    flow = f"{Path(__file__).parents[1] / 'ui_flows.py'}:Review"
+    flow = f"{Path(__file__).parents[1] / 'support' / 'ui_flows.py'}:Review"
     assert orchestrate("run", flow, "--workdir", tmp_path).returncode == 42
     assert orchestrate("respond", "--workdir", tmp_path, "--text", answer).returncode == 0
     resumed = orchestrate("resume", "--workdir", tmp_path)

@@ -403,12 +403,12 @@ def with_null(document: Any, path: tuple[Any, ...]) -> Any:
 
 def null_cases() -> list[Any]:
     from test_board_contracts import GOOD as BOARD_GOOD
-    from test_seed_schemas_support import GOOD_BASES, SEED_SCHEMAS, python_verdict
     from test_steps import GOOD as STEPS_GOOD
     from test_steps import PARSERS as STEPS_PARSERS
 
     from orchestrator.formats import board, bridge, steps
     from orchestrator.formats.board_rules import board_schema, parse_board_document
+    from support.bridge_documents import GOOD_BASES, SEED_SCHEMAS, python_verdict
 
     board_classes = {
         "assignment-packet": board.AssignmentPacket,

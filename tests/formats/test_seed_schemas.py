@@ -22,7 +22,11 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft7Validator, FormatChecker
-from test_seed_schemas_support import (
+
+from orchestrator import PhaseResult, UnknownVersionError, Workflow, phase, workflow_schemas
+from orchestrator.formats.bridge_codec import parse_request, parse_state
+from orchestrator.testing import WorkflowHarness
+from support.bridge_documents import (
     BAD_DOCUMENTS,
     EXAMPLE,
     GOOD_BASES,
@@ -34,10 +38,6 @@ from test_seed_schemas_support import (
     seed,
     with_version,
 )
-
-from orchestrator import PhaseResult, UnknownVersionError, Workflow, phase, workflow_schemas
-from orchestrator.formats.bridge_codec import parse_request, parse_state
-from orchestrator.testing import WorkflowHarness
 
 # Draft7Validator.FORMAT_CHECKER knows no "uuid" (the format arrived in draft 2019-09), so
 # it would pass any string silently. FormatChecker() holds every format jsonschema has.

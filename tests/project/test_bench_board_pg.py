@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pg_support import server_dsn
+
+from support.pg_support import server_dsn
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "board_pg.py"
 FIGURES = (

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pg_support import server_dsn, unavailable_reason
+
+from support.pg_support import server_dsn, unavailable_reason
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "pg_runs.py"
 

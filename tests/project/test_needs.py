@@ -12,7 +12,7 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 LACKING = """
-import needs
+from support import needs
 
 needs.extra("no_such_module_anywhere", "ui")
 

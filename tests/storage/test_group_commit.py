@@ -339,7 +339,7 @@ def test_a_directory_to_make_is_made_with_its_files_and_one_already_there_is_swe
     """``make``: a new directory is made before its files (its entry synced with them
     where there is no syncfs); one that is there already loses a dead writer's
     temporary, and keeps a live writer's."""
-    from powercut import DEAD_PID
+    from support.powercut import DEAD_PID
 
     monkeypatch.setattr(durable, "_lanes_forced", lanes)
     (tmp_path / "steps" / "old").mkdir(parents=True)

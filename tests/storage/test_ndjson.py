@@ -1,6 +1,6 @@
 """Append-only JSON-lines files: several real writer processes, kill -9 mid-write, readers.
 
-The writers are separate processes (``tests/ndjson_writer_process.py``) released together
+The writers are separate processes (``tests/support/ndjson_writer_process.py``) released together
 through a pipe, so they contend for the file from their first append. Crashes are real:
 ``RLIMIT_FSIZE`` makes the kernel stop a write short, and the crash hook
 (``ORCHESTRATOR_CRASH_AT``) SIGKILLs the writer between the two halves of its line.
@@ -20,7 +20,6 @@ from unittest import mock
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ndjson_writer_process import worklog_line
 
 from orchestrator._errors import ContractError, UntrustedJSONError, UsageError
 from orchestrator.storage import ndjson as _ndjson
@@ -32,8 +31,9 @@ from orchestrator.storage.ndjson import (
     iter_records,
     iter_records_from,
 )
+from support.ndjson_writer_process import worklog_line
 
-WRITER = Path(__file__).parents[1] / "ndjson_writer_process.py"
+WRITER = Path(__file__).parents[1] / "support" / "ndjson_writer_process.py"
 WRITERS = 8
 RUN_TIMEOUT = 600
 

@@ -1,4 +1,4 @@
-"""Power cuts, simulated (``tests/powercut.py``): every disk a cut could leave is checked.
+"""Power cuts, simulated (``tests/support/powercut.py``): every disk a cut could leave is checked.
 
 Two subjects are recorded under the simulator's shim, in this interpreter:
 
@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sweeps
+
+from support import sweeps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the spawned workers import us
 
-import powercut
-from evidence_support import VOLATILE, check_run_evidence, story, without_retries
-from long_run_support import answer_for, long_workflow
+from support import powercut
+from support.evidence_support import VOLATILE, check_run_evidence, story, without_retries
+from support.long_run_support import answer_for, long_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = ROOT / "examples" / "template_create"

@@ -24,8 +24,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from process_support import orchestrate
-from signing_support import edit_state, sign_state_file, signature_holds
 
 from orchestrator.formats.state_signature import ENGINE_KEY, PARTS, signed_parts
 from orchestrator.storage import runs
@@ -36,6 +34,8 @@ from orchestrator.storage.state_key import (
     key_file,
     load_key,
 )
+from support.process_support import orchestrate
+from support.signing_support import edit_state, sign_state_file, signature_holds
 
 # A workflow that counts its imports: every import appends a line to imports.log beside it.
 FLOW = """

@@ -23,7 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bad_input_support import (
+
+from orchestrator.board.board import Board
+from orchestrator.formats.board import Task
+from orchestrator.formats.convert import structure
+from support.bad_input_support import (
     STATE_FILE,
     Instance,
     assert_one_line_error,
@@ -32,10 +36,6 @@ from bad_input_support import (
     orchestrate,
     start,
 )
-
-from orchestrator.board.board import Board
-from orchestrator.formats.board import Task
-from orchestrator.formats.convert import structure
 
 pytestmark = pytest.mark.slow
 COMMANDS = Path(__file__).parents[1] / "fixtures" / "untrusted" / "commands.py"
@@ -227,7 +227,7 @@ def test_a_paused_instance_never_reaches_outside_through_what_is_planted(
 def test_run_never_reaches_outside_through_what_is_planted(
     tmp_path: Path, outside: Path, where: str, directory: bool, kind: str
 ) -> None:
-    from bad_input_support import WORKFLOW_FILE
+    from support.bad_input_support import WORKFLOW_FILE
 
     fill(outside)
     before = snapshot(outside)
@@ -248,7 +248,7 @@ def test_answers_behind_a_linked_responses_directory_are_refused_and_left_alone(
     """A link at ``.agent-responses/`` to a directory outside, holding a valid answer for
     the pending request: refused in one line naming the link; the answer outside is not
     taken, not deleted; the request stays pending."""
-    from bad_input_support import response_bytes
+    from support.bad_input_support import response_bytes
 
     fill(outside)
     instance = start(tmp_path)

@@ -35,21 +35,14 @@ from pathlib import Path
 
 import pytest
 
-try:  # tests/ may or may not become a package; work either way
-    from . import bad_input_support as support
-except ImportError:
-    import bad_input_support as support  # type: ignore[no-redef]
+from support import bad_input_support as bad_input
+from support.evidence_support import check_run_evidence, run_dir_of
 
-try:
-    from .evidence_support import check_run_evidence, run_dir_of
-except ImportError:
-    from evidence_support import check_run_evidence, run_dir_of  # type: ignore[no-redef]
-
-Instance = support.Instance
-assert_one_line_error = support.assert_one_line_error
-describe = support.describe
-response_bytes = support.response_bytes
-start = support.start
+Instance = bad_input.Instance
+assert_one_line_error = bad_input.assert_one_line_error
+describe = bad_input.describe
+response_bytes = bad_input.response_bytes
+start = bad_input.start
 
 ANSWER = "Owls hunt at night and see well in the dark."
 
@@ -109,7 +102,7 @@ def test_a_response_with_a_lone_surrogate_is_refused_and_left_in_place(
         "$.response",
         "the request is still pending",
     )
-    status = support.orchestrate("status", "--workdir", instance.workdir)
+    status = bad_input.orchestrate("status", "--workdir", instance.workdir)
     assert status.returncode == 0, describe(status)
     assert f"pending    {rid}" in status.stdout
     bad.unlink()
@@ -131,7 +124,7 @@ def test_respond_refuses_text_that_is_not_utf8(tmp_path: Path) -> None:
     rather than written into a response that resume would refuse."""
     instance = start(tmp_path)
     state_before = instance.state_bytes()
-    result = support.orchestrate("respond", "--workdir", instance.workdir, "--text", "a\udcffb")
+    result = bad_input.orchestrate("respond", "--workdir", instance.workdir, "--text", "a\udcffb")
     assert result.returncode == 2, describe(result)
     assert_one_line_error(result.stderr, "--text is not UTF-8 text", "--file")
     assert not instance.response_path.exists()
@@ -146,13 +139,13 @@ def test_values_a_workflow_made_with_lone_surrogates_still_read_back(tmp_path: P
     instance = start(tmp_path, note="caf\udce9")
     assert b"caf\\udce9" in instance.state_bytes()
     for command in ("status", "history", "events"):
-        result = support.orchestrate(command, "--workdir", instance.workdir)
+        result = bad_input.orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 0, (command, describe(result))
     answered_to_the_end(instance)
     (history,) = instance.history()
     assert history["phase_data"]["x_orchestrator"]["inputs"]["note"] == "caf\udce9"
     for command in ("status", "history", "output"):
-        result = support.orchestrate(command, "--workdir", instance.workdir)
+        result = bad_input.orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 0, (command, describe(result))
 
 
@@ -191,7 +184,7 @@ def start_pair(tmp_path: Path) -> tuple[Path, list[str]]:
     workflow.write_text(PAIR_WORKFLOW, encoding="utf-8")
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = support.orchestrate(
+    result = bad_input.orchestrate(
         "run", f"{workflow}:Pair", "--workdir", workdir, "--output", workdir, cwd=tmp_path
     )
     assert result.returncode == 42, describe(result)
@@ -208,7 +201,7 @@ def pair_refused(workdir: Path, bad: Path, *fragments: str) -> None:
     state = workdir / ".pair-state.json"
     state_before, bad_before = state.read_bytes(), bad.read_bytes()
     for _ in range(2):
-        result = support.orchestrate("resume", "--workdir", workdir)
+        result = bad_input.orchestrate("resume", "--workdir", workdir)
         assert result.returncode == 1, describe(result)
         assert_one_line_error(result.stderr, str(bad), *fragments)
         assert state.read_bytes() == state_before
@@ -235,7 +228,7 @@ def test_a_response_file_named_for_one_request_answering_another_is_refused(
     # What the message says: the file is renamed for the request it answers.
     misnamed.rename(misnamed.with_name(f"{second}.json"))
     (misnamed.parent / f"{first}.json").write_bytes(response_bytes(first, "meant for the first"))
-    result = support.orchestrate("resume", "--workdir", workdir)
+    result = bad_input.orchestrate("resume", "--workdir", workdir)
     assert result.returncode == 0, describe(result)
     assert (workdir / "answers.json").read_text() == "meant for the first | meant for the second"
 
@@ -243,7 +236,7 @@ def test_a_response_file_named_for_one_request_answering_another_is_refused(
 def test_a_response_file_named_for_no_request_is_refused(tmp_path: Path) -> None:
     instance = start(tmp_path)
     rid = instance.request()["request_id"]
-    other = support.fresh_uuid()
+    other = bad_input.fresh_uuid()
     misnamed = instance.workdir / ".agent-responses" / f"{other}.json"
     misnamed.parent.mkdir()
     misnamed.write_bytes(response_bytes(rid))
@@ -266,12 +259,12 @@ def test_the_single_response_file_answers_only_the_first_pending_request(
         f"orchestrate respond --request-id {second}",
     )
     single.write_bytes(response_bytes(first, "meant for the first"))
-    result = support.orchestrate("resume", "--workdir", workdir)
+    result = bad_input.orchestrate("resume", "--workdir", workdir)
     assert result.returncode == 42, describe(result)
     published = json.loads((workdir / ".agent-request.json").read_bytes())
     assert published["request_id"] == second, "the one left is published in its turn"
     single.write_bytes(response_bytes(second, "meant for the second"))
-    result = support.orchestrate("resume", "--workdir", workdir)
+    result = bad_input.orchestrate("resume", "--workdir", workdir)
     assert result.returncode == 0, describe(result)
     assert (workdir / "answers.json").read_text() == "meant for the first | meant for the second"
 
@@ -279,7 +272,7 @@ def test_the_single_response_file_answers_only_the_first_pending_request(
 def test_the_single_response_file_for_another_request_says_what_to_do(tmp_path: Path) -> None:
     instance = start(tmp_path)
     rid = instance.request()["request_id"]
-    foreign = support.fresh_uuid()
+    foreign = bad_input.fresh_uuid()
     instance.response_path.write_bytes(response_bytes(foreign))
     refused_twice(
         instance,
@@ -302,9 +295,9 @@ def start_in(workdir: Path, output: Path) -> Instance:
     """``tiny`` paused in ``workdir`` (made here), its output in ``output``: a full disk
     under the work directory must not be a full disk under the workflow's own files."""
     workdir.mkdir()
-    result = support.orchestrate(
+    result = bad_input.orchestrate(
         "run",
-        f"{support.WORKFLOW_FILE}:Tiny",
+        f"{bad_input.WORKFLOW_FILE}:Tiny",
         "--workdir",
         workdir,
         "--output",
@@ -314,7 +307,7 @@ def start_in(workdir: Path, output: Path) -> Instance:
         cwd=workdir.parent,
     )
     assert result.returncode == 42, describe(result)
-    return Instance(workdir, output, support.WORKFLOW_FILE)
+    return Instance(workdir, output, bad_input.WORKFLOW_FILE)
 
 
 def named_file(line: str, action: str = "write") -> Path:
@@ -402,7 +395,7 @@ def test_a_full_disk_names_the_file_keeps_the_instance_and_resume_goes_on(
     line = assert_one_line_error(answered.stderr, INTACT, "then 'orchestrate respond' again")
     assert named_file(line) == instance.response_path
     assert before.unchanged()
-    status = support.orchestrate("status", "--workdir", instance.workdir)
+    status = bad_input.orchestrate("status", "--workdir", instance.workdir)
     assert status.returncode == 0 and "status     paused" in status.stdout, describe(status)
 
     filler.unlink()
@@ -425,12 +418,12 @@ def _resume_with_file_size_limit(
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run(
-        support.command("resume", "--workdir", instance.workdir),
+        bad_input.command("resume", "--workdir", instance.workdir),
         capture_output=True,
         text=True,
-        timeout=support.PROCESS_TIMEOUT,
-        env=support.child_env(),
-        cwd=support.FIXTURES,
+        timeout=bad_input.PROCESS_TIMEOUT,
+        env=bad_input.child_env(),
+        cwd=bad_input.FIXTURES,
         preexec_fn=limited,
         check=False,
     )
@@ -471,7 +464,7 @@ def test_a_read_only_file_system_names_the_lock_and_resume_goes_on_once_writable
             result.stderr, "Read-only file system (EROFS)", INTACT, "make it writable", GOES_ON
         )
         assert named_file(line) == instance.workdir / ".orchestrator" / "tiny.lock"
-        status = support.orchestrate("status", "--workdir", instance.workdir)
+        status = bad_input.orchestrate("status", "--workdir", instance.workdir)
         assert status.returncode == 0, describe(status)
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
@@ -528,7 +521,7 @@ def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
     make(instance.state_path)
     for command in ("status", "resume", "cancel"):
         # A FIFO with no writer would block a plain open: the timeout fails the test.
-        result = support.orchestrate(command, "--workdir", instance.workdir)
+        result = bad_input.orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 1, (command, describe(result))
         assert_one_line_error(
             result.stderr,
@@ -538,7 +531,7 @@ def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
         )
         assert os.path.lexists(instance.state_path)
 
-    result = support.orchestrate("cancel", "--force", "--workdir", instance.workdir)
+    result = bad_input.orchestrate("cancel", "--force", "--workdir", instance.workdir)
     assert result.returncode == 0, describe(result)
     assert not os.path.lexists(instance.state_path)
     assert not instance.request_path.exists()
@@ -548,9 +541,9 @@ def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
     mode = kept.lstat().st_mode
     assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISDIR(mode)
 
-    rerun = support.orchestrate(
+    rerun = bad_input.orchestrate(
         "run",
-        f"{support.WORKFLOW_FILE}:Tiny",
+        f"{bad_input.WORKFLOW_FILE}:Tiny",
         "--workdir",
         instance.workdir,
         "--output",

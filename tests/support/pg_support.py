@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-from needs import POSTGRESQL
+
+from support.needs import POSTGRESQL
 
 DEFAULT_SERVER = "postgresql:///test"
 SKIP_PREFIX = POSTGRESQL

@@ -42,12 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:  # tests/ may or may not become a package; work either way
-    from .evidence_support import check_run_evidence, story, without_retries
-except ImportError:
-    from evidence_support import check_run_evidence, story, without_retries
+from support.evidence_support import check_run_evidence, story, without_retries
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = ROOT / "examples" / "task_board"
 WORKFLOW_REF = f"{EXAMPLE_DIR / 'workflow.py'}:TaskBoardDemo"
 SUBAGENT = EXAMPLE_DIR / "fake_subagent.py"

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-from process_support import example_answer
+from support.process_support import example_answer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "template_create"
 
 
@@ -78,7 +78,7 @@ def serving(*workdirs: Path, store: str | None = None) -> Iterator[Served]:
 
 def paused_template_create(workdir: Path) -> None:
     """The template-create example, started and paused for its first answer."""
-    from process_support import orchestrate
+    from support.process_support import orchestrate
 
     workdir.mkdir(parents=True, exist_ok=True)
     started = orchestrate(

@@ -18,7 +18,7 @@ PROMPTS = {
 
 
 def echo_answer(prompt: str) -> str:
-    """What tests/echo_agent.py answers."""
+    """What tests/support/echo_agent.py answers."""
     return f"answer to {prompt}"
 
 

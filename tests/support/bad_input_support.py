@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures" / "bad_input"
 WORKFLOW_FILE = FIXTURES / "wf.py"
 STATE_FILE = ".tiny-state.json"

@@ -201,7 +201,7 @@ def without_retries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "template_create"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "template_create"
 EXAMPLE_HANDLER = shlex.join([sys.executable, str(EXAMPLE / "fake_agent.py")])
 
 

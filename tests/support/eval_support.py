@@ -10,7 +10,7 @@ from typing import Any
 
 from orchestrator.cli.main import main
 
-FIXTURE_RUNS = Path(__file__).resolve().parent / "fixtures" / "runs"
+FIXTURE_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
 def copy_runs(target: Path) -> Path:

@@ -37,7 +37,7 @@ def example_answer(request: dict[str, Any]) -> str:
     agent may print a whole response document: its ``response`` then)."""
     import json
 
-    agent = Path(__file__).resolve().parents[1] / "examples" / "template_create" / "fake_agent.py"
+    agent = Path(__file__).resolve().parents[2] / "examples" / "template_create" / "fake_agent.py"
     done = subprocess.run(
         [sys.executable, str(agent)],
         input=json.dumps(request),

@@ -20,9 +20,9 @@ from orchestrator.formats.bridge_codec import (
     validate_state,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "template_create"
-SEED_DIR = Path(__file__).resolve().parent / "fixtures" / "seed004"
+SEED_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "seed004"
 
 
 def seed(name: str) -> Any:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pg_flows
+from support import pg_flows
 
 RELAY = f"{Path(pg_flows.__file__).resolve()}:Relay"
 #: Taken exclusively by a test that restarts the shared server, shared by tests that a

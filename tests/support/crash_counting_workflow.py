@@ -1,7 +1,7 @@
 """The template-create example with every ``ctx.step`` execution counted on disk.
 
 Used by ``tests/engine/test_crash_safety.py`` through a file reference
-(``tests/crash_counting_workflow.py:CountingTemplateCreate``). Every phase of the
+(``tests/support/crash_counting_workflow.py:CountingTemplateCreate``). Every phase of the
 example is wrapped so that its ``ctx`` is a proxy whose ``step`` wraps the step function:
 when the function has run to its end, a line ``<step name>`` is appended (``O_APPEND``,
 then ``fsync``) to the file named by ``CRASH_STEP_LOG``, before the function returns to
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 STEP_LOG_ENV = "CRASH_STEP_LOG"
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "template_create" / "workflow.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "template_create" / "workflow.py"
 
 
 def _load_example() -> Any:
