@@ -14,7 +14,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
 from support import needs
+from support.cli import command, orchestrate
 
 psycopg = needs.psycopg()
 sql = psycopg.sql
@@ -87,10 +87,7 @@ def test_an_upgrade_killed_in_the_middle_leaves_the_old_schema_whole(
     as_an_older_orchestrate_left_it(pg_fresh_dsn, old)
     old_columns, old_recorded = columns(pg_fresh_dsn), recorded(pg_fresh_dsn)
     name = f"upgrade_killed_{secrets.token_hex(4)}"
-    command = [
-        *(sys.executable, "-m", "orchestrator", "db", "upgrade"),
-        *("--store", f"{pg_fresh_dsn}&application_name={name}"),
-    ]
+    upgrade = command("db", "upgrade", "--store", f"{pg_fresh_dsn}&application_name={name}")
     with (
         psycopg.connect(pg_fresh_dsn) as holder,
         psycopg.connect(pg_fresh_dsn, autocommit=True) as watcher,
@@ -98,7 +95,7 @@ def test_an_upgrade_killed_in_the_middle_leaves_the_old_schema_whole(
         # Reading schema_migrations is allowed (ACCESS SHARE); recording in it is not.
         holder.execute("lock table schema_migrations in exclusive mode")
         upgrading = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            upgrade, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         try:
 
@@ -144,12 +141,7 @@ def test_an_upgrade_killed_in_the_middle_leaves_the_old_schema_whole(
     assert upgrading.returncode == -signal.SIGKILL
     assert (columns(pg_fresh_dsn), recorded(pg_fresh_dsn)) == (old_columns, old_recorded)
 
-    again = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "db", "upgrade", "--store", pg_fresh_dsn],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = orchestrate("db", "upgrade", "--store", pg_fresh_dsn)
     assert again.returncode == 0, again.stderr
     assert columns(pg_fresh_dsn) == columns(pg_dsn)
     assert [row[:2] for row in recorded(pg_fresh_dsn)] == [(m.version, m.name) for m in shipped()]

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from support.cli import command, orchestrate
 from support.process_support import example_answer as fake_answer
-from support.process_support import orchestrate
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "template_create"
@@ -218,7 +218,7 @@ def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_dsn: s
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env.update(ORCHESTRATOR_KEY_FILE=os.environ["ORCHESTRATOR_KEY_FILE"], ECHO_AGENT_DELAY="0.3")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--agent", agent],
+        command("worker", "--store", pg_dsn, "--agent", agent),
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -350,7 +350,7 @@ def test_a_worker_wakes_for_a_timer_without_being_told(pg_dsn: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--orphan-check", "60"],
+        command("worker", "--store", pg_dsn, "--orphan-check", "60"),
         env=env,
         stderr=subprocess.PIPE,
         text=True,

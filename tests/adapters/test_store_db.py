@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.adapters.postgres.migrations import MIGRATION_LOCK, latest, shipped
 from support import needs
-from support.process_support import orchestrate
+from support.cli import command, orchestrate
 
 psycopg = needs.psycopg()
 
@@ -61,14 +61,14 @@ def test_two_upgrades_of_a_fresh_schema_at_once_both_succeed_each_version_once(
 ) -> None:
     name = f"upgrade_race_{secrets.token_hex(4)}"
     dsn = f"{pg_fresh_dsn}&application_name={name}"
-    command = [sys.executable, "-m", "orchestrator", "db", "upgrade", "--store", dsn]
+    upgrade = command("db", "upgrade", "--store", dsn)
     with (
         psycopg.connect(pg_fresh_dsn) as holder,
         psycopg.connect(pg_fresh_dsn, autocommit=True) as watcher,
     ):
         holder.execute("select pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         racers = [
-            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(upgrade, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)
         ]
         try:

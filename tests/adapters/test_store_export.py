@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from support import needs
+from support.cli import orchestrate
 from support.process_support import example_answer as answer
-from support.process_support import orchestrate
 
 psycopg = needs.psycopg()
 

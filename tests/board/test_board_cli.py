@@ -25,7 +25,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from jsonschema import Draft7Validator, FormatChecker
 from orchestrator import Board, Task
 from orchestrator.formats.board_rules import board_schema
 from orchestrator.formats.convert import structure
+from support.cli import orchestrate
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -45,27 +45,6 @@ FORMATS = FormatChecker()
 RUN_ID = "3f56dc4d-35cf-4f97-925c-0b04a6fe8bf4"
 UUID = "72c84e9c-0975-4c1a-b9a5-864c2725dc8a"
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
-
-
-def orchestrate(
-    *args: str | Path, stdin: str | bytes | None = None
-) -> subprocess.CompletedProcess[str]:
-    """One ``python -m orchestrator`` process; never a traceback, whatever it prints."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
-    data = stdin.encode() if isinstance(stdin, str) else stdin
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        input=data if data is not None else b"",
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    decoded = subprocess.CompletedProcess(
-        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
-    )
-    assert "Traceback" not in decoded.stderr, decoded.stderr
-    return decoded
 
 
 def refused(result: subprocess.CompletedProcess[str], code: str, *fragments: str) -> str:

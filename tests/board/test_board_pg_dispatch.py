@@ -21,6 +21,7 @@ from orchestrator.adapters.postgres.connection import shown
 from orchestrator.board.board import Board
 from orchestrator.engine.engine import Engine
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness
+from support.cli import orchestrate
 
 TASKS = [
     task("T-1", ["src/api.py"], priority="high"),
@@ -149,8 +150,6 @@ def test_a_run_in_the_store_is_answered_by_the_watchdog_and_board_submit(
     answers its pending request TIMEOUT in the store, and ``orchestrate board submit
     --store`` delivers a subagent's result to the request waiting for it; each resume
     then goes on from those answers."""
-    from test_board_store_cli import orchestrate
-
     from orchestrator.adapters.postgres.store import PostgresStore
     from orchestrator.cli.board import watch_store_board
 
@@ -205,9 +204,6 @@ def test_any_worker_runs_the_watchdog_of_a_waiting_run_s_board(pg_dsn: str, tmp_
     """A run in the store waits for T-1, whose subagent has gone silent: an ``orchestrate
     worker`` with nothing else to do times the task out on the run's board, and the
     TIMEOUT answer lets it (or any worker) take the run on to T-1's second attempt."""
-    import os
-    import subprocess
-    import sys
 
     from orchestrator.adapters.postgres.store import PostgresStore
 
@@ -224,17 +220,8 @@ def test_any_worker_runs_the_watchdog_of_a_waiting_run_s_board(pg_dsn: str, tmp_
             run_id=run_id,
         )
         assert [r.context["x_task_id"] for r in outcome.pending] == ["T-1"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
-    env["PYTHONPATH"] = str(Path(__file__).parent)  # where test_dispatch is
-    worker = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "worker", "--store", pg_dsn, "--until-idle"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    where = {"PYTHONPATH": str(Path(__file__).parent)}  # where test_dispatch is
+    worker = orchestrate("worker", "--store", pg_dsn, "--until-idle", env=where)
     assert worker.returncode == 0, worker.stderr
     assert f"board {run_id}: 1 stale task timed out" in worker.stderr
     with PostgresStore(pg_dsn) as runs:

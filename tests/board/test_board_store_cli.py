@@ -8,10 +8,7 @@ a store that cannot be reached is a one-line error.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,36 +16,13 @@ from typing import Any
 import pytest
 from test_board_cli import RUN_ID, TASKS, refused, result_for
 
+from support.cli import orchestrate
+
 A_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 TIMES = ("x_at", "last_heartbeat_at", "timestamp", "created_at", "timestamps")
 
 
 pytestmark = pytest.mark.slow
-
-
-def orchestrate(
-    *args: str | Path, stdin: str | bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """One ``python -m orchestrator`` process; never a traceback."""
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ORCHESTRATOR_CRASH") and k != "ORCHESTRATOR_STORE"
-    }
-    data = stdin.encode() if isinstance(stdin, str) else stdin
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        input=data if data is not None else b"",
-        capture_output=True,
-        env={**base, **(env or {})},
-        timeout=120,
-        check=False,
-    )
-    decoded = subprocess.CompletedProcess(
-        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
-    )
-    assert "Traceback" not in decoded.stderr, decoded.stderr
-    return decoded
 
 
 def timeless(value: Any) -> Any:

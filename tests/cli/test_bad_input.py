@@ -39,13 +39,13 @@ from pathlib import Path
 import pytest
 
 from support import bad_input_support as bad_input
+from support.cli import orchestrate
 from support.signing_support import sign_state_file
 
 Instance = bad_input.Instance
 assert_one_line_error = bad_input.assert_one_line_error
 describe = bad_input.describe
 fresh_uuid = bad_input.fresh_uuid
-orchestrate = bad_input.orchestrate
 response_bytes = bad_input.response_bytes
 start = bad_input.start
 

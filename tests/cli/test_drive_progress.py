@@ -7,13 +7,12 @@ import os
 import pty
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from support.process_support import orchestrate
+from support.cli import command, orchestrate
 
 HANDLER = "while [ ! -e {release} ]; do sleep 0.05; done; echo Owls hunt at night."
 
@@ -54,7 +53,7 @@ def test_on_a_terminal_a_status_line_shows_the_handler_at_work(tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *drive_args(tmp_path, release)],
+        command(*drive_args(tmp_path, release)),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal, env=env,
     )  # fmt: skip
     os.close(terminal)

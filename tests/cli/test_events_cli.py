@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import command, orchestrate
 from support.evidence_support import EXAMPLE_HANDLER, example_args
 
 RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
@@ -23,18 +24,8 @@ RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
 PATIENCE = 120.0
 
 
-def orchestrate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        check=False,
-        cwd=cwd,
-        timeout=PATIENCE,
-    )
-
-
 def drive(workdir: Path) -> subprocess.CompletedProcess[bytes]:
-    return orchestrate("drive", *example_args(workdir), "--handler", EXAMPLE_HANDLER)
+    return orchestrate("drive", *example_args(workdir), "--handler", EXAMPLE_HANDLER, text=False)
 
 
 def only_log(workdir: Path) -> Path:
@@ -111,7 +102,7 @@ READABLE = re.compile(rb" *(\d+)  (\d\d:\d\d:\d\d\.\d{3})  ([a-z0-9_.]+) +(.*)")
 
 @pytest.mark.slow
 def test_every_event_gets_one_readable_line_in_order(driven: Path) -> None:
-    shown = orchestrate("events", "--workdir", str(driven))
+    shown = orchestrate("events", "--workdir", str(driven), text=False)
     assert shown.returncode == 0, shown.stderr.decode()
     records = [json.loads(line) for line in only_log(driven).read_bytes().splitlines()]
     lines = shown.stdout.splitlines()
@@ -135,7 +126,7 @@ def test_every_event_gets_one_readable_line_in_order(driven: Path) -> None:
 
 @pytest.mark.slow
 def test_json_prints_the_log_lines_byte_for_byte(driven: Path) -> None:
-    shown = orchestrate("events", "--workdir", str(driven), "--json")
+    shown = orchestrate("events", "--workdir", str(driven), "--json", text=False)
     assert shown.returncode == 0, shown.stderr.decode()
     assert shown.stdout == only_log(driven).read_bytes()
 
@@ -144,7 +135,15 @@ def test_type_keeps_exact_names_and_namespaces(driven: Path) -> None:
     lines = only_log(driven).read_bytes().splitlines(keepends=True)
     names = [json.loads(line)["event"] for line in lines]
     shown = orchestrate(
-        "events", "--workdir", str(driven), "--json", "--type", "agent.end", "--type", "tool.*"
+        "events",
+        "--workdir",
+        str(driven),
+        "--json",
+        "--type",
+        "agent.end",
+        "--type",
+        "tool.*",
+        text=False,
     )
     assert shown.returncode == 0, shown.stderr.decode()
     wanted = {"agent.end", "tool.call", "tool.result"}
@@ -152,20 +151,20 @@ def test_type_keeps_exact_names_and_namespaces(driven: Path) -> None:
         line for line, n in zip(lines, names, strict=True) if n in wanted
     )
     assert {json.loads(line)["event"] for line in shown.stdout.splitlines()} == wanted
-    ends = orchestrate("events", "--workdir", str(driven), "--type", "run.end")
+    ends = orchestrate("events", "--workdir", str(driven), "--type", "run.end", text=False)
     assert len(ends.stdout.splitlines()) == 1 and b"run.end" in ends.stdout
 
 
 @pytest.mark.parametrize("bad", ["agent*", "Agent.End", ".*", "agent.", "*", "agent.*.end"])
 def test_a_filter_that_is_no_name_or_namespace_is_a_usage_error(tmp_path: Path, bad: str) -> None:
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--type", bad)
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--type", bad, text=False)
     assert shown.returncode == 2
     assert b"namespace ending in .*" in shown.stderr and b"Traceback" not in shown.stderr
 
 
 def test_an_authors_event_shows_its_data(tmp_path: Path) -> None:
     handmade_run(tmp_path, small_log())
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID)
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID, text=False)
     assert shown.returncode == 0, shown.stderr.decode()
     last = shown.stdout.decode().splitlines()[-1]
     assert last == "   3  10:00:03.021  review.file_analyzed  file=src/main.go issues=2"
@@ -175,7 +174,7 @@ def test_control_characters_in_a_summary_do_not_reach_the_terminal(tmp_path: Pat
     summary = "fine\x1b]0;owned\x07 then \u202eevil\nnext line"
     lines = [event_line(1, "skill.end", {"skill": "x", "status": "pass", "summary": summary})]
     handmade_run(tmp_path, lines)
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID)
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID, text=False)
     assert shown.returncode == 0, shown.stderr.decode()
     text = shown.stdout.decode()
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
@@ -205,17 +204,19 @@ def test_the_live_instance_comes_first_then_the_latest_finished_run(tmp_path: Pa
     newer = finished_run(tmp_path, "run-newer", "newer")
     os.utime(older.parent / "state.json", (1_000_000, 1_000_000))
     live = handmade_run(tmp_path, [event_line(1, "run.start", {"workflow": "live"})], run_id="b")
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--json")
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--json", text=False)
     assert shown.stdout == newer.read_bytes()
     live_state(tmp_path, "b")
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--json")
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--json", text=False)
     assert shown.stdout == live.read_bytes()
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--json", "--run", "run-older")
+    shown = orchestrate(
+        "events", "--workdir", str(tmp_path), "--json", "--run", "run-older", text=False
+    )
     assert shown.stdout == older.read_bytes()
 
 
 def test_no_run_here_says_where_it_looked_and_what_to_do(tmp_path: Path) -> None:
-    shown = orchestrate("events", "--workdir", str(tmp_path))
+    shown = orchestrate("events", "--workdir", str(tmp_path), text=False)
     assert shown.returncode == 2  # as every command that finds no run
     message = shown.stderr.decode()
     assert str(tmp_path) in message and "no run here" in message
@@ -224,7 +225,7 @@ def test_no_run_here_says_where_it_looked_and_what_to_do(tmp_path: Path) -> None
 
 
 def test_an_unknown_run_lists_the_runs_there(driven: Path) -> None:
-    shown = orchestrate("events", "--workdir", str(driven), "--run", "no-such-run")
+    shown = orchestrate("events", "--workdir", str(driven), "--run", "no-such-run", text=False)
     assert shown.returncode == 2
     (run_dir,) = (driven / ".orchestrator" / "runs").iterdir()
     message = shown.stderr.decode()
@@ -233,7 +234,7 @@ def test_an_unknown_run_lists_the_runs_there(driven: Path) -> None:
 
 def test_a_run_without_a_log_yet_is_named(tmp_path: Path) -> None:
     (tmp_path / ".orchestrator" / "runs" / RUN_ID).mkdir(parents=True)
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID)
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID, text=False)
     assert shown.returncode == 2
     assert b"has written no events.ndjson yet" in shown.stderr and b"--follow" in shown.stderr
 
@@ -249,7 +250,7 @@ def test_a_run_without_a_log_yet_is_named(tmp_path: Path) -> None:
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
-    shown = orchestrate("events", "--workdir", str(tmp_path), *args)
+    shown = orchestrate("events", "--workdir", str(tmp_path), *args, text=False)
     assert shown.returncode == 2, shown.stderr.decode()
     assert b"Traceback" not in shown.stderr
 
@@ -272,7 +273,9 @@ def test_a_bad_line_is_named_by_file_and_line(
     # A blank line before it still counts, as in an editor.
     log = handmade_run(tmp_path, [small_log()[0], b"\n", bad, small_log()[1]])
     for extra in ([], ["--json"], ["--type", "skill.*"]):
-        shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID, *extra)
+        shown = orchestrate(
+            "events", "--workdir", str(tmp_path), "--run", RUN_ID, *extra, text=False
+        )
         assert shown.returncode == 1
         message = shown.stderr.decode()
         assert f"{log} {where}" in message and what in message, message
@@ -282,7 +285,7 @@ def test_a_bad_line_is_named_by_file_and_line(
 def test_a_torn_last_line_is_left_out(tmp_path: Path) -> None:
     lines = small_log()
     handmade_run(tmp_path, [*lines[:2], lines[2][:20]])
-    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID, "--json")
+    shown = orchestrate("events", "--workdir", str(tmp_path), "--run", RUN_ID, "--json", text=False)
     assert shown.returncode == 0, shown.stderr.decode()
     assert shown.stdout == b"".join(lines[:2])
 
@@ -294,9 +297,8 @@ def test_a_torn_last_line_is_left_out(tmp_path: Path) -> None:
 def following(workdir: Path, *args: str) -> Iterator[Follower]:
     """``orchestrate events --follow`` running on ``workdir``; killed if the test leaves
     it running, its pipes closed."""
-    command = [sys.executable, "-m", "orchestrator", "events", "--follow", "--poll", "0.05"]
     child = subprocess.Popen(
-        [*command, "--workdir", str(workdir), *args],
+        command("events", "--follow", "--poll", "0.05", "--workdir", workdir, *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         bufsize=0,
@@ -341,7 +343,7 @@ def test_follow_started_before_the_run_prints_every_event_once(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_follow_picks_up_a_paused_run_and_stays_until_it_ends(tmp_path: Path) -> None:
-    paused = orchestrate("run", *example_args(tmp_path))
+    paused = orchestrate("run", *example_args(tmp_path), text=False)
     assert paused.returncode == 42, paused.stderr.decode()
     with following(tmp_path) as follower:
         before = [follower.out.line()]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from support import sweeps
+from support.cli import orchestrate
 
 FLOWS = Path(__file__).parents[1] / "fixtures" / "drive" / "flows.py"
 READ_OWN_FILE = (
@@ -26,18 +26,6 @@ READ_OWN_FILE = (
     "r = json.load(open(os.environ['ORCHESTRATOR_REQUEST_FILE'])); "
     "print(r['agent_name'] + ' on ' + r['prompt'].split()[-1])\""
 )
-
-
-def orchestrate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=120,
-        check=False,
-    )
 
 
 def history(workdir: Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from orchestrator import Workflow, phase
 from orchestrator.cli.main import COMMANDS, _parser
 from orchestrator.testing import MockAgentInvoker
-from support.process_support import orchestrate
+from support.cli import orchestrate
 
 
 @pytest.mark.slow

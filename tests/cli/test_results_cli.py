@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.process_support import orchestrate
+from support.cli import orchestrate
 
 FLOWS = Path(__file__).parents[1] / "fixtures" / "drive" / "flows.py"
 FAILING = """

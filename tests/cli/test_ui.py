@@ -29,7 +29,7 @@ def paused(tmp_path: Path) -> Path:
 
 
 def the_run(workdir: Path) -> tuple[str, dict[str, object]]:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
 
     status = json.loads(orchestrate("status", "--workdir", workdir, "--json").stdout)
     return str(status["run_id"]), status
@@ -199,7 +199,7 @@ def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) 
 
 
 def test_runs_of_a_store_are_watched_and_answered_the_same_way(pg_dsn: str, tmp_path: Path) -> None:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
     from support.ui_support import EXAMPLE, fake_answer
 
     started = orchestrate(
@@ -265,7 +265,7 @@ def test_a_linked_run_history_is_never_read(paused: Path, tmp_path: Path) -> Non
 
 
 def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
     from support.ui_support import REPO
 
     example = REPO / "examples" / "task_board"
@@ -299,7 +299,7 @@ def test_a_task_board_in_a_store_is_shown(pg_dsn: str, tmp_path: Path) -> None:
 
 
 def test_a_failed_run_is_retried_or_rewound_from_its_page(tmp_path: Path) -> None:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
     from support.ui_support import REPO
 
     workdir = tmp_path / "failing"

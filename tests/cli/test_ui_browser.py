@@ -151,7 +151,7 @@ def request_document(workdir: Path, request_id: str) -> dict[str, Any]:
     """The request as the host reads it (the fake agent answers from all of it)."""
     import json
 
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
 
     for item in json.loads(orchestrate("pending", "--workdir", workdir, "--json").stdout):
         if item["request"]["request_id"] == request_id:
@@ -220,7 +220,7 @@ def columns(page: Any) -> dict[str, int]:
 
 
 def test_a_json_answer_is_checked_against_the_shape_the_request_asks_for(tmp_path: Path) -> None:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
 
     workdir = tmp_path / "review"
     workdir.mkdir()

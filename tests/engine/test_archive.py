@@ -11,9 +11,7 @@ A long-lived engine reuses the state it left at its last pause, unless it change
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +23,7 @@ from orchestrator import Engine
 from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.testing import WorkflowHarness
 from support import sweeps
+from support.cli import orchestrate
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "archive" / "many_asks.py"
 REFERENCE = f"{FIXTURE}:ManyAsks"
@@ -105,14 +104,11 @@ def test_a_long_lived_engine_rereads_the_state_only_when_it_changed(tmp_path: Pa
 
 
 def drive(workdir: Path, crash_at: str | None = None, log: Path | None = None) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
+    env = {}
     if crash_at is not None and log is not None:
-        env.update(ORCHESTRATOR_CRASH_AT=crash_at, ORCHESTRATOR_CRASH_LOG=str(log))
-    command = [sys.executable, "-m", "orchestrator", "drive", REFERENCE]
-    command += ["--workdir", str(workdir), "--handler", HANDLER]
-    return subprocess.run(
-        command, env=env, capture_output=True, timeout=120, check=False
-    ).returncode
+        env = {"ORCHESTRATOR_CRASH_AT": crash_at, "ORCHESTRATOR_CRASH_LOG": str(log)}
+    driven = orchestrate("drive", REFERENCE, "--workdir", workdir, "--handler", HANDLER, env=env)
+    return driven.returncode
 
 
 def essence(history: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -57,6 +57,7 @@ from typing import Any
 import pytest
 
 from support import sweeps
+from support.cli import command
 from support.evidence_support import check_run_evidence, story, without_retries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,14 +96,14 @@ pytestmark = pytest.mark.slow
 
 
 def drive_command(workdir: Path, workflow_ref: str) -> list[str]:
-    return [
-        sys.executable, "-m", "orchestrator", "drive", workflow_ref,
+    return command(
+        "drive", workflow_ref,
         "--workdir", str(workdir),
         "--output", str(workdir / "template"),
         "--input", f"project_path={SAMPLE_PROJECT}",
         "--input", "template_name=task-tracker",
         "--handler", HANDLER,
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
 def drive_env(

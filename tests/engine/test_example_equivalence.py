@@ -31,6 +31,7 @@ import attrs
 import pytest
 
 from orchestrator.testing import FakeClock, MockAgentInvoker, SequentialIds, WorkflowHarness
+from support.cli import orchestrate
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "template_create"
 WORKFLOW_REF = f"{EXAMPLE / 'workflow.py'}:TemplateCreate"
@@ -108,11 +109,8 @@ def via_cli_host_loop(workdir: Path) -> Run:
 def via_drive(workdir: Path) -> Run:
     """(b) One `orchestrate drive` process; the fake agent is its handler."""
     handler = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_AGENT))}"
-    command = [sys.executable, "-m", "orchestrator", "drive", WORKFLOW_REF]
-    command += ["--workdir", str(workdir), "--handler", handler]
-    for key, value in INPUTS.items():
-        command += ["--input", f"{key}={value}"]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    inputs = [arg for key, value in INPUTS.items() for arg in ("--input", f"{key}={value}")]
+    result = orchestrate("drive", WORKFLOW_REF, "--workdir", workdir, "--handler", handler, *inputs)
     assert result.returncode == 0, result.stderr
     return collect(workdir)
 

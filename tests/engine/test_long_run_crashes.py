@@ -21,7 +21,6 @@ left over.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -34,13 +33,13 @@ from typing import Any
 import pytest
 
 from support import sweeps
+from support.cli import orchestrate
 from support.evidence_support import check_run_evidence, story, without_retries
 from support.long_run_support import answer_for, long_workflow
 
 ASKS = 24  # the loop's asks: more than enough for every long-run path of a save
 PHASES = 6  # single-ask phases after the loop
 POINTS = 36  # crash points killed at, spread over the run
-RUN_TIMEOUT = 180
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 HANDLER = """
@@ -68,31 +67,17 @@ def write_subject(base: Path) -> tuple[str, str]:
     return f"{base / 'long.py'}:Long", f"{sys.executable} {base / 'handler.py'}"
 
 
-def orchestrate(
-    *args: str, crash_at: str | int | None = None, log: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m orchestrator ARGS`` as a new process; with ``crash_at``, killed there
-    (or, with ``count``, listing its crash points in ``log``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
-    if crash_at is not None:
-        env["ORCHESTRATOR_CRASH_AT"], env["ORCHESTRATOR_CRASH_LOG"] = str(crash_at), str(log)
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
-
-
 def drive(
     workdir: Path, subject: tuple[str, str], *, crash_at: str | int | None = None, log: Path
 ) -> subprocess.CompletedProcess[str]:
+    """``orchestrate drive``; with ``crash_at``, killed there (or, with ``count``, listing
+    its crash points in ``log``)."""
     reference, handler = subject
+    crash = {}
+    if crash_at is not None:
+        crash = {"ORCHESTRATOR_CRASH_AT": str(crash_at), "ORCHESTRATOR_CRASH_LOG": str(log)}
     return orchestrate(
-        "drive", reference, "--workdir", str(workdir), "--handler", handler,
-        crash_at=crash_at, log=log,
+        "drive", reference, "--workdir", str(workdir), "--handler", handler, env=crash
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness, replay_run
-from support.process_support import orchestrate
+from support.cli import orchestrate
 from support.signing_support import sign_state_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ import pytest
 from orchestrator import Workflow, phase
 from orchestrator.testing import MockAgentInvoker
 from support import sweeps
-from support.process_support import orchestrate
+from support.cli import orchestrate
 
 LONG = "Say what you think of the topic below, in two short paragraphs, plainly. " * 2
 

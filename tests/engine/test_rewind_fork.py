@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from support.cli import orchestrate
 from support.evidence_support import EXAMPLE, check_run_evidence, example_args, run_dir_of
-from support.process_support import orchestrate
 
 # Logs the phase of each request, then answers as the example's fake agent does.
 LOGGING_HANDLER = """

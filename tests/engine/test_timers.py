@@ -20,7 +20,7 @@ import pytest
 from orchestrator import Workflow, phase
 from orchestrator.testing import FakeClock, WorkflowHarness
 from support import sweeps
-from support.process_support import orchestrate
+from support.cli import orchestrate
 
 LONG = "Say what you think of the topic below, in two short paragraphs, plainly. " * 2
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)

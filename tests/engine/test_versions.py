@@ -21,8 +21,8 @@ from orchestrator import OrchestratorError
 from orchestrator.formats.state_signature import with_signature
 from orchestrator.formats.strict_json import dumps_canonical
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
+from support.cli import orchestrate
 from support.lifecycle_flows import Patchy, SurveyV1, SurveyV2, SurveyV2NoHook
-from support.process_support import orchestrate
 from support.signing_support import signature_holds, signed_copy
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "lifecycle" / "survey-v1-state.json"

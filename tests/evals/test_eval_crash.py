@@ -15,19 +15,18 @@ hash in the manifest).
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support import cli
+from support.cli import orchestrate
 from support.eval_agent_server import AgentServer, CutJSON, Good, Reply
-from support.process_support import orchestrate
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +45,12 @@ def command(cases: Path, server: AgentServer, out: Path) -> list[str]:
 
 
 def start(args: list[str]) -> subprocess.Popen[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ORCHESTRATOR_") or k == "ORCHESTRATOR_KEY_FILE"
-    }
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *args],
+        cli.command(*args),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,
-        env=env,
+        env=cli.child_env(),
     )
 
 

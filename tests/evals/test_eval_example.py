@@ -13,17 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import orchestrate
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_regression"
-
-
-def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from orchestrator.formats.runs import (
     runs_schema,
 )
 from orchestrator.storage.durable import sha256_hex
+from support.cli import orchestrate
 from support.eval_agent_server import (
     AgentServer,
     CutJSON,
@@ -47,7 +48,6 @@ from support.eval_agent_server import (
     Sleep,
     good_answer,
 )
-from support.process_support import orchestrate
 
 SLEEPS: list[float] = []
 

@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator import AgentInvocationError, Ask, PhaseResult, Workflow, phase
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
+from support.cli import orchestrate
 from support.evidence_support import check_run_evidence, run_dir_of
 from support.signing_support import sign_state_file
 
@@ -551,39 +552,33 @@ def test_a_cancel_cut_short_is_finished_never_run_on(tmp_path: Path) -> None:
     """Killed after the cancel is saved and before its cleanup: a resume (even with an
     answer waiting) finishes the cancel, the workflow does not run on, and the story ends
     once, cancelled."""
-    import os
     import signal
-    import subprocess
-    import sys
 
     (tmp_path / "wf.py").write_text(CANCELLABLE)
 
-    def orchestrate(workdir: Path, *args: str, crash: str | None = None) -> Any:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
+    def in_workdir(workdir: Path, *args: str, crash: str | None = None) -> Any:
+        env = {}
         if crash is not None:
-            env.update(ORCHESTRATOR_CRASH_AT=crash, ORCHESTRATOR_CRASH_LOG=str(workdir / "c.log"))
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator", *args, "--workdir", str(workdir)],
-            capture_output=True, text=True, env=env, timeout=60,
-        )  # fmt: skip
+            env = {"ORCHESTRATOR_CRASH_AT": crash, "ORCHESTRATOR_CRASH_LOG": str(workdir / "c.log")}
+        return orchestrate(*args, "--workdir", workdir, env=env)
 
     def paused(name: str) -> Path:
         workdir = tmp_path / name
         workdir.mkdir()
-        assert orchestrate(workdir, "run", f"{tmp_path / 'wf.py'}:Cancellable").returncode == 42
+        assert in_workdir(workdir, "run", f"{tmp_path / 'wf.py'}:Cancellable").returncode == 42
         return workdir
 
     counted = paused("counted")
-    assert orchestrate(counted, "cancel", crash="count").returncode == 0
+    assert in_workdir(counted, "cancel", crash="count").returncode == 0
     labels = [line.split(" ", 1)[1] for line in (counted / "c.log").read_text().splitlines()]
     # The first point after the cancelled state is in place: the history's write.
     point = labels.index("before-write state.json") + 1
     for then in ("resume", "cancel"):
         workdir = paused(then)
-        killed = orchestrate(workdir, "cancel", crash=str(point))
+        killed = in_workdir(workdir, "cancel", crash=str(point))
         assert killed.returncode == -signal.SIGKILL
-        assert orchestrate(workdir, "respond", "--text", "an answer").returncode == 0
-        finished = orchestrate(workdir, then)
+        assert in_workdir(workdir, "respond", "--text", "an answer").returncode == 0
+        finished = in_workdir(workdir, then)
         assert finished.returncode == (1 if then == "resume" else 0), finished.stderr
         assert not (workdir / "SIDE").exists()  # phase 2 never ran
         assert not (workdir / ".cancellable-state.json").exists()
@@ -623,10 +618,9 @@ def test_resume_with_evidence_does_not_import_cattrs(tmp_path: Path) -> None:
     )
     workdir = tmp_path / "work"
     workdir.mkdir()
-    run = [sys.executable, "-m", "orchestrator", "run", f"{tmp_path / 'wf.py'}:Cancellable"]
-    assert subprocess.run([*run, "--workdir", str(workdir)], capture_output=True).returncode == 42
-    respond = [sys.executable, "-m", "orchestrator", "respond", "--workdir", str(workdir)]
-    assert subprocess.run([*respond, "--text", "yes"], capture_output=True).returncode == 0
+    run = orchestrate("run", f"{tmp_path / 'wf.py'}:Cancellable", "--workdir", workdir)
+    assert run.returncode == 42
+    assert orchestrate("respond", "--workdir", workdir, "--text", "yes").returncode == 0
     code = (
         "import sys; from orchestrator.cli.main import main; "
         f"rc = main(['resume', '--workdir', {str(workdir)!r}]); "

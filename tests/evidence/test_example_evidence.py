@@ -10,14 +10,12 @@ the run; this file states the story itself and kills at a spread of the evidence
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from support.cli import orchestrate
 from support.evidence_support import EXAMPLE_HANDLER as HANDLER
 from support.evidence_support import check_run_evidence, example_args, run_dir_of, story
 
@@ -53,13 +51,11 @@ STORY = [
 
 def drive(workdir: Path, *, crash_at: int | str | None = None, log: Path | None = None) -> int:
     workdir.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in CRASH_KEYS}
+    env = {}
     if crash_at is not None:
-        env.update(ORCHESTRATOR_CRASH_AT=str(crash_at), ORCHESTRATOR_CRASH_LOG=str(log))
-    command = [sys.executable, "-m", "orchestrator", "drive"]
-    command += [*example_args(workdir, template_name="task-tracker"), "--handler", HANDLER]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    return proc.returncode
+        env = {"ORCHESTRATOR_CRASH_AT": str(crash_at), "ORCHESTRATOR_CRASH_LOG": str(log)}
+    args = [*example_args(workdir, template_name="task-tracker"), "--handler", HANDLER]
+    return orchestrate("drive", *args, env=env).returncode
 
 
 def told(events: list[dict]) -> list[str]:
@@ -134,12 +130,7 @@ def test_kills_while_writing_evidence_leave_the_same_story(
 def test_history_shows_the_example_as_a_timeline(example_run: Path) -> None:
     """``orchestrate history``: a header, then the phases and asks in time order, each
     with its offset from the start; the asks with how they were answered."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "history", "--workdir", str(example_run)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = orchestrate("history", "--workdir", example_run)
     assert shown.returncode == 0, shown.stderr
     header, *lines = shown.stdout.splitlines()
     assert header.startswith("template-create  run ") and "  completed  " in header

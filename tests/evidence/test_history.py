@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import orchestrate
 
 WORKFLOW = """
 from orchestrator import Workflow, phase
@@ -38,23 +39,12 @@ HANDLER = (
 )
 
 
-def orchestrate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-
-
 @pytest.mark.slow
 def test_the_timeline_lists_phases_asks_answers_and_retries_in_order(tmp_path: Path) -> None:
-    import os
 
     (tmp_path / "wf.py").write_text(WORKFLOW)
     (tmp_path / "handler.py").write_text(HANDLER)
-    env = {**os.environ, "MARK": str(tmp_path / "failed-once")}
+    env = {"MARK": str(tmp_path / "failed-once")}
     done = orchestrate(
         "drive",
         f"{tmp_path / 'wf.py'}:Timeline",

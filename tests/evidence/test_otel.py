@@ -4,7 +4,6 @@ an OTLP/HTTP endpoint (a real server on loopback), and the replay into the SDK."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from orchestrator.evidence.otel import (
     unix_nanos,
 )
 from support import needs
+from support.cli import command, orchestrate
 from support.evidence_support import EXAMPLE_HANDLER, example_args
 
 RUN_ID = "5f0c1e2a-0b1c-4d2e-8f30-1a2b3c4d5e6f"
@@ -36,28 +36,11 @@ PATIENCE = 120.0
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 
 
-def orchestrate(
-    *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        check=False,
-        timeout=PATIENCE,
-        env=env,
-    )
-
-
-def without_proxies() -> dict[str, str]:
-    """This environment, minus proxies: loopback is reached directly."""
-    return {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
-
-
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A work directory where the template-create example ran to its end."""
     workdir = tmp_path_factory.mktemp("driven")
-    done = orchestrate("drive", *example_args(workdir), "--handler", EXAMPLE_HANDLER)
+    done = orchestrate("drive", *example_args(workdir), "--handler", EXAMPLE_HANDLER, text=False)
     assert done.returncode == 0, done.stderr.decode()
     return workdir
 
@@ -68,7 +51,7 @@ def records_of(workdir: Path) -> list[dict[str, Any]]:
 
 
 def exported(workdir: Path, target: Path) -> dict[str, Any]:
-    done = orchestrate("events", "--workdir", str(workdir), "--otlp", str(target))
+    done = orchestrate("events", "--workdir", str(workdir), "--otlp", str(target), text=False)
     assert done.returncode == 0, done.stderr.decode()
     assert b"wrote " in done.stderr and str(target).encode() in done.stderr
     document: dict[str, Any] = json.loads(target.read_bytes())
@@ -169,7 +152,7 @@ def test_exporting_twice_gives_the_same_bytes(driven: Path, tmp_path: Path) -> N
     exported(driven, tmp_path / "one.json")
     exported(driven, tmp_path / "two.json")
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
-    shown = orchestrate("events", "--workdir", str(driven), "--otlp", "-")
+    shown = orchestrate("events", "--workdir", str(driven), "--otlp", "-", text=False)
     assert shown.returncode == 0 and shown.stdout == (tmp_path / "one.json").read_bytes()
 
 
@@ -184,7 +167,7 @@ def test_exporting_twice_gives_the_same_bytes(driven: Path, tmp_path: Path) -> N
     ],
 )
 def test_export_mistakes_are_named(driven: Path, args: list[str], code: int, words: str) -> None:
-    shown = orchestrate("events", "--workdir", str(driven), *args)
+    shown = orchestrate("events", "--workdir", str(driven), *args, text=False)
     assert shown.returncode == code
     assert words in shown.stderr.decode() and b"Traceback" not in shown.stderr
 
@@ -195,9 +178,10 @@ def test_follow_exports_once_the_run_has_ended(tmp_path: Path) -> None:
     log = run_dir / "events.ndjson"
     log.write_bytes(b"".join(line(r) for r in small_run()[:-1]))
     target = tmp_path / "trace.json"
-    command = [sys.executable, "-m", "orchestrator", "events", "--workdir", str(tmp_path)]
-    command += ["--run", RUN_ID, "--follow", "--poll", "0.05", "--otlp", str(target)]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+    follow = command("events", "--workdir", tmp_path, "--run", RUN_ID, "--follow", "--poll", "0.05")
+    with subprocess.Popen(
+        [*follow, "--otlp", str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as child:
         try:
             with log.open("ab") as file:
                 file.write(line(small_run()[-1]))
@@ -426,13 +410,17 @@ def no_proxies(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_the_endpoint_receives_the_same_json_with_its_headers(driven: Path, tmp_path: Path) -> None:
     exported(driven, tmp_path / "trace.json")
-    env = {
-        **without_proxies(),
-        "OTEL_EXPORTER_OTLP_HEADERS": "x-team=obs,authorization=Bearer%20abc",
-    }
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=obs,authorization=Bearer%20abc"}
     with Collector() as collector:
         sent = orchestrate(
-            "events", "--workdir", str(driven), "--otlp-endpoint", collector.url, env=env
+            "events",
+            "--workdir",
+            str(driven),
+            "--otlp-endpoint",
+            collector.url,
+            env=env,
+            unset=PROXY_VARIABLES,
+            text=False,
         )
     assert sent.returncode == 0, sent.stderr.decode()
     assert b"sent 26 spans" in sent.stderr  # the run, 9 phases, 9 asks, 7 steps
@@ -483,7 +471,13 @@ def test_nobody_listening_is_a_clear_error(driven: Path) -> None:
     with pytest.raises(OtlpExportError, match="cannot connect"):
         post_otlp(b"{}", url, timeout=5)
     sent = orchestrate(
-        "events", "--workdir", str(driven), "--otlp-endpoint", url, env=without_proxies()
+        "events",
+        "--workdir",
+        str(driven),
+        "--otlp-endpoint",
+        url,
+        unset=PROXY_VARIABLES,
+        text=False,
     )
     assert (
         sent.returncode == 1

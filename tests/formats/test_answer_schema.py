@@ -82,7 +82,7 @@ def test_the_schema_and_the_engine_agree_on_every_answer(document: dict[str, Any
 
 
 def test_a_typed_ask_carries_its_schema_in_the_request(tmp_path: Path) -> None:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
 
     flow = f"{Path(__file__).parents[1] / 'support' / 'ui_flows.py'}:Review"
     paused = orchestrate("run", flow, "--workdir", tmp_path)
@@ -100,7 +100,7 @@ def test_a_typed_ask_carries_its_schema_in_the_request(tmp_path: Path) -> None:
 def test_an_answer_of_another_shape_is_refused_by_the_engine_too(
     tmp_path: Path, answer: str
 ) -> None:
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
 
     flow = f"{Path(__file__).parents[1] / 'support' / 'ui_flows.py'}:Review"
     assert orchestrate("run", flow, "--workdir", tmp_path).returncode == 42

@@ -15,12 +15,9 @@ from outside; the validator alone judges them.
 from __future__ import annotations
 
 import ast
-import contextlib
 import copy
-import io
 import json
 import re
-import sys
 import typing
 import uuid
 from pathlib import Path
@@ -32,11 +29,11 @@ from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator._errors import BoardError, ContractError
 from orchestrator.board.board import Board
-from orchestrator.cli.main import main
 from orchestrator.formats.board import ContextItem, Task
 from orchestrator.formats.board_rules import error_code_for, parse_packet
 from orchestrator.formats.bridge_codec import parse_response, parse_state
 from orchestrator.formats.convert import structure
+from support.cli import in_process
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 CASES: dict[str, dict[str, str]] = json.loads((FIXTURES / "conformance" / "cases.json").read_text())
@@ -48,23 +45,9 @@ CHECK_KIND = {"worklog": "worklog", "task-input": "task-input", "verdict": "verd
 BOARD_KINDS = ("task", "packet", "result", "submit", "worklog", "ledger")
 
 
-def cli(*argv: str | Path, stdin: bytes = b"") -> tuple[int, str, str]:
-    """``orchestrate ARGV`` in this process, as a host runs it: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    fake_stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    saved = sys.stdin
-    sys.stdin = fake_stdin
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([str(arg) for arg in argv])
-    finally:
-        sys.stdin = saved
-    return code, out.getvalue(), err.getvalue()
-
-
 def verdict_of(kind: str, raw: bytes, *flags: str | Path) -> dict[str, Any]:
     """What ``orchestrate check`` prints."""
-    code, out, err = cli("check", kind, *flags, stdin=raw)
+    code, out, err = in_process("check", kind, *flags, stdin=raw)
     verdict: dict[str, Any] = json.loads(out)
     assert err == "" and code == (0 if verdict["allow"] else 1), (out, err)
     assert verdict["allow"] is (verdict["code"] == "OK"), verdict
@@ -113,7 +96,7 @@ def task_data(task_id: str, lock_scope: list[str]) -> dict[str, Any]:
 
 def board_create(root: Path, raw: bytes) -> str:
     new_board(root)
-    return refusal(*cli("board", "create", "--workdir", root, stdin=b"[" + raw + b"]"))
+    return refusal(*in_process("board", "create", "--workdir", root, stdin=b"[" + raw + b"]"))
 
 
 def board_assign(root: Path, raw: bytes) -> str:
@@ -132,15 +115,19 @@ def board_assign(root: Path, raw: bytes) -> str:
         if lock.get("active") is False:
             continue
         holder = json.dumps(task_data(str(lock.get("task_id")), [lock.get("resource")]))
-        made = refusal(*cli("board", "create", "--workdir", root, stdin=f"[{holder}]".encode()))
+        made = refusal(
+            *in_process("board", "create", "--workdir", root, stdin=f"[{holder}]".encode())
+        )
         if made != "OK":
             return made
-        held = refusal(*cli("board", "assign", "--workdir", root, "--task", lock["task_id"],
+        held = refusal(*in_process("board", "assign", "--workdir", root, "--task", lock["task_id"],
                             "--owner", f"other-{index}"))  # fmt: skip
         if held != "OK":
             return held
     created = refusal(
-        *cli("board", "create", "--workdir", root, stdin=json.dumps([packet["task"]]).encode())
+        *in_process(
+            "board", "create", "--workdir", root, stdin=json.dumps([packet["task"]]).encode()
+        )
     )
     if created != "OK":
         return created
@@ -155,7 +142,9 @@ def board_assign(root: Path, raw: bytes) -> str:
     if assigned != "OK":
         return assigned
     board.packet_path(task_id, 1).write_bytes(raw)  # the packet on disk is this document
-    return refusal(*cli("board", "assign", "--workdir", root, "--task", task_id, "--owner", OWNER))
+    return refusal(
+        *in_process("board", "assign", "--workdir", root, "--task", task_id, "--owner", OWNER)
+    )
 
 
 def assigned_board(root: Path) -> Path:
@@ -164,7 +153,9 @@ def assigned_board(root: Path) -> Path:
     board = new_board(root)
     holder = task_data("T-9", ["src/api.py"])
     assert (
-        refusal(*cli("board", "create", "--workdir", root, stdin=json.dumps([holder]).encode()))
+        refusal(
+            *in_process("board", "create", "--workdir", root, stdin=json.dumps([holder]).encode())
+        )
         == "OK"
     )
     board.assign(["T-9"], owner="other")
@@ -179,20 +170,22 @@ def assigned_board(root: Path) -> Path:
 
 def board_submit(root: Path, raw: bytes) -> str:
     assigned_board(root)
-    return refusal(*cli("board", "submit", "--workdir", root, "--task", "T-12", stdin=raw))
+    return refusal(*in_process("board", "submit", "--workdir", root, "--task", "T-12", stdin=raw))
 
 
 def board_worklog(root: Path, raw: bytes) -> str:
     assigned_board(root)
     args = ("board", "worklog", "--workdir", root, "--task", "T-12", "--json-stdin")
-    return refusal(*cli(*args, stdin=raw))
+    return refusal(*in_process(*args, stdin=raw))
 
 
 def board_watchdog(root: Path, raw: bytes) -> str:
     """The ledger as a board's ledger file, read by the watchdog (and timed out)."""
     board = new_board(root)
     (board.directory / "ledger.ndjson").write_bytes(raw)
-    return refusal(*cli("board", "watchdog", "--workdir", root, "--now", "2030-01-01T00:00:00Z"))
+    return refusal(
+        *in_process("board", "watchdog", "--workdir", root, "--now", "2030-01-01T00:00:00Z")
+    )
 
 
 OPERATIONS = {
@@ -293,7 +286,7 @@ def test_a_state_from_an_older_tool_names_its_unknown_and_missing_fields_togethe
                   "expected an integer, got a string at $.completed_phases[0].phase"):  # fmt: skip
         assert words in message
     # orchestrate validate says the same, in one line, naming the file
-    code, out, err = cli("validate", path)
+    code, out, err = in_process("validate", path)
     assert code == 1 and out == "" and err.count("\n") == 1
     assert str(path) in err and "'legacy_cursor'" in err and "'created_at' are missing" in err
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from support.bridge_documents import (
     seed,
     with_version,
 )
+from support.cli import orchestrate
 
 # Draft7Validator.FORMAT_CHECKER knows no "uuid" (the format arrived in draft 2019-09), so
 # it would pass any string silently. FormatChecker() holds every format jsonschema has.
@@ -71,12 +71,14 @@ def orchestrate_validate(
 ) -> subprocess.CompletedProcess[str]:
     path = tmp_path / f"{kind}-document.json"
     path.write_text(json.dumps(document), encoding="utf-8")
-    command = [sys.executable, "-m", "orchestrator", "validate", str(path), "--kind", kind]
-    command += [
+    return orchestrate(
+        "validate",
+        path,
+        "--kind",
+        kind,
         "--workflow",
         f"{EXAMPLE / 'workflow.py'}:TemplateCreate",
-    ]  # its enums and phase range, as the format's
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+    )  # its enums and phase range, as the format's; fmt: skip
 
 
 def read_json(path: Path) -> Any:
@@ -144,8 +146,7 @@ def test_template_create_schemas_are_the_seed_schemas() -> None:
         Draft7Validator.check_schema(schema)
         # What a host in another language gets from the command line, too.
         reference = f"{EXAMPLE / 'workflow.py'}:TemplateCreate"
-        command = [sys.executable, "-m", "orchestrator", "schema", kind, "--workflow", reference]
-        printed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        printed = orchestrate("schema", kind, "--workflow", reference, check=True).stdout
         assert json.loads(printed) == schema
 
 

@@ -36,7 +36,7 @@ from orchestrator.formats.board_rules import (
 from orchestrator.formats.bridge_codec import parse_request, parse_response, parse_state
 from orchestrator.formats.strict_json import loads_strict
 from orchestrator.formats.workflow_schemas import seed_schema
-from support.process_support import orchestrate
+from support.cli import orchestrate
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from support import sweeps
+from support.cli import in_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the spawned workers import us
 
@@ -86,12 +87,8 @@ FAKE_AGENT = _fake_agent()
 
 def orchestrate(*argv: str) -> tuple[int, str]:
     """``orchestrate ARGV`` in this process: its exit code and standard error."""
-    from orchestrator.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, err.getvalue()
+    code, _, err = in_process(*argv)
+    return code, err
 
 
 def fake_answer(request: dict[str, Any]) -> dict[str, Any]:

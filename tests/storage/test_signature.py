@@ -34,7 +34,7 @@ from orchestrator.storage.state_key import (
     key_file,
     load_key,
 )
-from support.process_support import orchestrate
+from support.cli import orchestrate
 from support.signing_support import edit_state, sign_state_file, signature_holds
 
 # A workflow that counts its imports: every import appends a line to imports.log beside it.

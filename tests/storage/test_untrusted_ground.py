@@ -36,6 +36,8 @@ from pathlib import Path
 import pytest
 
 from support import bad_input_support as bad_input
+from support import cli
+from support.cli import orchestrate
 from support.evidence_support import check_run_evidence, run_dir_of
 
 Instance = bad_input.Instance
@@ -102,7 +104,7 @@ def test_a_response_with_a_lone_surrogate_is_refused_and_left_in_place(
         "$.response",
         "the request is still pending",
     )
-    status = bad_input.orchestrate("status", "--workdir", instance.workdir)
+    status = orchestrate("status", "--workdir", instance.workdir)
     assert status.returncode == 0, describe(status)
     assert f"pending    {rid}" in status.stdout
     bad.unlink()
@@ -124,7 +126,7 @@ def test_respond_refuses_text_that_is_not_utf8(tmp_path: Path) -> None:
     rather than written into a response that resume would refuse."""
     instance = start(tmp_path)
     state_before = instance.state_bytes()
-    result = bad_input.orchestrate("respond", "--workdir", instance.workdir, "--text", "a\udcffb")
+    result = orchestrate("respond", "--workdir", instance.workdir, "--text", "a\udcffb")
     assert result.returncode == 2, describe(result)
     assert_one_line_error(result.stderr, "--text is not UTF-8 text", "--file")
     assert not instance.response_path.exists()
@@ -139,13 +141,13 @@ def test_values_a_workflow_made_with_lone_surrogates_still_read_back(tmp_path: P
     instance = start(tmp_path, note="caf\udce9")
     assert b"caf\\udce9" in instance.state_bytes()
     for command in ("status", "history", "events"):
-        result = bad_input.orchestrate(command, "--workdir", instance.workdir)
+        result = orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 0, (command, describe(result))
     answered_to_the_end(instance)
     (history,) = instance.history()
     assert history["phase_data"]["x_orchestrator"]["inputs"]["note"] == "caf\udce9"
     for command in ("status", "history", "output"):
-        result = bad_input.orchestrate(command, "--workdir", instance.workdir)
+        result = orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 0, (command, describe(result))
 
 
@@ -184,7 +186,7 @@ def start_pair(tmp_path: Path) -> tuple[Path, list[str]]:
     workflow.write_text(PAIR_WORKFLOW, encoding="utf-8")
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = bad_input.orchestrate(
+    result = orchestrate(
         "run", f"{workflow}:Pair", "--workdir", workdir, "--output", workdir, cwd=tmp_path
     )
     assert result.returncode == 42, describe(result)
@@ -201,7 +203,7 @@ def pair_refused(workdir: Path, bad: Path, *fragments: str) -> None:
     state = workdir / ".pair-state.json"
     state_before, bad_before = state.read_bytes(), bad.read_bytes()
     for _ in range(2):
-        result = bad_input.orchestrate("resume", "--workdir", workdir)
+        result = orchestrate("resume", "--workdir", workdir)
         assert result.returncode == 1, describe(result)
         assert_one_line_error(result.stderr, str(bad), *fragments)
         assert state.read_bytes() == state_before
@@ -228,7 +230,7 @@ def test_a_response_file_named_for_one_request_answering_another_is_refused(
     # What the message says: the file is renamed for the request it answers.
     misnamed.rename(misnamed.with_name(f"{second}.json"))
     (misnamed.parent / f"{first}.json").write_bytes(response_bytes(first, "meant for the first"))
-    result = bad_input.orchestrate("resume", "--workdir", workdir)
+    result = orchestrate("resume", "--workdir", workdir)
     assert result.returncode == 0, describe(result)
     assert (workdir / "answers.json").read_text() == "meant for the first | meant for the second"
 
@@ -259,12 +261,12 @@ def test_the_single_response_file_answers_only_the_first_pending_request(
         f"orchestrate respond --request-id {second}",
     )
     single.write_bytes(response_bytes(first, "meant for the first"))
-    result = bad_input.orchestrate("resume", "--workdir", workdir)
+    result = orchestrate("resume", "--workdir", workdir)
     assert result.returncode == 42, describe(result)
     published = json.loads((workdir / ".agent-request.json").read_bytes())
     assert published["request_id"] == second, "the one left is published in its turn"
     single.write_bytes(response_bytes(second, "meant for the second"))
-    result = bad_input.orchestrate("resume", "--workdir", workdir)
+    result = orchestrate("resume", "--workdir", workdir)
     assert result.returncode == 0, describe(result)
     assert (workdir / "answers.json").read_text() == "meant for the first | meant for the second"
 
@@ -295,7 +297,7 @@ def start_in(workdir: Path, output: Path) -> Instance:
     """``tiny`` paused in ``workdir`` (made here), its output in ``output``: a full disk
     under the work directory must not be a full disk under the workflow's own files."""
     workdir.mkdir()
-    result = bad_input.orchestrate(
+    result = orchestrate(
         "run",
         f"{bad_input.WORKFLOW_FILE}:Tiny",
         "--workdir",
@@ -395,7 +397,7 @@ def test_a_full_disk_names_the_file_keeps_the_instance_and_resume_goes_on(
     line = assert_one_line_error(answered.stderr, INTACT, "then 'orchestrate respond' again")
     assert named_file(line) == instance.response_path
     assert before.unchanged()
-    status = bad_input.orchestrate("status", "--workdir", instance.workdir)
+    status = orchestrate("status", "--workdir", instance.workdir)
     assert status.returncode == 0 and "status     paused" in status.stdout, describe(status)
 
     filler.unlink()
@@ -418,11 +420,11 @@ def _resume_with_file_size_limit(
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run(
-        bad_input.command("resume", "--workdir", instance.workdir),
+        cli.command("resume", "--workdir", instance.workdir),
         capture_output=True,
         text=True,
         timeout=bad_input.PROCESS_TIMEOUT,
-        env=bad_input.child_env(),
+        env=cli.child_env(),
         cwd=bad_input.FIXTURES,
         preexec_fn=limited,
         check=False,
@@ -464,7 +466,7 @@ def test_a_read_only_file_system_names_the_lock_and_resume_goes_on_once_writable
             result.stderr, "Read-only file system (EROFS)", INTACT, "make it writable", GOES_ON
         )
         assert named_file(line) == instance.workdir / ".orchestrator" / "tiny.lock"
-        status = bad_input.orchestrate("status", "--workdir", instance.workdir)
+        status = orchestrate("status", "--workdir", instance.workdir)
         assert status.returncode == 0, describe(status)
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
@@ -521,7 +523,7 @@ def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
     make(instance.state_path)
     for command in ("status", "resume", "cancel"):
         # A FIFO with no writer would block a plain open: the timeout fails the test.
-        result = bad_input.orchestrate(command, "--workdir", instance.workdir)
+        result = orchestrate(command, "--workdir", instance.workdir)
         assert result.returncode == 1, (command, describe(result))
         assert_one_line_error(
             result.stderr,
@@ -531,7 +533,7 @@ def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
         )
         assert os.path.lexists(instance.state_path)
 
-    result = bad_input.orchestrate("cancel", "--force", "--workdir", instance.workdir)
+    result = orchestrate("cancel", "--force", "--workdir", instance.workdir)
     assert result.returncode == 0, describe(result)
     assert not os.path.lexists(instance.state_path)
     assert not instance.request_path.exists()
@@ -541,7 +543,7 @@ def test_a_state_that_is_not_a_regular_file_is_damage_cancel_force_sets_aside(
     mode = kept.lstat().st_mode
     assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISDIR(mode)
 
-    rerun = bad_input.orchestrate(
+    rerun = orchestrate(
         "run",
         f"{bad_input.WORKFLOW_FILE}:Tiny",
         "--workdir",

@@ -3,7 +3,11 @@ so a test imports ``from support import sweeps`` or ``from support.pg_support im
 
 Running things:
 
-- ``process_support``: ``orchestrate`` as a host runs it, a new process.
+- ``cli``: ``orchestrate`` as a host runs it, the one way the tests start it: a new
+  process run to its end (``orchestrate``), its command line and environment for a
+  process a test steers itself (``command``, ``child_env``), or in this process
+  (``in_process``).
+- ``process_support``: what the template-create example's fake agent answers.
 - ``ui_support``: ``orchestrate ui`` as a person starts it, a real server on loopback.
 - ``bad_input_support``: the ``tiny`` instance the bad-input tests pause and answer.
 - ``board_crash_support``: the task-board example under ``orchestrate drive``, killed.

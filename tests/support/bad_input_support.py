@@ -18,6 +18,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from support.cli import child_env, command, orchestrate
+
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures" / "bad_input"
 WORKFLOW_FILE = FIXTURES / "wf.py"
@@ -28,44 +30,6 @@ RESPONSE_FILE = ".agent-response.json"
 # Generous bounds for a process that should finish in well under a second: they only
 # exist so that a hang fails the test instead of the whole session.
 PROCESS_TIMEOUT = 30
-
-
-def child_env() -> dict[str, str]:
-    """The environment for orchestrate processes: no crash hook, no bytecode cache.
-
-    Without a bytecode cache an edited workflow file is always compiled afresh, whatever
-    its mtime and size (the non-determinism tests edit workflow files between runs), and
-    no ``__pycache__`` is left in the fixtures directory.
-    """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ORCHESTRATOR_") or k == "ORCHESTRATOR_KEY_FILE"
-    }
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
-def command(*args: object) -> list[str]:
-    return [sys.executable, "-m", "orchestrator", *(str(a) for a in args)]
-
-
-def orchestrate(
-    *args: object, cwd: Path = FIXTURES, timeout: float = PROCESS_TIMEOUT
-) -> subprocess.CompletedProcess[str]:
-    """Run ``orchestrate ARGS`` to completion and return what it did.
-
-    The current directory is never the checkout's root, where ``python -m`` would import
-    the source tree instead of the installed package.
-    """
-    return subprocess.run(
-        command(*args),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=child_env(),
-        cwd=cwd,
-    )
 
 
 def describe(result: subprocess.CompletedProcess[str]) -> str:

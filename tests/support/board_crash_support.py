@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support.cli import command
 from support.evidence_support import check_run_evidence, story, without_retries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,12 +69,12 @@ ATTEMPT_FILE = re.compile(r"^T-\d+\.\d+\.json$")
 
 
 def drive_command(workdir: Path) -> list[str]:
-    return [
-        sys.executable, "-m", "orchestrator", "drive", WORKFLOW_REF,
+    return command(
+        "drive", WORKFLOW_REF,
         "--workdir", str(workdir),
         "--handler", HANDLER,
         "--handler-timeout", HANDLER_TIMEOUT,
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
 def drive_env(

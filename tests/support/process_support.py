@@ -1,35 +1,13 @@
-"""``orchestrate`` as a host runs it: a new process, for the tests of whole commands."""
+"""What the template-create example's fake agent answers, for tests that answer as it does.
+
+(``orchestrate`` itself runs through :mod:`support.cli`.)"""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-
-
-def orchestrate(
-    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    """One ``python -m orchestrator`` process, in this test's environment without the
-    ``ORCHESTRATOR_*`` test hooks (crash points, a fixed clock) unless ``env`` gives
-    them, signing with the test session's key; whatever it prints, never a traceback."""
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ORCHESTRATOR_") or k == "ORCHESTRATOR_KEY_FILE"
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=timeout,
-        check=False,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
 
 
 def example_answer(request: dict[str, Any]) -> str:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import http.client
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
+from support.cli import command
 from support.process_support import example_answer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ class Served:
 def serving(*workdirs: Path, store: str | None = None) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
-    argv = [sys.executable, "-m", "orchestrator", "ui"]
+    argv = command("ui")
     for workdir in workdirs:
         argv += ["--workdir", str(workdir)]
     if store is not None:
@@ -78,7 +78,7 @@ def serving(*workdirs: Path, store: str | None = None) -> Iterator[Served]:
 
 def paused_template_create(workdir: Path) -> None:
     """The template-create example, started and paused for its first answer."""
-    from support.process_support import orchestrate
+    from support.cli import orchestrate
 
     workdir.mkdir(parents=True, exist_ok=True)
     started = orchestrate(
