@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from orchestrator._errors import UsageError
 from orchestrator.cli.main import _invoker
+from support.cli import orchestrate
 
 WORKFLOW = """
 from orchestrator import Workflow, phase
@@ -36,20 +36,7 @@ def test_a_bad_spec_is_a_usage_error_naming_the_forms(spec: str) -> None:
 
 def test_host_is_the_default_and_pauses(tmp_path: Path) -> None:
     (tmp_path / "wf.py").write_text(WORKFLOW)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "run",
-            f"{tmp_path / 'wf.py'}:Echo",
-            "--workdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = orchestrate("run", f"{tmp_path / 'wf.py'}:Echo", "--workdir", str(tmp_path))
     assert done.returncode == 42, done.stderr
     assert (tmp_path / ".agent-request.json").exists()
 
@@ -57,21 +44,13 @@ def test_host_is_the_default_and_pauses(tmp_path: Path) -> None:
 def test_a_subprocess_agent_runs_the_workflow_to_the_end_without_a_pause(tmp_path: Path) -> None:
     (tmp_path / "wf.py").write_text(WORKFLOW)
     agent = f"{sys.executable} -c 'import sys; print(sys.stdin.read().upper().strip())'"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "run",
-            f"{tmp_path / 'wf.py'}:Echo",
-            "--workdir",
-            str(tmp_path),
-            "--agent",
-            f"subprocess:{agent}",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    done = orchestrate(
+        "run",
+        f"{tmp_path / 'wf.py'}:Echo",
+        "--workdir",
+        str(tmp_path),
+        "--agent",
+        f"subprocess:{agent}",
     )
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / ".agent-request.json").exists()
@@ -82,21 +61,13 @@ def test_a_subprocess_agent_runs_the_workflow_to_the_end_without_a_pause(tmp_pat
 def test_drive_takes_the_agent_option_instead_of_a_handler(tmp_path: Path) -> None:
     (tmp_path / "wf.py").write_text(WORKFLOW)
     agent = f"{sys.executable} -c 'import sys; print(sys.stdin.read().upper().strip())'"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "drive",
-            f"{tmp_path / 'wf.py'}:Echo",
-            "--workdir",
-            str(tmp_path),
-            "--agent",
-            f"subprocess:{agent}",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    done = orchestrate(
+        "drive",
+        f"{tmp_path / 'wf.py'}:Echo",
+        "--workdir",
+        str(tmp_path),
+        "--agent",
+        f"subprocess:{agent}",
     )
     assert done.returncode == 0, done.stderr
     assert "its 1 phase completed" in done.stderr
@@ -104,19 +75,6 @@ def test_drive_takes_the_agent_option_instead_of_a_handler(tmp_path: Path) -> No
 
 def test_drive_without_handler_or_agent_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "wf.py").write_text(WORKFLOW)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "drive",
-            f"{tmp_path / 'wf.py'}:Echo",
-            "--workdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = orchestrate("drive", f"{tmp_path / 'wf.py'}:Echo", "--workdir", str(tmp_path))
     assert done.returncode == 2
     assert "--handler" in done.stderr and "Traceback" not in done.stderr

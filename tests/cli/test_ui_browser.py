@@ -10,7 +10,6 @@ installs them.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from support import needs
+from support import cli, needs
 
 needs.extra("starlette", "ui")
 sync_api = needs.extra("playwright.sync_api", "report-test")
@@ -162,16 +161,11 @@ def request_document(workdir: Path, request_id: str) -> dict[str, Any]:
 def test_the_board_page_shows_the_tasks_move(tmp_path: Path) -> None:
     workdir = tmp_path / "board-work"
     workdir.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
     # The tasks end a second apart, so the page (refreshed each second) sees them move
     # however fast the machine runs them.
-    env["FAKE_SUBAGENT_STAGGER"] = "1"
+    env = cli.child_env({"FAKE_SUBAGENT_STAGGER": "1"})
     drive = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
+        cli.command(
             "drive",
             f"{REPO / 'examples' / 'task_board' / 'workflow.py'}:TaskBoardDemo",
             "--workdir",
@@ -180,7 +174,7 @@ def test_the_board_page_shows_the_tasks_move(tmp_path: Path) -> None:
             f"{sys.executable} {REPO / 'examples' / 'task_board' / 'fake_subagent.py'}",
             "--handler-timeout",
             "10",  # above the longest stagger: only the hang is cut
-        ],
+        ),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -24,7 +24,6 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections import Counter, defaultdict
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from support import pg_flows
+from support.cli import command
 
 RELAY = f"{Path(pg_flows.__file__).resolve()}:Relay"
 #: Taken exclusively by a test that restarts the shared server, shared by tests that a
@@ -79,17 +79,9 @@ def queue(dsn: str, count: int, *, nap: float = 0.0, workdir: Path) -> list[str]
 
 
 def worker_command(dsn: str, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "worker",
-        "--store",
-        dsn,
-        "--agent",
-        f"subprocess:{pg_flows.agent_command()}",
-        *extra,
-    ]
+    return command(
+        "worker", "--store", dsn, "--agent", f"subprocess:{pg_flows.agent_command()}", *extra
+    )
 
 
 #: the label each worker started here gives the agent (``PG_FLOWS_WORKER``) -> its pid
