@@ -43,16 +43,15 @@ sys.path.insert(0, str(REPO / "bench"))
 
 def finished_run(workdir: Path) -> str:
     """One real run of the tests' Chatter workflow, answered in-process: its id."""
-    from store_flows import Chatter, echo_answer
-
     from orchestrator.adapters.file_bridge import FileBridge
     from orchestrator.engine.engine import Engine
     from orchestrator.testing import MockAgentInvoker
+    from support.store_flows import Chatter, echo_answer
 
     invoker = MockAgentInvoker({"echo": echo_answer})
     engine = Engine(Chatter, bridge=FileBridge(workdir, Chatter.name), invoker=invoker)
     outcome = engine.start(
-        workflow_ref=f"{REPO / 'tests' / 'store_flows.py'}:Chatter", workdir=workdir
+        workflow_ref=f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Chatter", workdir=workdir
     )
     assert outcome.status == "completed", outcome.message
     (run,) = (workdir / ".orchestrator" / "runs").iterdir()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["pg_support"]
+pytest_plugins = ["support.pg_support"]
 
 _CONFIG_HOME = Path(tempfile.mkdtemp(prefix="orchestrator-test-config-"))
 os.environ["XDG_CONFIG_HOME"] = str(_CONFIG_HOME)
@@ -36,11 +36,11 @@ settings.load_profile("project")
 # Modules whose module-scoped fixtures are costly (a baseline run, a whole crash sweep):
 # pytest-xdist sends each one whole to one worker, so no fixture is made twice.
 ONE_WORKER = (
-    "test_board_concurrency.py",
-    "test_board_crash_safety.py",
-    "test_crash_safety.py",
-    "test_long_run_crashes.py",
-    "test_power_cut.py",
+    "tests/board/test_board_concurrency.py",
+    "tests/board/test_board_crash_safety.py",
+    "tests/engine/test_crash_safety.py",
+    "tests/engine/test_long_run_crashes.py",
+    "tests/storage/test_power_cut.py",
 )
 
 
@@ -52,7 +52,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module.rsplit("/", 1)[-1] in ONE_WORKER else nodeid
+            return module if module in ONE_WORKER else nodeid
 
     return Scheduling(config, log)
 
@@ -73,7 +73,7 @@ def _fail_a_missing_need(report: pytest.TestReport | pytest.CollectReport) -> No
     """Under ``CI=true`` a skip for a missing need (``needs``) fails: CI has them all."""
     if not report.skipped or os.environ.get("CI") != "true":
         return
-    from needs import is_a_need
+    from support.needs import is_a_need
 
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
     if is_a_need(str(reason)):
