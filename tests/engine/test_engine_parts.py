@@ -29,7 +29,7 @@ from orchestrator.engine.lifecycle import PausedRun, PauseHandoff
 from orchestrator.engine.mailbox import Mailbox
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROMPT = (
     "You are the writer of a weather report. Write one sentence about the weather where "
     "you are today, and answer with that sentence alone."

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: (file, attribute): the two reaches into the standard library's own private names,
 #: which it offers no public way around (argparse lists a parser's arguments only as

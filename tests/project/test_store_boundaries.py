@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "orchestrator"
 ADAPTERS = REPO / "adapters"
 POSTGRES = ADAPTERS / "postgres"

@@ -88,7 +88,7 @@ def run_once(key_file: Path) -> dict[str, object]:
     environment = {
         "ORCHESTRATOR_KEY_FILE": str(key_file),
         "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     shown = subprocess.run(
         [sys.executable, "-c", PROGRAM, str(THREADS)],
