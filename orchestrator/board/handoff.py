@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .._ports import RunStore
     from ..formats.bridge import AgentResponse
     from .board import Board
+    from .gateway import Judgement
 
 
 @attrs.define
@@ -70,6 +71,41 @@ def waiting_requests(board: Board, runs: RunStore) -> WaitingRequests:
     for run_id in sorted(waiting_runs):
         found.answered |= runs.answered(RunInput(run_id=run_id))
     return found
+
+
+@attrs.frozen
+class Delivery:
+    """A result handed to the run waiting for it: where it went, and the gateway's
+    judgement of it as a preview (the run records its own when it goes on)."""
+
+    target: str
+    preview: Judgement
+
+
+def deliver_result(
+    board: Board, runs: RunStore, task_id: str, raw: bytes, *, attempt: int, source: str
+) -> Delivery | None:
+    """Hand ``raw``, a subagent's result for ``task_id``'s ``attempt``, to the workflow
+    request waiting for it; ``None`` when no run waits for it (the caller submits it to
+    the board itself). The ledger is left as it is: the waiting run submits the result
+    to the board when it goes on, so the verdict is recorded once, by the run."""
+    from .gateway import evaluate
+
+    waiting = waiting_requests(board, runs)
+    if (task_id, attempt) not in waiting.requests:
+        return None
+    preview = evaluate(
+        raw,
+        task=board.state().row(task_id).task,
+        run_id=board.run_id,
+        source=source,
+        submitted_at=board.now(),
+        evaluated_at=board.now(),
+        result_link=f"results/{task_id}.{attempt}.json",
+        workspace=board.workspace,
+    )
+    target = waiting.answer((task_id, attempt), text=raw.decode("utf-8", "replace"))
+    return Delivery(target=target, preview=preview)
 
 
 def time_out_stale_tasks(board: Board, runs: RunStore, *, now: Any = None) -> list[Any]:

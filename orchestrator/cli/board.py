@@ -436,36 +436,22 @@ def _cmd_worklog(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from ..board.handoff import waiting_requests
+    from ..board.handoff import deliver_result
     from ..formats.convert import unstructure
     from .run_store import store_at
 
     board = board_of(args)
     raw = _read_input(args)
-    row = board.state().row(args.task)
-    attempt = args.attempt or row.attempts
+    attempt = args.attempt or board.state().row(args.task).attempts
     runs = store_at(_store_dsn(args), (args.workdir or Path.cwd()).resolve())
     try:
-        waiting = waiting_requests(board, runs)
-        if (args.task, attempt) in waiting.requests:
-            # A workflow waits for this answer: deliver it; the engine judges it on resume.
-            from ..board.gateway import evaluate
-
-            preview = evaluate(
-                raw,
-                task=row.task,
-                run_id=board.run_id,
-                source=str(args.file or "<stdin>"),
-                submitted_at=board.now(),
-                evaluated_at=board.now(),
-                result_link=f"results/{args.task}.{attempt}.json",
-                workspace=board.workspace,
-            )
-            target = waiting.answer((args.task, attempt), text=raw.decode("utf-8", "replace"))
-            _print({"delivered": target, "preview": unstructure(preview.verdict)})
-            return EXIT_OK if preview.passed else EXIT_REFUSED
+        source = str(args.file or "<stdin>")
+        delivery = deliver_result(board, runs, args.task, raw, attempt=attempt, source=source)
     finally:
         runs.close()
+    if delivery is not None:  # a workflow waits for this answer: it judges it on resume
+        _print({"delivered": delivery.target, "preview": unstructure(delivery.preview.verdict)})
+        return EXIT_OK if delivery.preview.passed else EXIT_REFUSED
     judgement = board.submit(args.task, raw, attempt=attempt)
     _print(unstructure(judgement.verdict))
     return EXIT_OK if judgement.passed else EXIT_REFUSED
