@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = Path(__file__).resolve().parent.parent / "orchestrator" / "cli"
+CLI = Path(__file__).resolve().parents[2] / "orchestrator" / "cli"
 PACKAGE = "orchestrator.cli"
 # The package's console-script shim and the reference page's generator read the parser.
 MAY_IMPORT_MAIN = {f"{PACKAGE}", f"{PACKAGE}.reference"}
