@@ -62,7 +62,7 @@ from orchestrator.board.ledger import (
     TaskRow,
     encode_delta,
 )
-from orchestrator.formats.board import LedgerDelta
+from orchestrator.formats.board_documents import LedgerDelta
 
 RUN_ID = "b0a4d000-0000-4000-8000-00000000b0a4"
 ROUNDS = 5  # append rounds: throughput is one sample per round

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .engine.tasks import install_dispatcher as _install_dispatcher
+from .engine.dispatcher import install_dispatcher as _install_dispatcher
 
 __version__ = "0.1.0"
 
@@ -52,7 +52,7 @@ _EXPORTS = {
     "ContractError": "_errors",
     "DispatchReport": "board.dispatch",
     "Engine": "engine.engine",
-    "ErrorCode": "formats.board",
+    "ErrorCode": "formats.board_documents",
     "ErrorType": "formats.bridge",
     "HostRequired": "_ports",
     "InstanceBusyError": "_errors",
@@ -61,16 +61,16 @@ _EXPORTS = {
     "Outcome": "engine.record",
     "PhaseContext": "engine.context",
     "PhaseResult": "engine.workflow",
-    "Priority": "formats.board",
+    "Priority": "formats.board_documents",
     "RequestStatus": "formats.bridge",
     "ResponseMetadata": "formats.bridge",
     "ResponseRejectedError": "_errors",
     "RetryPolicy": "engine.workflow",
     "RunFailedError": "_errors",
     "StepFailedError": "_errors",
-    "Task": "formats.board",
-    "TaskStatus": "formats.board",
-    "TaskType": "formats.board",
+    "Task": "formats.board_documents",
+    "TaskStatus": "formats.board_documents",
+    "TaskType": "formats.board_documents",
     "UnknownVersionError": "_errors",
     "Workflow": "engine.workflow",
     "WorkflowDefinitionError": "_errors",
@@ -143,7 +143,7 @@ if TYPE_CHECKING:
     from .engine.engine import Engine
     from .engine.record import Outcome
     from .engine.workflow import Ask, PhaseResult, RetryPolicy, Workflow, phase
-    from .formats.board import ErrorCode, Priority, Task, TaskStatus, TaskType
+    from .formats.board_documents import ErrorCode, Priority, Task, TaskStatus, TaskType
     from .formats.bridge import (
         AgentRequest,
         AgentResponse,

@@ -143,8 +143,8 @@ class TaskBoardDemo(Workflow):
         """Write the board's handoff (JSON and Markdown) and count the outcome: in the
         board's directory, or in the work directory when the board is in a database."""
         from orchestrator.board.board import handoff_markdown
-        from orchestrator.board.files import FileBoardStore
-        from orchestrator.formats.board import dump_board_document
+        from orchestrator.board.file_store import FileBoardStore
+        from orchestrator.formats.board_documents import dump_board_document
 
         report = ctx.output("work")
 

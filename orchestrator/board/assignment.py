@@ -10,7 +10,7 @@ import attrs
 
 from .._errors import BoardError
 from .._ports import BoardDocumentInput
-from ..formats.board import (
+from ..formats.board_documents import (
     ActiveLock,
     AssignmentPacket,
     ContextItem,

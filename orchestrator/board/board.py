@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._ports import BoardStore, Clock
-from ..formats.board import ActiveLock, HandoffBundle
+from ..formats.board_documents import ActiveLock, HandoffBundle
 from .assignment import BoardAssignments
 from .bundle import (
     HANDOFF_MAX_BYTES,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..formats.board import (
+from ..formats.board_documents import (
     AcceptanceTarget,
     Blocker,
     ErrorCode,

@@ -21,7 +21,7 @@ import attrs
 
 from .._errors import BoardError, ContractError
 from .._ports import BoardStore, Clock, WorklogInput
-from ..formats.board import (
+from ..formats.board_documents import (
     BOARD_SCHEMA_VERSION,
     ErrorCode,
     LedgerDelta,
@@ -32,7 +32,7 @@ from ..formats.board import (
 from ..formats.convert import structure, unstructure
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage import beneath
-from .files import INFO_FILE
+from .file_store import INFO_FILE
 from .ledger import Ledger, LedgerState, TaskRow
 
 BOARD_DIR = ".board"
@@ -67,7 +67,7 @@ class BoardCore:
         if store is None:
             if directory is None:
                 raise TypeError("Board needs a directory or a store")
-            from .files import FileBoardStore
+            from .file_store import FileBoardStore
 
             beneath.guard(directory.parent)  # the board and all in it: never through a link
             store = FileBoardStore(directory)

@@ -34,7 +34,7 @@ import attrs
 from .._errors import AgentFailedError, BoardError, RunFailedError
 from .._ports import BoardStore
 from ..engine.workflow import Ask
-from ..formats.board import ErrorCode, Task, TaskStatus
+from ..formats.board_documents import ErrorCode, Task, TaskStatus
 from ..formats.bridge_codec import TIMEOUT_RANGE
 from ..formats.times import parse_time
 from .board import BOARD_DIR, Board
@@ -144,7 +144,7 @@ def run_dispatch(
 
 
 class BoardDispatcher:
-    """The task board's :class:`~orchestrator.engine.tasks.TaskDispatcher`: what
+    """The task board's :class:`~orchestrator.engine.dispatcher.TaskDispatcher`: what
     ``ctx.dispatch`` and ``ctx.board`` run (the package installs it, see
     ``orchestrator/__init__.py``). Holds nothing: each call opens the run's board."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 
 from .._errors import ContractError
-from ..formats.board import (
+from ..formats.board_documents import (
     SUBMIT_VERSION_PREFIX,
     CheckStatus,
     ErrorCode,

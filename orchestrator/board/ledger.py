@@ -32,14 +32,14 @@ from .._ports import (
     LedgerStore,
     ReadLedgerInput,
 )
-from ..formats.board import ErrorCode, LedgerDelta, Task, TaskStatus
+from ..formats.board_documents import ErrorCode, LedgerDelta, Task, TaskStatus
 from ..formats.convert import structure, unstructure
 from ..formats.strict_json import loads_strict
 from ..storage.durable import sha256_hex
-from .files import LEDGER_FILE as LEDGER_FILE
-from .files import LOCK_FILE as LOCK_FILE
-from .files import SNAPSHOT_FILE as SNAPSHOT_FILE
-from .files import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT
+from .file_store import LEDGER_FILE as LEDGER_FILE
+from .file_store import LOCK_FILE as LOCK_FILE
+from .file_store import SNAPSHOT_FILE as SNAPSHOT_FILE
+from .file_store import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT
 
 SNAPSHOT_EVERY = 1000
 
@@ -414,16 +414,17 @@ def encode_delta(delta: LedgerDelta) -> bytes:
 class Ledger:
     """A board's ledger in its store: readers fold it, writers append under a lock.
 
-    Built on a directory (``ledger.ndjson`` there: :class:`orchestrator.board.files.FileBoardStore`)
-    or on any :class:`orchestrator._ports.LedgerStore`. A reader needs no lock: lines are
-    appended whole and durably, and a torn last line (a writer killed mid-append) is
-    ignored until the next writer cuts it. The instance keeps the fold and the position it
+    Built on a directory (``ledger.ndjson`` there:
+    :class:`orchestrator.board.file_store.FileBoardStore`) or on any
+    :class:`orchestrator._ports.LedgerStore`. A reader needs no lock: lines are appended
+    whole and durably, and a torn last line (a writer killed mid-append) is ignored until
+    the next writer cuts it. The instance keeps the fold and the position it
     reached, so reading again folds only new lines.
     """
 
     def __init__(self, where: Path | LedgerStore, *, snapshot_every: int = SNAPSHOT_EVERY) -> None:
         if isinstance(where, Path):
-            from .files import FileBoardStore
+            from .file_store import FileBoardStore
 
             where = FileBoardStore(where)
         self.store: LedgerStore = where

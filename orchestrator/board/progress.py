@@ -9,7 +9,7 @@ import attrs
 
 from .._errors import BoardError
 from .._ports import HeartbeatInput, WorklogInput
-from ..formats.board import ErrorCode, Task, TaskStatus, WorklogEntry
+from ..formats.board_documents import ErrorCode, Task, TaskStatus, WorklogEntry
 from ..formats.convert import unstructure
 from ..storage import beneath
 from .core import BoardCore, json_line

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .._errors import BoardError
 from .._ports import BoardDocumentInput
-from ..formats.board import ErrorCode, LedgerDelta, Pins, TaskStatus
+from ..formats.board_documents import ErrorCode, LedgerDelta, Pins, TaskStatus
 from .core import BoardCore, canonical_bytes, next_step_after
 from .gateway import Judgement, evaluate
 from .ledger import LedgerState, TaskRow
@@ -88,7 +88,7 @@ class BoardResults(BoardCore):
     def _settled(self, row: TaskRow, attempt: int, state: LedgerState) -> Judgement | None:
         """The judgement recorded for ``attempt`` of ``row``'s task, if it was judged; a
         PASS that lost the race to another settlement (the watchdog) is reported failed."""
-        from ..formats.board import FailCode, VerdictOutcome
+        from ..formats.board_documents import FailCode, VerdictOutcome
         from ..formats.board_rules import parse_verdict
         from ..formats.strict_json import loads_strict
         from .gateway import Problem

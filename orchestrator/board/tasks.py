@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._errors import BoardError, ContractError
-from ..formats.board import ErrorCode, LedgerDelta, Priority, Task, TaskStatus
+from ..formats.board_documents import ErrorCode, LedgerDelta, Priority, Task, TaskStatus
 from .core import BoardCore
 from .ledger import LedgerState, TaskRow
 

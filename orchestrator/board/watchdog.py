@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from .._text import plural
-from ..formats.board import ErrorCode, LedgerDelta, Task, TaskStatus
+from ..formats.board_documents import ErrorCode, LedgerDelta, Task, TaskStatus
 from ..formats.times import parse_time
 from .core import BoardCore, next_step_after
 

@@ -245,7 +245,7 @@ def _error_code(text: str | None) -> Any:
     """``--code``: one of the task board's error codes, or a usage error naming them."""
     if text is None:
         return None
-    from ..formats.board import ErrorCode
+    from ..formats.board_documents import ErrorCode
 
     try:
         return ErrorCode(text)
@@ -357,7 +357,7 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
 
 def ledger_lines(board: Board) -> list[bytes]:
     """The ledger's whole, non-blank lines without their newline, as stored."""
-    from ..board.files import FileBoardStore
+    from ..board.file_store import FileBoardStore
 
     if isinstance(board.store, FileBoardStore):
         path = board.ledger.path
@@ -408,7 +408,7 @@ def _cmd_heartbeat(args: argparse.Namespace) -> int:
 
 
 def _cmd_worklog(args: argparse.Namespace) -> int:
-    from ..formats.board import WorklogEntry
+    from ..formats.board_documents import WorklogEntry
     from ..formats.board_rules import parse_worklog_entry
 
     board = board_of(args)
@@ -472,7 +472,7 @@ def _cmd_watchdog(args: argparse.Namespace) -> int:
 
 
 def _cmd_set_status(args: argparse.Namespace) -> int:
-    from ..formats.board import TaskStatus
+    from ..formats.board_documents import TaskStatus
     from ..formats.convert import unstructure
 
     delta = board_of(args).set_status(
@@ -489,7 +489,7 @@ def _cmd_set_status(args: argparse.Namespace) -> int:
 
 def _cmd_handoff(args: argparse.Namespace) -> int:
     from ..board.board import handoff_markdown
-    from ..formats.board import dump_board_document
+    from ..formats.board_documents import dump_board_document
     from ..storage.durable import atomic_write
 
     board = board_of(args)

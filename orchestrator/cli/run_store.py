@@ -119,7 +119,7 @@ def close_board_stores() -> None:
 def directory_store(workdir: Path) -> FileRunStore:
     """The run store of the work directory ``workdir`` (its task board kept in files)."""
     from ..adapters.file_runs import FileRunStore
-    from ..board.files import FileBoardStore
+    from ..board.file_store import FileBoardStore
 
     return FileRunStore(workdir, boards=FileBoardStore)
 

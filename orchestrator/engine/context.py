@@ -43,6 +43,7 @@ from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
+from .dispatcher import TaskDispatcher, installed_dispatcher
 from .journal import PhaseReplay
 from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
 from .record import (
@@ -55,12 +56,11 @@ from .record import (
     step_type,
     to_json_value,
 )
-from .tasks import TaskDispatcher, installed_dispatcher
 from .workflow import Ask, PhaseSpec
 
 if TYPE_CHECKING:
     from .._ports import BoardStore
-    from ..formats.board import Task
+    from ..formats.board_documents import Task
     from .engine import Engine
 
 T = TypeVar("T")

@@ -44,6 +44,7 @@ from ..formats.strict_json import SettledItems
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage.runs import ENGINE_KEY
 from .context import PhaseContext
+from .dispatcher import TaskDispatcher
 from .journal import Journal
 from .lifecycle import Lifecycle, PauseHandoff
 from .mailbox import Mailbox
@@ -57,7 +58,6 @@ from .record import (
     copy_json,
     to_json_value,
 )
-from .tasks import TaskDispatcher
 from .workflow import PhaseResult, PhaseSpec, Workflow
 
 RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
@@ -121,7 +121,7 @@ class Engine:
         #: ``None``: the board is a directory, ``.board`` in the run's work directory.
         self.board_store: Callable[[str], BoardStore] | None = None
         #: Who runs ``ctx.dispatch``: ``None`` takes the one installed for the process
-        #: (the task board's, see ``engine.tasks``).
+        #: (the task board's, see ``engine.dispatcher``).
         self.dispatcher: TaskDispatcher | None = None
 
     # -- entry points -------------------------------------------------------------------

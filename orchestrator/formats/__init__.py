@@ -15,7 +15,7 @@ The modules:
   and writing them), ``state_signature`` (where a state's signature lives, and its
   parts), ``workflow_schemas`` (a workflow's own schemas) and ``answer_schema`` (the
   schema of the answer an ask expects);
-- the task board documents and task IO with pins: ``board`` (the types), ``board_rules``
+- the task board documents and task IO with pins: ``board_documents`` (the types), ``board_rules``
   (their rules and parsing) and ``board_checks`` (the field checks and the parse those
   rules are made of);
 - step evidence: ``steps``, and ``step_names`` (its wire names);

@@ -17,7 +17,7 @@ import attrs
 
 from .._errors import ContractError, UnknownVersionError
 from .._text import plural
-from .board import (
+from .board_documents import (
     BOARD_SCHEMA_VERSION,
     BOARD_SUPPORTED_MAJOR,
     EXTENSION_PREFIX,

@@ -45,7 +45,20 @@ from typing import Any
 import attrs
 
 from .._errors import ContractError, UnknownVersionError
-from .board import (
+from .board_checks import (
+    At,
+    check_board_version,
+    check_const,
+    check_exact_version,
+    check_items,
+    check_length,
+    check_minimum,
+    check_non_empty_strings,
+    check_optional_date_time,
+    check_pattern,
+    parse_document,
+)
+from .board_documents import (
     EXTENSION_PREFIX,
     MAX_NOTES_FOR_ORCHESTRATOR,
     PACKET_TYPE_ASSIGNMENT,
@@ -75,19 +88,6 @@ from .board import (
     VerdictOutcome,
     VerdictTimestamps,
     WorklogEntry,
-)
-from .board_checks import (
-    At,
-    check_board_version,
-    check_const,
-    check_exact_version,
-    check_items,
-    check_length,
-    check_minimum,
-    check_non_empty_strings,
-    check_optional_date_time,
-    check_pattern,
-    parse_document,
 )
 from .convert import check_uuid
 

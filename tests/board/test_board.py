@@ -27,7 +27,7 @@ from orchestrator.board.board import (
     handoff_markdown,
 )
 from orchestrator.board.ledger import LEDGER_FILE
-from orchestrator.formats.board import (
+from orchestrator.formats.board_documents import (
     ErrorCode,
     LedgerDelta,
     Priority,

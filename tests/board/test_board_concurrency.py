@@ -34,7 +34,7 @@ import attrs
 import pytest
 
 from orchestrator.board.board import Board
-from orchestrator.formats.board import Task, TaskStatus, TaskType
+from orchestrator.formats.board_documents import Task, TaskStatus, TaskType
 from orchestrator.formats.convert import unstructure
 from orchestrator.formats.scope import resources_conflict
 from orchestrator.storage.ndjson import iter_records

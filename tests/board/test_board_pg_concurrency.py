@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from orchestrator.board.board import Board
-from orchestrator.formats.board import Task, TaskType
+from orchestrator.formats.board_documents import Task, TaskType
 from support.board_store_support import board_pg_store
 
 __all__ = ["board_pg_store"]

@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator._ports import BoardDocumentInput
 from orchestrator.board.board import Board
-from orchestrator.formats.board import Task, TaskType
+from orchestrator.formats.board_documents import Task, TaskType
 from support.board_store_support import board_pg_store
 
 __all__ = ["board_pg_store"]
@@ -27,7 +27,7 @@ __all__ = ["board_pg_store"]
 DYING_WRITER = textwrap.dedent(
     """
     import sys, time
-    from orchestrator.adapters.postgres.board import PostgresBoardStore
+    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
     from orchestrator.board.board import Board
 
     store = PostgresBoardStore(sys.argv[1], sys.argv[2])

@@ -16,7 +16,7 @@ import pytest
 from test_dispatch import BoardFlow, result_for, task
 
 from orchestrator import phase
-from orchestrator.adapters.postgres.board import PostgresBoardStore
+from orchestrator.adapters.postgres.board_store import PostgresBoardStore
 from orchestrator.adapters.postgres.connection import shown
 from orchestrator.board.board import Board
 from orchestrator.engine.engine import Engine

@@ -22,9 +22,9 @@ from test_ledger import AT, create, move
 from orchestrator._errors import BoardError
 from orchestrator._ports import BoardDocumentInput, ReadLedgerInput
 from orchestrator.board.board import Board, adopt_handoff
-from orchestrator.board.files import FileBoardStore
+from orchestrator.board.file_store import FileBoardStore
 from orchestrator.board.ledger import Ledger, LedgerState, encode_delta
-from orchestrator.formats.board import ErrorCode, LedgerDelta, TaskStatus
+from orchestrator.formats.board_documents import ErrorCode, LedgerDelta, TaskStatus
 from orchestrator.testing import FakeClock
 from support.board_store_support import OpenStore, board_pg_store, board_stores
 

@@ -17,7 +17,7 @@ from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator._errors import BoardError
 from orchestrator.board.ledger import LEDGER_FILE, SNAPSHOT_FILE, Ledger, LedgerState, encode_delta
-from orchestrator.formats.board import LedgerDelta, Task, TaskStatus, TaskType
+from orchestrator.formats.board_documents import LedgerDelta, Task, TaskStatus, TaskType
 from orchestrator.formats.board_rules import board_schema, parse_ledger_delta
 
 AT = "2025-11-18T10:30:00.000Z"

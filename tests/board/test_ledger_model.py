@@ -39,9 +39,9 @@ from hypothesis.stateful import (
 
 from orchestrator._errors import BoardError
 from orchestrator._ports import ReadLedgerInput
-from orchestrator.board.files import FileBoardStore
+from orchestrator.board.file_store import FileBoardStore
 from orchestrator.board.ledger import Ledger, LedgerState
-from orchestrator.formats.board import LedgerDelta, Task, TaskStatus, TaskType
+from orchestrator.formats.board_documents import LedgerDelta, Task, TaskStatus, TaskType
 from orchestrator.formats.board_rules import parse_ledger_delta
 from orchestrator.formats.scope import normalize_resource, resources_conflict
 
@@ -548,7 +548,7 @@ class PostgresLedgerMachine(LedgerMachine):
     dsn = ""  # set by the test that runs the machine
 
     def setup_store(self) -> None:
-        from orchestrator.adapters.postgres.board import PostgresBoardStore
+        from orchestrator.adapters.postgres.board_store import PostgresBoardStore
         from orchestrator.adapters.postgres.connection import connect
 
         self.board_id = f"model-{uuid.uuid4()}"
@@ -556,7 +556,7 @@ class PostgresLedgerMachine(LedgerMachine):
         self.shared = connect(self.dsn, autocommit=True)  # the fresh readers'
 
     def open_store(self) -> Any:
-        from orchestrator.adapters.postgres.board import PostgresBoardStore
+        from orchestrator.adapters.postgres.board_store import PostgresBoardStore
 
         if len(self.stores) < 2:  # the writer and the long-lived reader
             store = PostgresBoardStore(self.dsn, self.board_id, migrate=False)

@@ -24,7 +24,7 @@ import pytest
 from orchestrator import Workflow, phase
 from orchestrator._errors import UsageError
 from orchestrator.adapters.file_bridge import FileBridge
-from orchestrator.engine import tasks
+from orchestrator.engine import dispatcher as tasks
 from orchestrator.engine.lifecycle import PausedRun, PauseHandoff
 from orchestrator.engine.mailbox import Mailbox
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness

@@ -35,8 +35,9 @@ from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator._errors import ContractError, UnknownVersionError, UntrustedJSONError
-from orchestrator.formats import board, board_rules
-from orchestrator.formats.board import (
+from orchestrator.formats import board_documents as board
+from orchestrator.formats import board_rules
+from orchestrator.formats.board_documents import (
     AcceptanceCheck,
     CheckStatus,
     ErrorCode,

@@ -29,7 +29,7 @@ from jsonschema import Draft7Validator, FormatChecker
 
 from orchestrator._errors import BoardError, ContractError
 from orchestrator.board.board import Board
-from orchestrator.formats.board import ContextItem, Task
+from orchestrator.formats.board_documents import ContextItem, Task
 from orchestrator.formats.board_rules import error_code_for, parse_packet
 from orchestrator.formats.bridge_codec import parse_response, parse_state
 from orchestrator.formats.convert import structure
@@ -399,7 +399,8 @@ def null_cases() -> list[Any]:
     from test_steps import GOOD as STEPS_GOOD
     from test_steps import PARSERS as STEPS_PARSERS
 
-    from orchestrator.formats import board, bridge, steps
+    from orchestrator.formats import board_documents as board
+    from orchestrator.formats import bridge, steps
     from orchestrator.formats.board_rules import board_schema, parse_board_document
     from support.bridge_documents import GOOD_BASES, SEED_SCHEMAS, python_verdict
 

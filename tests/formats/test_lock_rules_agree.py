@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from orchestrator._errors import BoardError, ContractError
 from orchestrator.board.board import Board
-from orchestrator.formats.board import Task
+from orchestrator.formats.board_documents import Task
 from orchestrator.formats.board_rules import error_code_for, parse_board_document, validate_task
 from orchestrator.formats.convert import structure
 from orchestrator.formats.scope import ScopeError, check_lock_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator._errors import ContractError
-from orchestrator.formats.board import LedgerDelta, TaskStatus
+from orchestrator.formats.board_documents import LedgerDelta, TaskStatus
 from orchestrator.formats.board_rules import validate_ledger_delta
 from orchestrator.formats.convert import check_date_time, check_uuid, check_version
 

@@ -49,3 +49,29 @@ def test_the_package_docstring_names_each_module_of_its_folder(package: Path) ->
     named = named_in(package)
     missing = [name for name in members(package) if name not in named]
     assert not missing, f"{package.relative_to(ROOT)}/__init__.py does not name {missing}"
+
+
+def shared_names() -> dict[str, set[str]]:
+    """Module names (files, not subpackages) held by more than one package: name -> the
+    packages, as folders relative to ``orchestrator/`` (its top level is ``the face``)."""
+    held: dict[str, set[str]] = {}
+    for package in packages():
+        where = package.relative_to(ROOT).as_posix()
+        where = "the face" if where == "orchestrator" else where.removeprefix("orchestrator/")
+        for name in (path.stem for path in package.glob("*.py") if path.name != "__init__.py"):
+            held.setdefault(name, set()).add(where if where == "the face" else f"{where}/")
+    return {name: places for name, places in held.items() if len(places) > 1}
+
+
+def explained_names() -> dict[str, set[str]]:
+    """The table of ``docs/architecture.md``'s "Names shared between wings": name -> where."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Names shared between wings", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, flags=re.MULTILINE)
+    return {
+        name: {place.strip().strip("`") for place in places.split(",")} for name, places in rows
+    }
+
+
+def test_every_name_two_wings_share_is_explained() -> None:
+    assert shared_names() == explained_names()

@@ -376,7 +376,7 @@ BOARD_UNCOMPARED = ("board.lock", "heartbeats/")
 
 
 def board_task(task_id: str, *, scope: str, dependencies: tuple[str, ...] = ()) -> Any:
-    from orchestrator.formats.board import Task, TaskType
+    from orchestrator.formats.board_documents import Task, TaskType
 
     return Task(
         task_id=task_id, title=f"task {task_id}", type=TaskType.PARALLELIZABLE,
@@ -402,7 +402,7 @@ def board_script(root: Path) -> list[tuple[str, Callable[[Any], Any]]]:
     first attempt is failed and its second passes; T-2's first result strays out of its
     scope (blocked), and the requeue gives it a second attempt that passes."""
     from orchestrator.board.board import Board
-    from orchestrator.formats.board import ErrorCode
+    from orchestrator.formats.board_documents import ErrorCode
 
     def create(board: Any) -> Any:
         return Board.create(root / ".board", run_id=BOARD_RUN, objective="Add endpoint tests",

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.board import Board
-from orchestrator.formats.board import Task
+from orchestrator.formats.board_documents import Task
 from orchestrator.formats.convert import structure
 from support.bad_input_support import (
     STATE_FILE,

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from orchestrator._errors import BoardError
-from orchestrator.adapters.postgres.board import PostgresBoardStore
+from orchestrator.adapters.postgres.board_store import PostgresBoardStore
 from orchestrator.board.board import Board
 from orchestrator.board.ledger import TERMINAL
-from orchestrator.formats.board import WorklogEntry
+from orchestrator.formats.board_documents import WorklogEntry
 from orchestrator.formats.scope import lock_conflicts
 
 # Another process changed the board between this one's read and its assign.

@@ -43,7 +43,7 @@ import attrs
 
 from orchestrator._errors import BoardError
 from orchestrator.board.board import Board
-from orchestrator.formats.board import TaskStatus, WorklogEntry
+from orchestrator.formats.board_documents import TaskStatus, WorklogEntry
 from orchestrator.formats.scope import resources_conflict
 
 RUN_ID = "5f0c6a52-8d3e-4b7a-9c1e-2a4b6c8d0e1f"

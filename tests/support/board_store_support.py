@@ -24,7 +24,7 @@ OpenStore = Callable[[], BoardStore]
 @pytest.fixture
 def board_pg_store(pg_dsn: str) -> Iterator[OpenStore]:
     """Opens a new connection to one board of this test's own in the session's schema."""
-    from orchestrator.adapters.postgres.board import PostgresBoardStore
+    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
 
     board_id = f"board-{uuid.uuid4()}"
     opened: list[PostgresBoardStore] = []
@@ -45,7 +45,7 @@ def board_stores(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
     if request.param == "postgres":
         opener: OpenStore = request.getfixturevalue("board_pg_store")
         return opener
-    from orchestrator.board.files import FileBoardStore
+    from orchestrator.board.file_store import FileBoardStore
 
     directory = tmp_path / ".board"
     directory.mkdir()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # a module the face loads: nothing more at run time
     from contextlib import AbstractContextManager
     from pathlib import Path
 
-    from ..formats.board import Task
+    from ..formats.board_documents import Task
     from .context import PhaseContext
 
 
