@@ -55,7 +55,16 @@ from ..formats.bridge import (
     CheckpointState,
     HistoryStatus,
 )
-from ..storage.runs import ENGINE_KEY, is_run_id, live_state_files, load_run, run_id_in, runs_dir
+from ..storage.runs import (
+    ENGINE_KEY,
+    find_live_state,
+    is_run_id,
+    live_state_files,
+    live_state_path,
+    load_run,
+    run_id_in,
+    runs_dir,
+)
 
 MAX_RESPONSE = 16 * 1024 * 1024  # as the file bridge reads one
 MAX_FILES = 500  # the evidence files a run lists
@@ -105,52 +114,11 @@ class FileRunStore:
     def state_path(self, workflow: str | None = None) -> Path:
         """The state file of the live instance (of ``workflow``, by its name); one that is
         not a regular file (a FIFO, a directory) is a damaged state."""
-        path = self.find_state(workflow)
-        mode = path.lstat().st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
-            kind = (
-                "a FIFO (named pipe)"
-                if stat.S_ISFIFO(mode)
-                else "a directory"
-                if stat.S_ISDIR(mode)
-                else "a socket or a device"
-            )
-            raise StateDamagedError(
-                f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
-            )
-        return path
+        return live_state_path(self.workdir, workflow)
 
     def find_state(self, workflow: str | None = None) -> Path:
         """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
-        from ..formats.bridge import state_file_name
-
-        workdir = self.workdir
-        if workflow:
-            if ":" in workflow or workflow.endswith(".py") or "/" in workflow:
-                raise UsageError(
-                    f"--workflow {workflow!r} looks like a workflow reference; here it names "
-                    "an instance by its workflow's name (the NAME of .NAME-state.json, such "
-                    "as 'code-review'): the instance knows its own workflow"
-                )
-            path = workdir / state_file_name(workflow)
-            if not os.path.lexists(path):
-                raise NoInstanceError(
-                    f"{workdir}: no {workflow} instance here ({path.name} is missing)"
-                )
-            return path
-        # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
-        found = sorted(workdir.glob(".*-state.json"))
-        if not found:
-            raise NoInstanceError(
-                f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one "
-                "with 'orchestrate run WORKFLOW'"
-            )
-        if len(found) > 1:
-            names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
-            raise UsageError(
-                f"{workdir} holds several instances ({names}); choose one with --workflow"
-            )
-        return found[0]
+        return find_live_state(self.workdir, workflow)
 
     # -- listing --------------------------------------------------------------------------
 

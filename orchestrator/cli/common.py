@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import (
     ContractError,
-    NoInstanceError,
     StateDamagedError,
     StorageError,
     UsageError,
@@ -102,54 +101,10 @@ def workdir(args: argparse.Namespace) -> Path:
 
 
 def state_path(workdir: Path, workflow_name: str | None) -> Path:
-    """The state file of the instance in ``workdir``; one that is not a regular file (a
-    FIFO, a directory) is a damaged state, which ``cancel --force`` sets aside."""
-    import stat
+    """The state file of the instance in ``workdir`` (see :func:`live_state_path`)."""
+    from ..storage.runs import live_state_path
 
-    path = find_state(workdir, workflow_name)
-    mode = path.lstat().st_mode
-    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
-        kind = (
-            "a FIFO (named pipe)"
-            if stat.S_ISFIFO(mode)
-            else "a directory"
-            if stat.S_ISDIR(mode)
-            else "a socket or a device"
-        )
-        raise StateDamagedError(
-            f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
-        )
-    return path
-
-
-def find_state(workdir: Path, workflow_name: str | None) -> Path:
-    """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
-    from ..formats.bridge import state_file_name
-
-    if workflow_name:
-        if ":" in workflow_name or workflow_name.endswith(".py") or "/" in workflow_name:
-            raise UsageError(
-                f"--workflow {workflow_name!r} looks like a workflow reference; here it names "
-                "an instance by its workflow's name (the NAME of .NAME-state.json, such as "
-                "'code-review'): the instance knows its own workflow"
-            )
-        path = workdir / state_file_name(workflow_name)
-        if not os.path.lexists(path):
-            raise NoInstanceError(
-                f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
-            )
-        return path
-    # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
-    found = sorted(workdir.glob(".*-state.json"))
-    if not found:
-        raise NoInstanceError(
-            f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
-            "'orchestrate run WORKFLOW'"
-        )
-    if len(found) > 1:
-        names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
-        raise UsageError(f"{workdir} holds several instances ({names}); choose one with --workflow")
-    return found[0]
+    return live_state_path(workdir, workflow_name)
 
 
 def recorded_reference(state_path: Path) -> str:

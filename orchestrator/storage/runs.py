@@ -4,11 +4,13 @@ top: ``orchestrate events`` and ``history`` start with it."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ContractError
+from .._errors import ContractError, NoInstanceError, StateDamagedError, UsageError
 from ..formats.step_names import EVENTS_FILE
 
 if TYPE_CHECKING:
@@ -19,9 +21,11 @@ __all__ = [
     "ENGINE_KEY",
     "EVENTS_FILE",
     "HISTORY_DIR",
+    "find_live_state",
     "is_run_id",
     "latest_finished",
     "live_state_files",
+    "live_state_path",
     "load_run",
     "run_id_in",
     "runs_dir",
@@ -118,3 +122,52 @@ def load_run(
         return state, str(path)
     wanted = f"run {run_id}" if run_id else "workflow instance and no finished run"
     raise NoInstanceError(f"{workdir}: no {wanted} here (nothing under {runs})")
+
+
+def live_state_path(workdir: Path, workflow_name: str | None) -> Path:
+    """The state file of the instance in ``workdir``; one that is not a regular file (a
+    FIFO, a directory) is a damaged state, which ``cancel --force`` sets aside."""
+    path = find_live_state(workdir, workflow_name)
+    mode = path.lstat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link: its readers refuse it
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "a socket or a device"
+        )
+        raise StateDamagedError(
+            f"is {kind}, not a regular file", source=str(path), rule="not-a-file"
+        )
+    return path
+
+
+def find_live_state(workdir: Path, workflow_name: str | None) -> Path:
+    """Where the instance's state is, whatever it is (read nothing: a FIFO would block)."""
+    from ..formats.bridge import state_file_name
+
+    if workflow_name:
+        if ":" in workflow_name or workflow_name.endswith(".py") or "/" in workflow_name:
+            raise UsageError(
+                f"--workflow {workflow_name!r} looks like a workflow reference; here it names "
+                "an instance by its workflow's name (the NAME of .NAME-state.json, such as "
+                "'code-review'): the instance knows its own workflow"
+            )
+        path = workdir / state_file_name(workflow_name)
+        if not os.path.lexists(path):
+            raise NoInstanceError(
+                f"{workdir}: no {workflow_name} instance here ({path.name} is missing)"
+            )
+        return path
+    # Any kind of entry: a FIFO or a directory in the state's place is damage, not "none".
+    found = sorted(workdir.glob(".*-state.json"))
+    if not found:
+        raise NoInstanceError(
+            f"{workdir}: no workflow instance here (no .<workflow>-state.json); start one with "
+            "'orchestrate run WORKFLOW'"
+        )
+    if len(found) > 1:
+        names = ", ".join(p.name[1 : -len("-state.json")] for p in found)
+        raise UsageError(f"{workdir} holds several instances ({names}); choose one with --workflow")
+    return found[0]
