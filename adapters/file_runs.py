@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -405,7 +404,9 @@ class FileRunStore:
         return sorted(str(p.relative_to(run_dir)) for p in found)[:MAX_FILES]
 
     def read_run_file(self, request: RunFileInput) -> bytes | None:
-        return read_evidence(runs_dir(self.workdir) / request.run_id, request.path)
+        from ..storage import beneath
+
+        return beneath.read_file_under(runs_dir(self.workdir) / request.run_id, request.path)
 
     # -- the task board -------------------------------------------------------------------
 
@@ -547,28 +548,6 @@ def _ended_listing(state: Path) -> RunListing | None:
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OrchestratorError):
         return None  # being written, a link, or not ours: not listed
-
-
-def read_evidence(
-    run_dir: Path, relative: str, *, max_bytes: int = 8 * 1024 * 1024
-) -> bytes | None:
-    """The bytes of ``relative``, a regular file under ``run_dir`` reached without a link;
-    ``None`` for anything else (``..``, an absolute path, a link on the way, a directory,
-    a FIFO, nothing there, more than ``max_bytes``)."""
-    from ..storage import beneath
-
-    parts = relative.split("/")
-    if relative.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
-        return None
-    try:
-        fd = beneath.open_file(run_dir.joinpath(*parts), os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, OrchestratorError):
-        return None
-    with open(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
-            return None
-        return file.read(max_bytes + 1)[:max_bytes]
 
 
 def last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes]:

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._errors import UnsafePathError
+from .._errors import OrchestratorError, UnsafePathError
 
 _ROOTS: list[str] = []
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -313,3 +313,23 @@ def rename(source: Path | str, target: Path | str) -> None:
     with parent(source) as (source_fd, source_name), parent(target) as (target_fd, name):
         check_entry(target_fd, name, target)
         os.replace(source_name, name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
+
+
+def read_file_under(
+    directory: Path, relative: str, *, max_bytes: int = 8 * 1024 * 1024
+) -> bytes | None:
+    """The bytes of ``relative``, a regular file under ``directory`` reached without a link;
+    ``None`` for anything else (``..``, an absolute path, a link on the way, a directory,
+    a FIFO, nothing there, more than ``max_bytes``)."""
+    parts = relative.split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
+        return None
+    try:
+        fd = open_file(directory.joinpath(*parts), os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, OrchestratorError):
+        return None
+    with open(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return file.read(max_bytes + 1)[:max_bytes]

@@ -38,9 +38,10 @@ from starlette.routing import Route
 
 from ..._errors import OrchestratorError
 from ..._text import plural
+from ...storage.beneath import read_file_under
 from ...storage.runs import is_run_id
 from . import pages
-from .guard import COOKIE, CSP, REPORT_CSP, Guard, read_evidence
+from .guard import COOKIE, CSP, REPORT_CSP, Guard
 from .places import Place
 from .runs import RunRef, RunRow, eval_reports
 
@@ -223,7 +224,7 @@ class _Handlers:
         if not 0 <= index < len(self.workdirs):
             return _not_found()
         relative = request.path_params["path"]
-        data = await asyncio.to_thread(read_evidence, self.workdirs[index], relative)
+        data = await asyncio.to_thread(read_file_under, self.workdirs[index], relative)
         if data is None:
             return _not_found()
         if relative.endswith(".html"):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from pathlib import Path
 
 COOKIE = "orchestrator_ui"
 CSP = (
@@ -48,29 +47,3 @@ class Guard:
 
     def form_token_ok(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.csrf.encode())
-
-
-def read_evidence(
-    run_dir: Path, relative: str, *, max_bytes: int = 8 * 1024 * 1024
-) -> bytes | None:
-    """The bytes of ``relative``, a regular file under ``run_dir`` reached without a link;
-    ``None`` for anything else (``..``, an absolute path, a link on the way, a directory,
-    a FIFO, nothing there, more than ``max_bytes``)."""
-    import os
-    import stat
-
-    from ..._errors import OrchestratorError
-    from ...storage import beneath
-
-    parts = relative.split("/")
-    if relative.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
-        return None
-    try:
-        fd = beneath.open_file(run_dir.joinpath(*parts), os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, OrchestratorError):
-        return None
-    with open(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
-            return None
-        return file.read(max_bytes + 1)[:max_bytes]
