@@ -422,8 +422,8 @@ def read_signed(
     raw: bytes, *, source: str, peek: bool = False, reads: ReadMemo | None = None
 ) -> tuple[Any, bool]:
     """The JSON data of a state file's bytes, and whether a save wrote them exactly (see
-    :func:`data_if_signed`, and ``peek`` and ``reads`` there); other bytes are read under the strict
-    rules, and refused unless their signature holds (``StateDamagedError``,
+    :func:`data_if_signed`, and ``peek`` and ``reads`` there); other bytes are read
+    under the strict rules, and refused unless their signature holds (``StateDamagedError``,
     ``StateUntrustedError``)."""
     data = data_if_signed(raw, peek=peek, reads=reads)
     if data is not None:
