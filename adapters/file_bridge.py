@@ -83,6 +83,7 @@ from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
 from ..storage.state_key import (
     EncodedItems,
+    ReadMemo,
     check_key_outside,
     read_signed,
     signed_document,
@@ -104,8 +105,16 @@ class FileBridge:
     """One workflow instance in ``workdir``, speaking through the agent bridge files."""
 
     def __init__(
-        self, workdir: Path, workflow_name: str, *, max_response_bytes: int = MAX_RESPONSE_BYTES
+        self,
+        workdir: Path,
+        workflow_name: str,
+        *,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        reads: ReadMemo | None = None,
     ) -> None:
+        """``reads``: what the command that builds this bridge learnt of the state's
+        bytes (it read the workflow's name from them), for this bridge's own reads; one
+        of its own otherwise."""
         self.workdir = workdir
         self.workflow_name = workflow_name
         self.max_response_bytes = max_response_bytes
@@ -122,7 +131,10 @@ class FileBridge:
         self._known_dirs: set[Path] = set()
         self._requests_listed = True  # whether .agent-requests/ may hold files to withdraw
         self._saved: bytes | None = None  # the state's bytes as last written or read
-        self._encoded = EncodedItems()  # what the history's items encoded to last time
+        # The state's bytes this bridge signed, checked or parsed last (and no other's).
+        self._reads = reads if reads is not None else ReadMemo()
+        # What the history's items encoded to last time (its saves noted in ``_reads``).
+        self._encoded = EncodedItems(self._reads)
         beneath.guard(workdir)  # nothing under it is reached through a link
         self._key_checked = False
 
@@ -149,13 +161,13 @@ class FileBridge:
         # Before anything in it is believed: whoever writes here may have edited it. The
         # signature is the file's, not the state's: it is made again at every save.
         self._check_key()
-        data, written_here = read_signed(raw, source=source)
+        data, written_here = read_signed(raw, source=source, reads=self._reads)
         try:
             state = parse_state(with_signature(data, None), source=source, items=not written_here)
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
         if written_here:
-            self._encoded.seed(state, raw)
+            self._encoded.seed(state, raw, self._reads)
         self._saved = raw
         return state
 
@@ -365,6 +377,7 @@ class FileBridge:
         # learnt of the work directory, as one bridge kept from resume to resume knows it
         # (a directory of the run's that went away meanwhile is looked for again, as then).
         self._saved, self._encoded = previous._saved, previous._encoded
+        self._reads = previous._reads  # the one its saves note their bytes in
         self._swept, self._requests_listed = previous._swept, previous._requests_listed
         self._known_dirs = previous._known_dirs  # only ever added to, or emptied
         self._key_checked = previous._key_checked

@@ -65,6 +65,11 @@ from ..storage.runs import (
     runs_dir,
 )
 
+# ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..storage.state_key import ReadsHanded
+
 MAX_RESPONSE = 16 * 1024 * 1024  # as the file bridge reads one
 MAX_FILES = 500  # the evidence files a run lists
 BOARD_DIR = ".board"
@@ -82,6 +87,9 @@ class FileRunStore:
         self.mailbox_directory: Path | None = workdir
         self._boards = boards
         self._seen: dict[Path, tuple[int, int, RunListing | None]] = {}
+        # What ``workflow_of`` learnt of a state's bytes, for the bridge built next for it
+        # (made at the first look: a command that looks at none imports no signature).
+        self._handed: ReadsHanded | None = None
 
     def close(self) -> None:
         pass
@@ -237,7 +245,7 @@ class FileRunStore:
         """The workflow reference recorded at ``run``, read without structuring the state,
         from a state whose signature holds: nothing a state names is imported before."""
         from ..storage.files import STATE_MAX_BYTES, read_regular_file
-        from ..storage.state_key import check_key_outside, read_signed
+        from ..storage.state_key import ReadMemo, ReadsHanded, check_key_outside, read_signed
 
         state_path = self.state_path(request.workflow)
         source = str(state_path)
@@ -250,8 +258,13 @@ class FileRunStore:
         except OSError as exc:  # a read that failed in the device names no file
             raise StorageError.from_os_error(exc, path=source, action="read") from exc
         check_key_outside(state_path.parent)
-        # Only looked at: the file bridge's read of these bytes reuses the check and the parse.
-        data, _ = read_signed(raw, source=source, peek=True)
+        # Only looked at: the bridge built next for this instance reuses the check and the
+        # parse (``bridge``).
+        reads = ReadMemo()
+        data, _ = read_signed(raw, source=source, peek=True, reads=reads)
+        if self._handed is None:
+            self._handed = ReadsHanded()
+        self._handed.leave(source, reads)
         try:
             reference = data["phase_data"][ENGINE_KEY]["workflow"]
         except (KeyError, TypeError):
@@ -371,7 +384,10 @@ class FileRunStore:
                     f"({', '.join(sorted(others))}); one instance per work directory: use "
                     "another --workdir, or resume or cancel it"
                 )
-        return FileBridge(self.workdir, request.workflow_name)
+        handed = self._handed
+        location = str(self.workdir / state_file_name(request.workflow_name))
+        reads = handed.take(location) if handed is not None else None
+        return FileBridge(self.workdir, request.workflow_name, reads=reads)
 
     def run_boards(self) -> None:
         return None  # each run's task board is kept in its work directory

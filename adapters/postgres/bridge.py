@@ -50,7 +50,7 @@ from ...formats.bridge_codec import (
 from ...formats.state_signature import with_signature
 from ...formats.strict_json import loads_strict
 from ...storage.runs import ENGINE_KEY
-from ...storage.state_key import EncodedItems, read_signed, signed_document
+from ...storage.state_key import EncodedItems, ReadMemo, read_signed, signed_document
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 F = typing.TypeVar("F", bound=Callable[..., Any])
@@ -93,7 +93,18 @@ class PostgresBridge:
     """One run in a PostgreSQL store, on a connection of its own (autocommit: each
     change is its own transaction, or one ``transaction()`` block)."""
 
-    def __init__(self, conn: Any, *, run_id: str, store_name: str, schema: str) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        *,
+        run_id: str,
+        store_name: str,
+        schema: str,
+        reads: ReadMemo | None = None,
+    ) -> None:
+        """``reads``: what the command that builds this bridge learnt of the run's state
+        (it read the workflow's name from it), for this bridge's own reads; one of its
+        own otherwise."""
         self.conn = conn
         self.run_id = run_id
         self.schema = schema
@@ -104,7 +115,9 @@ class PostgresBridge:
         self._version: int | None = None  # state_version last saved or loaded
         self._inbox_seen = 0  # the run's inbox count when responses were last read
         self._published: tuple[str, ...] | None = None  # request ids in the table
-        self._encoded = EncodedItems()
+        # The state's bytes this bridge signed, checked or parsed last (and no other's).
+        self._reads = reads if reads is not None else ReadMemo()
+        self._encoded = EncodedItems(self._reads)  # its saves note their bytes in _reads
 
     @property
     def inbox_seen(self) -> int:
@@ -146,7 +159,7 @@ class PostgresBridge:
         if row is None or row[0] is None:
             raise NoInstanceError(f"{self.location}: no live run with this id")
         raw, version = bytes(row[0]), int(row[1])
-        data, written_here = read_signed(raw, source=self.location)
+        data, written_here = read_signed(raw, source=self.location, reads=self._reads)
         try:
             state = parse_state(
                 with_signature(data, None), source=self.location, items=not written_here
@@ -154,7 +167,7 @@ class PostgresBridge:
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
         if written_here:
-            self._encoded.seed(state, raw)
+            self._encoded.seed(state, raw, self._reads)
         self._version = version
         return state
 

@@ -40,6 +40,7 @@ from ..._ports import (
     RunNotNamedError,
     StoredRun,
 )
+from ...storage.state_key import ReadMemo, ReadsHanded
 from .connection import connect, schema_of, shown
 from .store import PostgresStore
 
@@ -57,6 +58,8 @@ class PostgresRunStore:
         self.mailbox_directory: Path | None = None  # the store keeps the mailbox
         self._migrate = migrate
         self._held: PostgresStore | None = PostgresStore(dsn, migrate=migrate) if hold else None
+        # What ``workflow_of`` learnt of a run's state, for the bridge built next for it.
+        self._handed = ReadsHanded()
 
     def close(self) -> None:
         if self._held is not None:
@@ -187,7 +190,10 @@ class PostgresRunStore:
                 f"--store ... --run {run_id}' shows it"
             )
         source = f"{self.name} run {run_id}"
-        data, _ = read_signed(bytes(row[0]), source=source, peek=True)  # only looked at
+        reads = ReadMemo()
+        # Only looked at: the bridge built next for this run reuses the check and the parse.
+        data, _ = read_signed(bytes(row[0]), source=source, peek=True, reads=reads)
+        self._handed.leave(source, reads)
         try:
             reference = data["phase_data"]["x_orchestrator"]["workflow"]
         except (KeyError, TypeError):
@@ -270,7 +276,9 @@ class PostgresRunStore:
             )
 
     def bridge(self, request: OpenRunInput) -> Bridge:
-        return self.store.bridge(request)
+        run_id = request.run_id
+        reads = None if run_id is None else self._handed.take(f"{self.name} run {run_id}")
+        return self.store.bridge(request, reads)
 
     def run_boards(self) -> Callable[[str], BoardStore]:
         return self.store.run_boards()

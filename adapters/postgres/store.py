@@ -25,6 +25,7 @@ from ..._ports import BoardStore, OpenRunInput
 from ...formats.bridge import AgentResponse
 from ...formats.bridge_codec import dump_document
 from ...storage.durable import sha256_hex
+from ...storage.state_key import ReadMemo
 from .bridge import TRY_LOCK_RUN, UNLOCK_RUN, PostgresBridge, run_lock_name
 from .connection import connect, schema_of, shown
 from .migrations import check_current
@@ -91,14 +92,17 @@ class PostgresStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def bridge(self, run_id: str | OpenRunInput) -> PostgresBridge:
+    def bridge(self, run_id: str | OpenRunInput, reads: ReadMemo | None = None) -> PostgresBridge:
         """The bridge of run ``run_id`` (or of the run an ``OpenRunInput`` names, as the
-        ``RunStore`` port asks), on this store's connection."""
+        ``RunStore`` port asks), on this store's connection; ``reads``: what was learnt
+        of the run's state when it was looked at (see ``PostgresBridge``)."""
         if isinstance(run_id, OpenRunInput):
             if run_id.run_id is None:
                 raise UsageError(f"{self.name}: a run here is named by its id")
             run_id = run_id.run_id
-        return PostgresBridge(self.conn, run_id=run_id, store_name=self.name, schema=self.schema)
+        return PostgresBridge(
+            self.conn, run_id=run_id, store_name=self.name, schema=self.schema, reads=reads
+        )
 
     def run_boards(self) -> Callable[[str], BoardStore]:
         """The task boards of this store's runs, each named by its run's id."""

@@ -25,6 +25,7 @@ from .._text import printable
 if TYPE_CHECKING:
     from ..engine.engine import Engine
     from ..engine.record import Outcome
+    from ..storage.state_key import ReadMemo
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
 STORE_ENV = "ORCHESTRATOR_STORE"
@@ -107,9 +108,11 @@ def state_path(workdir: Path, workflow_name: str | None) -> Path:
     return live_state_path(workdir, workflow_name)
 
 
-def recorded_reference(state_path: Path) -> str:
+def recorded_reference(state_path: Path, reads: ReadMemo | None = None) -> str:
     """The workflow reference recorded at ``run``, read without structuring the state,
-    from a state whose signature holds: nothing a state names is imported before."""
+    from a state whose signature holds: nothing a state names is imported before.
+    ``reads``: where to keep what was learnt of the state's bytes, for the bridge built
+    next for the instance (``engine_for``)."""
     from ..storage.files import STATE_MAX_BYTES, read_regular_file
     from ..storage.state_key import check_key_outside, read_signed
 
@@ -123,8 +126,8 @@ def recorded_reference(state_path: Path) -> str:
     except OSError as exc:  # a read that failed in the device names no file
         raise StorageError.from_os_error(exc, path=str(state_path), action="read") from exc
     check_key_outside(state_path.parent)
-    # Only looked at: the file bridge's read of these bytes reuses the check and the parse.
-    data, _ = read_signed(raw, source=source, peek=True)
+    # Only looked at: the file bridge given ``reads`` reuses the check and the parse.
+    data, _ = read_signed(raw, source=source, peek=True, reads=reads)
     try:
         reference = data["phase_data"]["x_orchestrator"]["workflow"]
     except (KeyError, TypeError):
@@ -139,13 +142,17 @@ def recorded_reference(state_path: Path) -> str:
     return reference
 
 
-def engine_for(workflow_cls: Any, workdir: Path, agent: str = "host") -> Engine:
+def engine_for(
+    workflow_cls: Any, workdir: Path, agent: str = "host", reads: ReadMemo | None = None
+) -> Engine:
+    """An engine for the instance of ``workflow_cls`` in ``workdir``; ``reads``: what
+    was learnt of its state's bytes (``recorded_reference``), for its bridge."""
     from ..adapters.file_bridge import FileBridge
     from ..engine.engine import Engine
 
     return Engine(
         workflow_cls,
-        bridge=FileBridge(workdir, workflow_cls.name),
+        bridge=FileBridge(workdir, workflow_cls.name, reads=reads),
         invoker=invoker(agent),
         clock=clock(),
     )
@@ -193,10 +200,12 @@ def invoker(spec: str) -> Any:
 
 def instance_engine(args: argparse.Namespace) -> Engine:
     from ..engine.loader import load_workflow
+    from ..storage.state_key import ReadMemo
 
     directory = workdir(args)
     path = state_path(directory, args.workflow)
-    reference = recorded_reference(path)
+    reads = ReadMemo()  # this command's: its first look at the state, for its bridge
+    reference = recorded_reference(path, reads)
     try:
         workflow_cls = load_workflow(reference)
     except WorkflowNotFoundError as exc:
@@ -204,7 +213,7 @@ def instance_engine(args: argparse.Namespace) -> Engine:
             f"{exc}; if the project moved, point the instance at its workflow's new place: "
             f"orchestrate trust {path} --workflow NEW/PATH.py:Class"
         ) from None
-    return engine_for(workflow_cls, directory, getattr(args, "agent", "host"))
+    return engine_for(workflow_cls, directory, getattr(args, "agent", "host"), reads)
 
 
 def parse_inputs(pairs: list[str]) -> dict[str, str]:

@@ -11,7 +11,8 @@
 - ``signing_key``: the user's signing key, outside any work directory;
 - ``state_key``: the signature over a state's file, made and checked with that key;
 - ``kept_texts``: what a save keeps for the next one (items' texts, segments' hashes),
-  so that it encodes and hashes only what changed.
+  so that it encodes and hashes only what changed; and ``ReadMemo``, what one run's
+  handling learnt of the state's bytes (checked, parsed), owned and passed by its caller.
 
 May import: ``formats`` and ``orchestrator._errors``. Never the engine, the evidence,
 the board, an adapter or the CLI.

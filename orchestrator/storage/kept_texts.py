@@ -1,7 +1,10 @@
 """The text of a state's items and the hashes of its file's segments, kept from one save
 (or one read) to the next, so that a save encodes and hashes what changed, not the whole
-state: :class:`EncodedItems`, which the writer keeps; and the last bytes this process
-parsed or checked, for the :class:`EncodedItems` of the state read from them.
+state: :class:`EncodedItems`, which the writer keeps; and :class:`ReadMemo`, what one
+run's handling learnt of the bytes it read or wrote, for its own next read of them.
+
+Nothing here is held by the module: whoever handles a run makes its memo and passes it,
+so one engine's reads cannot reach another's through a global.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import operator
 import re
+import threading
 from itertools import compress, islice
 from itertools import count as count_from
 from json.encoder import encode_basestring as _quote
@@ -34,32 +38,119 @@ SEGMENTS_MADE = "segments-made"
 # A lone surrogate written as an escape: a state with one was written all in ASCII.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
-_decoded: tuple[bytes, str] | None = None  # the last bytes parsed, and their text
-# The last bytes checked over their segments, with what their next save may hash on from
-# (for the EncodedItems of the state read from the same bytes).
-_segments_read: tuple[bytes, dict[str, Any]] | None = None
+
+class ReadMemo:
+    """What one run's handling (a bridge, and the command that built it) learnt of the
+    state's bytes it wrote, checked or parsed, for its next read of the very same bytes:
+
+    - the bytes whose signature was made or held, with the key file's path then: reading
+      them back needs no MAC (``state_key.data_if_signed``);
+    - the JSON data parsed for a caller that only looked at it (``peek``), given to the
+      next reader of the same bytes (``resume`` reads the workflow's name, then the
+      whole state) and to that reader alone: it is taken out under the lock;
+    - the text the last parse decoded, and the segments' hashes the last check or save
+      took, for the :class:`EncodedItems` of the state read from the same bytes.
+
+    Each entry is matched against the bytes (and the key's path) before it is used, and
+    taken once where the taker may change it. Safe to share between threads: every
+    entry is read and replaced under one lock. Without a memo a reader does the whole
+    check and the whole parse.
+    """
+
+    __slots__ = ("_decoded", "_lock", "_peeked", "_segments", "_verified")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._verified: tuple[str, bytes] | None = None
+        self._peeked: tuple[bytes, Any] | None = None
+        self._decoded: tuple[bytes, str] | None = None
+        self._segments: tuple[bytes, dict[str, Any]] | None = None
+
+    def note_verified(self, key_path: str, raw: bytes) -> None:
+        """``raw``'s signature was made, or held, with the key at ``key_path``."""
+        with self._lock:
+            self._verified = (key_path, raw)
+
+    def verified(self, key_path: str, raw: bytes) -> bool:
+        """Whether ``raw`` is the last bytes signed or checked here, with the same key."""
+        with self._lock:
+            verified = self._verified
+        return verified is not None and verified[0] == key_path and verified[1] == raw
+
+    def keep_peeked(self, raw: bytes, data: Any) -> None:
+        """Keep ``data``, parsed from ``raw`` and not changed, for the next reader."""
+        with self._lock:
+            self._peeked = (raw, data)
+
+    def take_peeked(self, raw: bytes) -> Any:
+        """The data kept by :meth:`keep_peeked` when it was parsed from ``raw`` (then
+        nobody else holds it), else ``None``; either way nothing is kept any more."""
+        with self._lock:
+            peeked, self._peeked = self._peeked, None
+        return peeked[1] if peeked is not None and peeked[0] == raw else None
+
+    def keep_text(self, raw: bytes, text: str) -> None:
+        with self._lock:
+            self._decoded = (raw, text)
+
+    def take_text(self, raw: bytes) -> str | None:
+        """The text the last parse decoded, when it parsed ``raw`` (taken once)."""
+        with self._lock:
+            decoded, self._decoded = self._decoded, None
+        return decoded[1] if decoded is not None and decoded[0] == raw else None
+
+    def keep_segments(self, raw: bytes, hashed: dict[str, Any]) -> None:
+        """Keep what the next save of the state read from ``raw`` may hash on from."""
+        with self._lock:
+            self._segments = (raw, hashed)
+
+    def take_segments(self, raw: bytes) -> dict[str, Any]:
+        """A copy of what :meth:`keep_segments` kept for ``raw`` (taken once), else
+        nothing."""
+        with self._lock:
+            read, self._segments = self._segments, None
+        return dict(read[1]) if read is not None and read[0] == raw else {}
 
 
-def note_segments_read(raw: bytes, hashed: dict[str, Any]) -> None:
-    """Keep what the next save of the state read from ``raw`` may hash on from."""
-    global _segments_read
-    _segments_read = (raw, hashed)
+class ReadsHanded:
+    """The :class:`ReadMemo` a run store made when it looked at a run's state (the
+    workflow's name, before the workflow is imported), for the bridge it builds next for
+    the same run: taken by that bridge alone. A few runs at most, the latest ones; safe
+    to share between threads."""
+
+    KEPT = 8
+
+    __slots__ = ("_kept", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, ReadMemo] = {}
+
+    def leave(self, location: str, reads: ReadMemo) -> None:
+        with self._lock:
+            self._kept.pop(location, None)
+            self._kept[location] = reads
+            while len(self._kept) > self.KEPT:
+                del self._kept[next(iter(self._kept))]
+
+    def take(self, location: str) -> ReadMemo | None:
+        with self._lock:
+            return self._kept.pop(location, None)
 
 
-def parse(raw: bytes) -> Any:
-    """``json.loads(raw)``, its text kept for the :class:`EncodedItems` of the state read
-    from the same bytes."""
-    global _decoded
+def parse(raw: bytes, reads: ReadMemo | None = None) -> Any:
+    """``json.loads(raw)``; with ``reads``, its text kept there for the
+    :class:`EncodedItems` of the state read from the same bytes."""
     text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
-    _decoded = (raw, text)
+    if reads is not None:
+        reads.keep_text(raw, text)
     return json.loads(text)
 
 
-def _text_of(raw: bytes) -> str:
-    """The text of ``raw``, as the last parse of the same bytes decoded it (taken once)."""
-    global _decoded
-    decoded, _decoded = _decoded, None
-    return decoded[1] if decoded is not None and decoded[0] == raw else raw.decode("utf-8")
+def _text_of(raw: bytes, reads: ReadMemo | None) -> str:
+    """The text of ``raw``, as the last parse of the same bytes decoded it."""
+    text = reads.take_text(raw) if reads is not None else None
+    return text if text is not None else raw.decode("utf-8")
 
 
 class EncodedItems:
@@ -79,9 +170,12 @@ class EncodedItems:
     item by item (``SettledItems``).
     """
 
-    __slots__ = ("_lists", "_members", "_segments", "_settled")
+    __slots__ = ("_lists", "_members", "_segments", "_settled", "reads")
 
-    def __init__(self) -> None:
+    def __init__(self, reads: ReadMemo | None = None) -> None:
+        #: the writer's :class:`ReadMemo`: each save notes its bytes there (signed here,
+        #: so reading them back needs no check), for the writer's next read
+        self.reads = reads
         # list name -> _Lines of the list at the last save or load
         self._lists: dict[str, _Lines] = {}
         # The outputs' member lines, in the file and in the signature's part: the memo's
@@ -120,7 +214,7 @@ class EncodedItems:
         self._settled = memo.get(SETTLED_MADE, {})
         self._segments = memo.get(SEGMENTS_MADE, {})
 
-    def seed(self, state: Any, raw: bytes) -> None:
+    def seed(self, state: Any, raw: bytes, reads: ReadMemo | None = None) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
         process then encodes only what changes, however long the run.
 
@@ -128,15 +222,14 @@ class EncodedItems:
         the canonical layout, one item a line) and written without the ASCII fallback
         (its escapes would not be what the next save writes).
         """
-        global _segments_read
-        read, _segments_read = _segments_read, None
         self._lists, self._members, self._settled = {}, {}, {}
-        # The segments' hashes as the check took them, to go on from.
-        self._segments = dict(read[1]) if read is not None and read[0] == raw else {}
+        # The segments' hashes as the check (or the save) of ``reads`` took them, to go on
+        # from.
+        self._segments = reads.take_segments(raw) if reads is not None else {}
         # (A file without a backslash has no escape at all: one pass of memchr.)
         if b"\\" in raw and _SURROGATE_ESCAPE.search(raw) is not None:
             return
-        text = _text_of(raw)
+        text = _text_of(raw, reads)
         # The members are in this order, one line each or one item a line: each block
         # ends before the next member (the requests are the last).
         limit = len(text)

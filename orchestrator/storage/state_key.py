@@ -40,7 +40,7 @@ from ..formats.strict_json import (
 )
 from .durable import sha256_constructor
 from .files import STATE_MAX_BYTES
-from .kept_texts import SEGMENTS_KEPT, SEGMENTS_MADE, EncodedItems, note_segments_read, parse
+from .kept_texts import SEGMENTS_KEPT, SEGMENTS_MADE, EncodedItems, ReadMemo, ReadsHanded, parse
 from .signing_key import KEY_FILE_ENV, check_key_outside, key_file, load_key
 
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 __all__ = [
     "KEY_FILE_ENV",
     "EncodedItems",
+    "ReadMemo",
+    "ReadsHanded",
     "Verdict",
     "check_key_outside",
     "check_signature",
@@ -84,12 +86,6 @@ _SIGNATURE_TEXT = re.compile(
 )
 _KEY_ID_CONTEXT = b"checkpoint-orchestrator key id\n"
 _HINT_DIGITS = 8  # of each part's digest kept beside the MAC, to name what changed
-
-_verified: tuple[str, bytes | None] | None = None  # the last bytes whose signature held
-# Their JSON data, parsed for a caller that only looked at it (``peek``), for the next
-# reader of the same bytes: ``resume`` reads the workflow's name, then the whole state.
-_peeked: tuple[bytes, Any] | None = None
-
 
 # -- the MAC ----------------------------------------------------------------------------
 
@@ -264,7 +260,9 @@ def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
     engine record (see :func:`signed_bytes`). With ``encoded`` (kept by the writer from
     one save to the next), a recorded request or a completed phase that has not changed
     since the last save is not encoded again, and the file's long segments are hashed on
-    from where they agree with the last save's."""
+    from where they agree with the last save's; and, with the writer's :class:`ReadMemo`
+    (``encoded.reads``), its next read of these very bytes needs no check, and the next
+    save of the state read from them hashes on from here."""
     memo: dict[Any, Any] = {}
     try:
         data = shallow(state)
@@ -275,10 +273,10 @@ def signed_document(state: Any, encoded: EncodedItems | None = None) -> bytes:
         return signed_bytes(unstructure(state), {})
     if encoded is not None:
         encoded.keep(state, memo)
-    global _verified
-    _verified = (str(key_file()), document)  # signed here: reading it back needs no check
-    # A new engine in this process that reads these bytes back hashes on from here.
-    note_segments_read(document, memo.get(SEGMENTS_MADE, {}))
+    reads = encoded.reads if encoded is not None else None
+    if reads is not None:
+        reads.note_verified(str(key_file()), document)  # signed here: no check to read back
+        reads.keep_segments(document, memo.get(SEGMENTS_MADE, {}))
     return document
 
 
@@ -327,7 +325,7 @@ def signed_bytes(data: dict[str, Any], memo: dict[Any, Any], *, default: Any = N
     return b"".join((view[:at], _member(_compact(signature)), view[at + len(mark) :]))
 
 
-def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
+def data_if_signed(raw: bytes, *, peek: bool = False, reads: ReadMemo | None = None) -> Any:
     """The JSON data of a state file's bytes when they carry a signature over themselves
     made with the user's key (so they are exactly what a save wrote); ``None`` otherwise,
     and the caller reads them the careful way, which says what is wrong.
@@ -337,17 +335,21 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     the rules that guard against what others write (duplicate keys, NaN, depth): a save
     never writes any of that.
 
+    ``reads``: the :class:`ReadMemo` of the run's handling. Bytes it last signed or
+    checked, with the same key file, are not checked again; a parse it kept for them
+    (``peek``) is taken (by this reader alone) instead of parsing them again. Without
+    it, the whole check and the whole parse.
+
     ``peek``: the caller only looks at the data and changes nothing in it, so the next
-    read of the same bytes in this process takes this very parse (once) instead of
-    parsing them again.
+    read of the same bytes through ``reads`` takes this very parse (once).
     """
-    global _verified, _peeked
-    peeked, _peeked = _peeked, None
-    if _verified is not None and _verified[1] == raw and _verified[0] == str(key_file()):
-        # the bytes this process last signed or checked
-        data = peeked[1] if peeked is not None and peeked[0] == raw else parse(raw)
+    if reads is not None and reads.verified(str(key_file()), raw):
+        # the bytes this run's handling last signed or checked
+        data = reads.take_peeked(raw)
+        if data is None:
+            data = parse(raw, reads)
         if peek:
-            _peeked = (raw, data)
+            reads.keep_peeked(raw, data)
         return data
     start = raw.find(_SIGNATURE_OPENING)
     if start < 0 or raw.find(_SIGNATURE_OPENING, start + 1) >= 0:
@@ -374,14 +376,15 @@ def data_if_signed(raw: bytes, *, peek: bool = False) -> Any:
     if not hmac.compare_digest(match.group(1).decode("ascii"), mac):
         return None
     try:
-        data = parse(raw)
+        data = parse(raw, reads)
     except ValueError:  # pragma: no cover - bytes a save wrote always parse
         return None
-    _verified = (str(key_file()), raw)
-    if hashed is not None:
-        note_segments_read(raw, hashed)
-    if peek:
-        _peeked = (raw, data)
+    if reads is not None:
+        reads.note_verified(str(key_file()), raw)
+        if hashed is not None:
+            reads.keep_segments(raw, hashed)
+        if peek:
+            reads.keep_peeked(raw, data)
     return data
 
 
@@ -415,12 +418,14 @@ def _segments_read_from(
     return digests, hashed
 
 
-def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bool]:
+def read_signed(
+    raw: bytes, *, source: str, peek: bool = False, reads: ReadMemo | None = None
+) -> tuple[Any, bool]:
     """The JSON data of a state file's bytes, and whether a save wrote them exactly (see
-    :func:`data_if_signed`, and ``peek`` there); other bytes are read under the strict
-    rules, and refused unless their signature holds (``StateDamagedError``,
+    :func:`data_if_signed`, and ``peek`` and ``reads`` there); other bytes are read
+    under the strict rules, and refused unless their signature holds (``StateDamagedError``,
     ``StateUntrustedError``)."""
-    data = data_if_signed(raw, peek=peek)
+    data = data_if_signed(raw, peek=peek, reads=reads)
     if data is not None:
         return data, True
     try:
@@ -429,7 +434,7 @@ def read_signed(raw: bytes, *, source: str, peek: bool = False) -> tuple[Any, bo
         )
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
-    check_signature(data, source=source, raw=raw)
+    check_signature(data, source=source, raw=raw, reads=reads)
     return data, False
 
 
@@ -617,22 +622,22 @@ def _changed(changed: tuple[tuple[str, str, str], ...]) -> Verdict:
     )
 
 
-def check_signature(data: Any, *, source: str, raw: bytes | None = None) -> None:
+def check_signature(
+    data: Any, *, source: str, raw: bytes | None = None, reads: ReadMemo | None = None
+) -> None:
     """Refuse a state whose signature does not hold (see :func:`judge_signature`) with a
     :class:`StateUntrustedError` that names the file, what changed and what to do.
 
-    ``raw``, the bytes ``data`` was parsed from, lets a second check of the same bytes in
-    this process (``resume`` checks before the import, then again under the lock) pass
-    without encoding the state again.
+    ``raw``, the bytes ``data`` was parsed from, with ``reads`` (the run's handling's
+    :class:`ReadMemo`), lets a second check of the same bytes through the same memo
+    pass without encoding the state again. Without either, the whole check.
     """
-    global _verified
-    checked = (str(key_file()), raw)
-    if raw is not None and checked == _verified:
+    if raw is not None and reads is not None and reads.verified(str(key_file()), raw):
         return
     verdict = judge_signature(data, raw)
     if verdict.ok:
-        if raw is not None:
-            _verified = checked
+        if raw is not None and reads is not None:
+            reads.note_verified(str(key_file()), raw)
         return
     if not verdict.changed:
         raise StateUntrustedError(

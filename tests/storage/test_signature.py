@@ -586,20 +586,22 @@ def test_bytes_checked_once_are_not_a_way_around_the_check(
     """``resume`` checks the state before the import and again under the lock; the second
     check of the same bytes is free, but other bytes, or another key, are checked anew."""
     from orchestrator._errors import StateUntrustedError
+    from orchestrator.storage.state_key import ReadMemo
 
     run = Run(tmp_path)
     run.start()
     raw = run.state_path.read_bytes()
-    check_signature(json.loads(raw), source="state", raw=raw)
-    check_signature(json.loads(raw), source="state", raw=raw)
+    reads = ReadMemo()  # the command's, kept from the first check to the second
+    check_signature(json.loads(raw), source="state", raw=raw, reads=reads)
+    check_signature(json.loads(raw), source="state", raw=raw, reads=reads)
     changed = raw.replace(b'"phase": 1,', b'"phase": 2,', 1)
     assert changed != raw
     with pytest.raises(StateUntrustedError, match="the phase"):
-        check_signature(json.loads(changed), source="state", raw=changed)
+        check_signature(json.loads(changed), source="state", raw=changed, reads=reads)
     monkeypatch.setenv("ORCHESTRATOR_KEY_FILE", str(tmp_path / "another" / "state.key"))
     load_key(create=True)
     with pytest.raises(StateUntrustedError, match="signed with another key"):
-        check_signature(json.loads(raw), source="state", raw=raw)
+        check_signature(json.loads(raw), source="state", raw=raw, reads=reads)
 
 
 # -- the signature over the file ----------------------------------------------------------
@@ -783,23 +785,25 @@ def test_a_peek_hands_its_parse_to_the_next_read_of_the_same_bytes_once(
     bytes are parsed once. The parse is handed on once, only for the same bytes, and
     only from a caller that said it only looks."""
     from orchestrator._errors import StateUntrustedError
-    from orchestrator.storage.state_key import read_signed
+    from orchestrator.storage.state_key import ReadMemo, read_signed
 
     run = Run(tmp_path)
     run.start()
     raw = run.state_path.read_bytes()
-    peeked, _ = read_signed(raw, source="state", peek=True)
-    taken, written_here = read_signed(bytes(bytearray(raw)), source="state")
+    reads = ReadMemo()  # the command's, handed to the bridge it builds
+    peeked, _ = read_signed(raw, source="state", peek=True, reads=reads)
+    assert read_signed(raw, source="state")[0] is not peeked  # without the memo: not handed
+    taken, written_here = read_signed(bytes(bytearray(raw)), source="state", reads=reads)
     assert taken is peeked and written_here
-    again, _ = read_signed(raw, source="state")
+    again, _ = read_signed(raw, source="state", reads=reads)
     assert again == peeked and again is not peeked  # handed on once
-    looked, _ = read_signed(raw, source="state")  # not a peek: nothing kept
-    assert read_signed(raw, source="state")[0] is not looked
-    read_signed(raw, source="state", peek=True)
+    looked, _ = read_signed(raw, source="state", reads=reads)  # not a peek: nothing kept
+    assert read_signed(raw, source="state", reads=reads)[0] is not looked
+    read_signed(raw, source="state", peek=True, reads=reads)
     other = raw.replace(b'"phase": 1,', b'"phase": 1 ,', 1)
     with pytest.raises(StateUntrustedError):
-        read_signed(other, source="state")  # other bytes: checked, and refused
-    assert read_signed(raw, source="state")[0] is not peeked
+        read_signed(other, source="state", reads=reads)  # other bytes: checked, and refused
+    assert read_signed(raw, source="state", reads=reads)[0] is not peeked
 
 
 @pytest.mark.slow
@@ -970,10 +974,8 @@ def test_a_long_state_read_back_is_hashed_once_and_its_save_goes_on_from_there(
 
     monkeypatch.setattr(state_key, "sha256_constructor", counting)
     harness.handoff.clear()  # as a new process: the state is read back, and checked
-    monkeypatch.setattr(state_key, "_verified", None)
     harness.respond(outcome.pending[0].request_id, "Noted. " * 30)
     outcome = harness.resume()
     assert outcome.status == "paused" and len(outcome.pending) == 1
     assert size < sum(seen) < size + size // 4, (sum(seen), size)
-    monkeypatch.setattr(state_key, "_verified", None)
-    assert state_key.data_if_signed(state.read_bytes()) is not None
+    assert state_key.data_if_signed(state.read_bytes()) is not None  # no memo: checked
