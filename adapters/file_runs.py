@@ -20,11 +20,9 @@ from typing import Any
 from .._errors import (
     ContractError,
     InstanceExistsError,
-    KeyFileError,
     NoInstanceError,
     OrchestratorError,
     StateDamagedError,
-    StateUntrustedError,
     StorageError,
     UsageError,
 )
@@ -481,6 +479,7 @@ def read_live(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState
     from ..formats.bridge_codec import restore_archived
     from ..storage.files import STATE_MAX_BYTES, read_regular_file
     from ..storage.runs import ARCHIVE_FILE
+    from ..storage.state_key import signature_problem
 
     state, data, raw = _read_state(path, signed_only=signed_only)
     problem = None if signed_only else signature_problem(data, raw, path)
@@ -489,22 +488,6 @@ def read_live(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState
         lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
         state = restore_archived(state, lines, source=str(archive))
     return state, problem
-
-
-def signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
-    """Why the state's signature does not hold, in one sentence; ``None`` when it does."""
-    from ..storage.state_key import check_key_outside, check_signature
-
-    try:
-        check_key_outside(state_path.parent)
-        check_signature(data, source=str(state_path), raw=raw)
-    except StateUntrustedError as exc:
-        where = f" at {exc.json_path}" if exc.json_path != "$" else ""
-        others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)
-        return f"{exc.detail}{where}{others}"
-    except KeyFileError as exc:
-        return f"cannot be checked: {exc}"
-    return None
 
 
 def _run_id_of(state: CheckpointState) -> str:
@@ -519,6 +502,7 @@ def _moment(path: Path) -> datetime:
 def _live_listing(state_path: Path) -> RunListing | None:
     from ..formats.bridge_codec import parse_state
     from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes
+    from ..storage.state_key import signature_problem
 
     try:
         data, raw = read_json_file_bytes(

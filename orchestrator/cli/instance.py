@@ -8,7 +8,6 @@ from typing import Any
 from .._errors import (
     ContractError,
     StateDamagedError,
-    StateUntrustedError,
     StorageError,
     UsageError,
 )
@@ -26,7 +25,7 @@ from ..formats.times import SystemClock, format_time
 from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
 from ..storage.files import STATE_MAX_BYTES, read_json_file, read_json_file_bytes
-from ..storage.state_key import check_key_outside, check_signature
+from ..storage.state_key import check_key_outside, check_signature, signature_problem
 
 
 def load_state_file(path: Path) -> Any:
@@ -65,7 +64,7 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
         state = parse_state(data, source=str(state_path))
     except ContractError as exc:
         raise StateDamagedError.wrap(exc) from None
-    signature = _signature_problem(data, raw, state_path)
+    signature = signature_problem(data, raw, state_path)
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     return summarize_state(
         state,
@@ -130,22 +129,6 @@ def summarize_state(
         "signature_problem": signature,
         "next": then,
     }
-
-
-def _signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
-    """Why the state's signature does not hold, in one sentence; ``None`` when it does."""
-    from .._errors import KeyFileError
-
-    try:
-        check_key_outside(state_path.parent)
-        check_signature(data, source=str(state_path), raw=raw)
-    except StateUntrustedError as exc:
-        where = f" at {exc.json_path}" if exc.json_path != "$" else ""
-        others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)
-        return f"{exc.detail}{where}{others}"
-    except KeyFileError as exc:
-        return f"cannot be checked: {exc}"
-    return None
 
 
 def _trust_step(state_path: Path) -> str:

@@ -46,6 +46,7 @@ from .signing_key import KEY_FILE_ENV, check_key_outside, key_file, load_key
 # ``typing`` is not needed at run time; keeping it out of the imports keeps start-up cheap.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from .kept_texts import _Hashed
@@ -65,6 +66,7 @@ __all__ = [
     "load_key",
     "read_signed",
     "sign_state_data",
+    "signature_problem",
     "signed_bytes",
     "signed_document",
 ]
@@ -664,3 +666,20 @@ def _well_formed(signature: Any) -> bool:
         and key_id.isascii()
         and isinstance(parts, dict)
     )
+
+
+def signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
+    """Why the signature of the state at ``state_path`` does not hold, in one sentence;
+    ``None`` when it does (what ``status`` shows of a state it will not act on)."""
+    from .._errors import KeyFileError
+
+    try:
+        check_key_outside(state_path.parent)
+        check_signature(data, source=str(state_path), raw=raw)
+    except StateUntrustedError as exc:
+        where = f" at {exc.json_path}" if exc.json_path != "$" else ""
+        others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)
+        return f"{exc.detail}{where}{others}"
+    except KeyFileError as exc:
+        return f"cannot be checked: {exc}"
+    return None
