@@ -70,7 +70,7 @@ def task_ids(writer: int) -> list[str]:
 
 def board_writer(dsn: str, board_id: str, writer: int, deltas: int, start: Any, out: Any) -> None:
     """Append ``deltas`` deltas, one per transaction; put (seconds, latencies) on ``out``."""
-    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+    from orchestrator.adapters.postgres.task_board import PostgresBoardStore
     from orchestrator.board.ledger import Ledger
     from orchestrator.formats.board_documents import LedgerDelta, TaskStatus
 
@@ -151,7 +151,7 @@ def concurrently(target: Any, argument_lists: list[tuple[Any, ...]]) -> tuple[fl
 
 
 def new_board(dsn: str, board_id: str, writers: int) -> None:
-    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+    from orchestrator.adapters.postgres.task_board import PostgresBoardStore
     from orchestrator.board.board import Board
 
     with PostgresBoardStore(dsn, board_id) as store:
@@ -180,7 +180,7 @@ def rows_of(dsn: str, board_id: str, floor_id: str, writers: int) -> list[list[t
 
 
 def check_head(dsn: str, board_id: str, head: int) -> None:
-    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+    from orchestrator.adapters.postgres.task_board import PostgresBoardStore
     from orchestrator.board.ledger import Ledger
 
     with PostgresBoardStore(dsn, board_id, migrate=False) as store:

@@ -207,7 +207,7 @@ class Bridge(Protocol):
 #
 # A board keeps its ledger (delta lines), its documents (board info, packets, results,
 # verdicts), heartbeats and worklogs in a store: a directory (``orchestrator.board.file_store``)
-# or a database (``orchestrator.adapters.postgres.board_store``). The board's logic (the fold,
+# or a database (``orchestrator.adapters.postgres.task_board``). The board's logic (the fold,
 # the judging, the gateway, dispatch) is one code path over both; a store only keeps bytes
 # and says where it is. Every method that takes more than a name takes an input object.
 

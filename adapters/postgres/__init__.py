@@ -12,7 +12,7 @@ imported only when a ``postgresql://`` store is named. The modules:
 - ``bridge``: one run's state, mailbox and evidence as rows of the store;
 - ``runs``: the ``RunStore`` port over the store, every SQL statement the faces need
   (with ``db status`` and the read of a run for ``export``);
-- ``board_store``: a task board (its ledger as rows, under a transaction's advisory lock);
+- ``task_board``: a task board (its ledger as rows, under a transaction's advisory lock);
   :func:`board_store` opens one.
 
 May import: ``orchestrator._ports``, ``storage``, ``formats`` and the base modules, like
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .board_store import PostgresBoardStore
+    from .task_board import PostgresBoardStore
 
 
 def board_store(dsn: str, board_id: str) -> PostgresBoardStore:
@@ -32,6 +32,6 @@ def board_store(dsn: str, board_id: str) -> PostgresBoardStore:
     run's id), on a connection of its own: give it to ``orchestrator.board.Board(store=...)``,
     or return it from the engine's ``board_store`` factory so ``ctx.dispatch`` uses it.
     Close it when done."""
-    from .board_store import PostgresBoardStore
+    from .task_board import PostgresBoardStore
 
     return PostgresBoardStore(dsn, board_id)

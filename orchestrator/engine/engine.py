@@ -117,7 +117,7 @@ class Engine:
         self.stop_requested: Callable[[], bool] | None = None
         #: Where ``ctx.dispatch`` keeps its task board: called with the run's id, it
         #: returns the board's store (closed when the dispatch returns or pauses), e.g.
-        #: ``lambda run_id: orchestrator.adapters.postgres.board_store(dsn, run_id)``.
+        #: ``lambda run_id: orchestrator.adapters.postgres.task_board(dsn, run_id)``.
         #: ``None``: the board is a directory, ``.board`` in the run's work directory.
         self.board_store: Callable[[str], BoardStore] | None = None
         #: Who runs ``ctx.dispatch``: ``None`` takes the one installed for the process

@@ -27,7 +27,7 @@ __all__ = ["board_pg_store"]
 DYING_WRITER = textwrap.dedent(
     """
     import sys, time
-    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+    from orchestrator.adapters.postgres.task_board import PostgresBoardStore
     from orchestrator.board.board import Board
 
     store = PostgresBoardStore(sys.argv[1], sys.argv[2])

@@ -16,8 +16,8 @@ import pytest
 from test_dispatch import BoardFlow, result_for, task
 
 from orchestrator import phase
-from orchestrator.adapters.postgres.board_store import PostgresBoardStore
 from orchestrator.adapters.postgres.connection import shown
+from orchestrator.adapters.postgres.task_board import PostgresBoardStore
 from orchestrator.board.board import Board
 from orchestrator.engine.engine import Engine
 from orchestrator.testing import FakeClock, MockAgentInvoker, WorkflowHarness

@@ -548,15 +548,15 @@ class PostgresLedgerMachine(LedgerMachine):
     dsn = ""  # set by the test that runs the machine
 
     def setup_store(self) -> None:
-        from orchestrator.adapters.postgres.board_store import PostgresBoardStore
         from orchestrator.adapters.postgres.connection import connect
+        from orchestrator.adapters.postgres.task_board import PostgresBoardStore
 
         self.board_id = f"model-{uuid.uuid4()}"
         self.stores: list[PostgresBoardStore] = []
         self.shared = connect(self.dsn, autocommit=True)  # the fresh readers'
 
     def open_store(self) -> Any:
-        from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+        from orchestrator.adapters.postgres.task_board import PostgresBoardStore
 
         if len(self.stores) < 2:  # the writer and the long-lived reader
             store = PostgresBoardStore(self.dsn, self.board_id, migrate=False)

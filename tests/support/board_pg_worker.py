@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from orchestrator._errors import BoardError
-from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+from orchestrator.adapters.postgres.task_board import PostgresBoardStore
 from orchestrator.board.board import Board
 from orchestrator.board.ledger import TERMINAL
 from orchestrator.formats.board_documents import WorklogEntry

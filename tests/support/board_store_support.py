@@ -24,7 +24,7 @@ OpenStore = Callable[[], BoardStore]
 @pytest.fixture
 def board_pg_store(pg_dsn: str) -> Iterator[OpenStore]:
     """Opens a new connection to one board of this test's own in the session's schema."""
-    from orchestrator.adapters.postgres.board_store import PostgresBoardStore
+    from orchestrator.adapters.postgres.task_board import PostgresBoardStore
 
     board_id = f"board-{uuid.uuid4()}"
     opened: list[PostgresBoardStore] = []
