@@ -122,12 +122,12 @@ def watch_run_board(store: RunStore, run: RunInput) -> None:
     """Subagents of the run's board that stopped heartbeating are timed out first, so a
     resume reassigns their tasks instead of waiting for them (unless another pass is
     timing them out right now)."""
+    board_store = store.run_board(run)
+    if board_store is None:
+        return  # a run without a board imports none of it: a host resumes once per pause
     from ..board.board import Board
     from ..board.handoff import watch_board
 
-    board_store = store.run_board(run)
-    if board_store is None:
-        return
     try:
         watch_board(Board(store=board_store), store)
     finally:

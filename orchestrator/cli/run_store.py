@@ -119,9 +119,15 @@ def close_board_stores() -> None:
 def directory_store(workdir: Path) -> FileRunStore:
     """The run store of the work directory ``workdir`` (its task board kept in files)."""
     from ..adapters.file_runs import FileRunStore
+
+    return FileRunStore(workdir, boards=_file_board_store)
+
+
+def _file_board_store(directory: Path) -> BoardStore:
+    """The board kept in ``directory``, its module imported only when a board is there."""
     from ..board.file_store import FileBoardStore
 
-    return FileRunStore(workdir, boards=FileBoardStore)
+    return FileBoardStore(directory)
 
 
 def page_store(dsn: str) -> RunStore:
