@@ -167,7 +167,7 @@ class PostgresBridge:
         except ContractError as exc:
             raise StateDamagedError.wrap(exc) from None
         if written_here:
-            self._encoded.seed(state, raw, self._reads)
+            self._encoded.take_from_read(state, raw, self._reads)
         self._version = version
         return state
 

@@ -214,7 +214,7 @@ class EncodedItems:
         self._settled = memo.get(SETTLED_MADE, {})
         self._segments = memo.get(SEGMENTS_MADE, {})
 
-    def seed(self, state: Any, raw: bytes, reads: ReadMemo | None = None) -> None:
+    def take_from_read(self, state: Any, raw: bytes, reads: ReadMemo | None = None) -> None:
         """Take the items' texts from the file ``state`` was just read from: a new
         process then encodes only what changes, however long the run.
 
