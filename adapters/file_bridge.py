@@ -52,6 +52,7 @@ from .._ports import (
     SaveStateInput,
 )
 from ..formats.bridge import (
+    REJECTED_DIR,
     REQUEST_FILE,
     REQUESTS_DIR,
     RESPONSE_FILE,
@@ -260,11 +261,28 @@ class FileBridge:
 
     def consume(self, request: ConsumeInput) -> None:
         # No directory fsync: a response file that reappears after a crash is recognised
-        # by the digest the state recorded for it, and dropped without being applied.
+        # by the digest the state recorded for it, and dropped without being applied (or
+        # set aside again).
         for item in request.consumed:
             path = Path(item.source)
             with _Naming("remove", path):
                 remove_file(path)
+        for item, reason in request.rejected:
+            self._set_aside(item, reason)
+
+    def _set_aside(self, item: ReceivedResponse, reason: str) -> None:
+        """Move a response refused at the gate to ``.agent-responses/rejected/``, with a
+        ``.reason.txt`` beside it saying why; the answer itself is kept as it was."""
+        rejected = self.responses_dir / REJECTED_DIR
+        stem = f"{item.response.request_id}.{time.time_ns()}"
+        with _Naming("write", rejected):
+            beneath.make_directories(rejected)
+            try:
+                beneath.rename(item.source, rejected / f"{stem}.json")
+            except FileNotFoundError:
+                return  # set aside before a crash, or taken away by the host
+            note = f"{item.source}: refused: {reason}\n"
+            atomic_write(rejected / f"{stem}.reason.txt", note.encode("utf-8"), durable=False)
 
     def archive(self, request: ArchiveInput) -> None:
         from ..storage.ndjson import append_joined_lines
@@ -452,12 +470,15 @@ class FileBridge:
         for directory in (self.requests_dir, self.responses_dir):
             with _Naming("remove", directory):
                 if beneath.is_directory(directory):
-                    for leftover in beneath.list_directory(directory):
-                        remove_file(directory / leftover)
+                    names = beneath.list_directory(directory)
+                    for leftover in names:
+                        if leftover != REJECTED_DIR:  # refused answers stay, for a person
+                            remove_file(directory / leftover)
                     # Its emptiness lasts before it goes: a power cut must not bring back
                     # requests or answers of a run that is over.
                     fsync_directory(directory)
-                    beneath.remove_directory(directory)
+                    if REJECTED_DIR not in names:
+                        beneath.remove_directory(directory)
         for path in (self.request_path, self.response_path):
             with _Naming("remove", path):
                 remove_file(path)

@@ -45,6 +45,7 @@ class MemoryBridge:
         self.state_bytes: bytes | None = None
         self.published: tuple[AgentRequest, ...] = ()
         self.inbox: dict[str, bytes] = {}  # source name -> raw response document
+        self.rejected: dict[str, tuple[bytes, str]] = {}  # refused at the gate, with why
         self.history: dict[str, bytes] = {}
         self.archived = b""
         self.events: dict[str, list[bytes]] = {}  # run id -> its event lines
@@ -131,6 +132,10 @@ class MemoryBridge:
     def consume(self, request: ConsumeInput) -> None:
         for item in request.consumed:
             self.inbox.pop(item.source, None)
+        for item, reason in request.rejected:  # kept aside, with why
+            raw = self.inbox.pop(item.source, None)
+            if raw is not None:
+                self.rejected[item.source] = (raw, reason)
 
     def finish(self, request: FinishInput) -> str:
         key = f"{self.name}:runs/{request.run_id}"

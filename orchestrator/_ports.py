@@ -117,9 +117,12 @@ class PublishInput:
 
 @attrs.frozen(kw_only=True)
 class ConsumeInput:
-    """Response documents recorded durably in state, to be removed from the host's side."""
+    """Response documents recorded durably in state, to be removed from the host's side;
+    ``rejected``: those the state holds as refused at the answer gate, each with why, to
+    be set aside (kept, never deleted: a person may want to see what they wrote)."""
 
     consumed: Sequence[ReceivedResponse]
+    rejected: Sequence[tuple[ReceivedResponse, str]] = ()
 
 
 @attrs.frozen(kw_only=True)

@@ -295,12 +295,14 @@ class PostgresBridge:
 
     @_store_errors("write")
     def consume(self, request: ConsumeInput) -> None:
-        if not request.consumed:
+        # A refused answer's row goes too: the state keeps its text, and why it was refused.
+        done = [*request.consumed, *(item for item, _ in request.rejected)]
+        if not done:
             return
         with self.conn.transaction(), self.conn.cursor() as cursor:
             cursor.executemany(
                 "delete from responses where run_id = %s and request_id = %s and sha256 = %s",
-                [(self.run_id, r.response.request_id, r.sha256) for r in request.consumed],
+                [(self.run_id, r.response.request_id, r.sha256) for r in done],
             )
 
     # -- history and evidence -----------------------------------------------------------

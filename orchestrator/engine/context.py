@@ -28,9 +28,9 @@ from ..evidence.documents import (
     RESERVED_NAMES,
     RESERVED_PREFIXES,
     check_artifact,
-    confidence_of,
     event_name_ok,
 )
+from ..formats.answer_gate import confidence_of
 from ..formats.bridge import (
     AgentRequestRecord,
     ErrorType,
@@ -513,6 +513,9 @@ class PhaseContext:
             raise cancelled
         if error is not None:
             raise self._failure(record, error, response.error_message or error.value)
+        refused = record.x_refused
+        if refused is not None:  # refused at the gate, and no attempt was left
+            raise self._failure(record, ErrorType(refused["error_type"]), refused["message"])
         text = response.response or ""
         data: Any = None
         if ask.output_type is not None:  # an answer that is not JSON says so first

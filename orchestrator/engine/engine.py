@@ -480,10 +480,11 @@ class Engine:
                 wake_at=record.waiting_until,
             )
         names = ", ".join(f"{r.agent_name} ({r.request_id})" for r in pending)
+        refused = "".join(f"\n{line}" for line in self.mailbox.refusals)
         return Outcome(
             status="paused",
             exit_code=EXIT_PAUSED,
-            message=f"{where}: waiting for {names}",
+            message=f"{where}: waiting for {names}{refused}",
             pending=pending,
         )
 

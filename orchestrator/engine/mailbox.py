@@ -27,6 +27,13 @@ import attrs
 from .._errors import AgentInvocationError, ResponseRejectedError
 from .._ports import AgentAnswer, ConsumeInput, HostRequired, ReceivedResponse
 from ..evidence.recorder import describe_duration, seconds_since
+from ..formats.answer_gate import (
+    MIN_CONFIDENCE_KEY,
+    PREVIOUS_ERROR_KEY,
+    SCHEMA_KEY,
+    Refusal,
+    check_answer,
+)
 from ..formats.answer_schema import answer_schema
 from ..formats.bridge import (
     AgentRequest,
@@ -63,6 +70,10 @@ class Mailbox:
         #: The state's requests by id, kept as the list grows (shared with the recorder).
         self.record_index = RecordIndex()
         self._consumed: list[ReceivedResponse] = []
+        #: response files refused at the gate, with why: set aside, never deleted
+        self._rejected: list[tuple[ReceivedResponse, str]] = []
+        #: what a person is told of the answers refused in this process, one line each
+        self.refusals: list[str] = []
         # pending()'s last answer: (requests, their count, edit log, its length, pending)
         self._pending_kept: tuple[Any, int, list[Any], int, list[AgentRequestRecord]] | None = None
         # (requests, how many of the first are settled): see pending()
@@ -155,7 +166,9 @@ class Mailbox:
         if ask.output_type is not None:
             schema = answer_schema(ask.output_type)
             if schema is not None:  # what shape the answer must have, for hosts to check
-                context.setdefault("x_answer_schema", schema)
+                context.setdefault(SCHEMA_KEY, schema)
+        if ask.min_confidence is not None:
+            context.setdefault(MIN_CONFIDENCE_KEY, ask.min_confidence)
         return AgentRequest(
             request_id=self._engine.new_id(),
             phase=spec.number,
@@ -199,7 +212,8 @@ class Mailbox:
             current: AgentRequestRecord | None = record
             while current is not None:
                 request = current.request()
-                if request.retry_count:  # a retry: wait as the policy says, then ask
+                refused = PREVIOUS_ERROR_KEY in (request.context or {})
+                if request.retry_count and not refused:  # a retry: wait as the policy says
                     self._wait(self._engine.workflow_cls.policy().delay(request.retry_count))
                 try:
                     response = self._invoke(request)
@@ -283,8 +297,16 @@ class Mailbox:
             retry = late.get(record.request_id)
             if retry is not None:
                 self._supersede(retry, answered=record)
-            self.record_answer(record, item.response, digest=item.sha256)
-            self._consumed.append(item)
+            again = self.record_answer(record, item.response, digest=item.sha256)
+            if record.x_refused is None:
+                self._consumed.append(item)
+                continue
+            self._rejected.append((item, record.x_refused["message"]))
+            then = f"asked again as {again.request_id}" if again else "no attempt is left"
+            self.refusals.append(
+                f"{item.source}: the answer to {record.request_id} was refused, "
+                f"{record.x_refused['message']}; the file was set aside; {then}"
+            )
         return bool(fresh)
 
     def _judge_answered(
@@ -297,8 +319,11 @@ class Mailbox:
     ) -> None:
         """A response to a request that is no longer pending: a crash's leftover, a late
         answer to a retried request, or a stale one (refused)."""
-        if record.x_response_sha256 == item.sha256:
-            self._consumed.append(item)  # left behind by a crash after recording
+        if record.x_response_sha256 == item.sha256:  # left behind by a crash after recording
+            if record.x_refused is None:
+                self._consumed.append(item)
+            else:
+                self._rejected.append((item, record.x_refused["message"]))
             return
         retry = self._pending_retry_of(record, item.response)
         taken = {r.request_id for r in late.values()}
@@ -406,40 +431,61 @@ class Mailbox:
         """Record ``response`` for ``record`` (from the host, the invoker or the clock);
         return the retry request if the policy made one."""
         late = record.status is HistoryStatus.RETRIED  # it ended once already
+        refusal = None if late else check_answer(record.request(), response)
         record.x_response = response
         record.x_response_sha256 = digest
-        record.status = self._settled_status(record, response)
+        record.status = self._settled_status(record, response, refusal)
         recorder = self._engine.recorder
         if late:
             recorder.agent_end(record, late=True)
             return None
+        if refusal is not None:  # the answer stays recorded, with why it was refused
+            record.x_refused = refusal.as_json()
+            record.x_note = f"{refusal.error_type}: the answer was refused: {refusal.line()}"
         if record.status is not HistoryStatus.RETRIED:
             recorder.agent_end(record)
             return None
         retry_id = self._engine.new_id()
-        record.x_note = f"retried as {retry_id}"
+        record.x_note = (
+            f"retried as {retry_id}"
+            if refusal is None
+            else f"the answer was refused ({refusal.line()}); asked again as {retry_id}"
+        )
         recorder.agent_end(record)  # before the retry's start, as it happened
-        return self._retry(record, retry_id)
+        return self._retry(record, retry_id, refusal)
 
-    def _settled_status(self, record: AgentRequestRecord, response: AgentResponse) -> HistoryStatus:
+    def _settled_status(
+        self, record: AgentRequestRecord, response: AgentResponse, refusal: Refusal | None
+    ) -> HistoryStatus:
+        """Completed, cancelled, retried or failed. An answer refused at the gate is
+        asked again within the policy's attempts whatever its ``retry_on``: a wrong shape
+        is the answerer's slip, told back to it, as structured-output retries do."""
         error = error_type_of(response)
-        if error is None:
+        if error is None and refusal is None:
             return HistoryStatus.COMPLETED
         if response.status is RequestStatus.CANCELLED:
             return HistoryStatus.CANCELLED
         policy = self._engine.workflow_cls.policy()
         limit = policy.attempts - 1 if record.x_max_retries is None else record.x_max_retries
-        if error.value in policy.retry_on and record.request().retry_count < limit:
+        again = refusal is not None or (error is not None and error.value in policy.retry_on)
+        if again and record.request().retry_count < limit:
             return HistoryStatus.RETRIED
         return HistoryStatus.FAILED
 
-    def _retry(self, record: AgentRequestRecord, request_id: str) -> AgentRequestRecord:
+    def _retry(
+        self, record: AgentRequestRecord, request_id: str, refusal: Refusal | None
+    ) -> AgentRequestRecord:
         old = record.request()
+        context = dict(old.context or {})
+        context.pop(PREVIOUS_ERROR_KEY, None)
+        if refusal is not None:  # the answerer is told what was wrong with its answer
+            context[PREVIOUS_ERROR_KEY] = refusal.as_json()
         request = attrs.evolve(
             old,
             request_id=request_id,
             created_at=format_time(self._engine.clock.now()),
             retry_count=old.retry_count + 1,
+            context=context if context or old.context is not None else None,
         )
         retry = self._new_record(
             request,
@@ -454,18 +500,24 @@ class Mailbox:
 
     @property
     def consumed_any(self) -> bool:
-        """Whether answers were recorded whose response files are still to be removed."""
-        return bool(self._consumed)
+        """Whether answers were recorded whose response files are still to be removed
+        (or, refused, set aside)."""
+        return bool(self._consumed or self._rejected)
 
     def flush_consumed(self) -> None:
-        """Remove the response files whose answers the saved state holds."""
-        if self._consumed:
-            self._engine.bridge.consume(ConsumeInput(consumed=tuple(self._consumed)))
+        """Remove the response files whose answers the saved state holds; set aside those
+        it holds as refused."""
+        if self._consumed or self._rejected:
+            self._engine.bridge.consume(
+                ConsumeInput(consumed=tuple(self._consumed), rejected=tuple(self._rejected))
+            )
             self._consumed = []
+            self._rejected = []
 
     def forget_consumed(self) -> None:
         """The run ended and its files went with it: nothing left to remove."""
         self._consumed = []
+        self._rejected = []
 
     # -- handed from one engine to the next ------------------------------------------------
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ContractError
 from .._text import plural
+from ..formats.answer_gate import confidence_of
 from ..formats.bridge_codec import error_type_of
 from ..formats.step_names import (
     EVENT_NAME_PATTERN,
@@ -211,28 +212,6 @@ def _utf8(text: str) -> bytes:
 
 def _suffix(note: str) -> str:
     return f"; {note}" if note else ""
-
-
-def confidence_of(response: AgentResponse) -> float | None:
-    """The answer's confidence: the response metadata's, else the answer's own.
-
-    The request format describes ``metadata.confidence`` as the "overall confidence
-    score from response": a host may copy it out of the answer, or leave it there. An
-    in-process invoker returns text only, so the answer's top-level
-    ``overall_confidence`` (or ``confidence``) counts too. ``None`` when neither says.
-    """
-    if response.metadata is not None and response.metadata.confidence is not None:
-        return response.metadata.confidence
-    try:
-        data = json.loads(response.response or "")
-    except ValueError:
-        return None
-    if isinstance(data, dict):
-        for key in ("overall_confidence", "confidence"):
-            value = data.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-    return None
 
 
 def usable_confidence(response: AgentResponse | None) -> float | None:

@@ -23,6 +23,9 @@ REQUEST_FILE = ".agent-request.json"
 RESPONSE_FILE = ".agent-response.json"
 REQUESTS_DIR = ".agent-requests"
 RESPONSES_DIR = ".agent-responses"
+#: Under ``RESPONSES_DIR``: response files refused at the answer gate, each with a
+#: ``.reason.txt`` beside it; never read as answers, never removed by the engine.
+REJECTED_DIR = "rejected"
 
 
 def state_file_name(workflow_name: str) -> str:
@@ -173,6 +176,9 @@ class AgentRequestRecord:
     x_output_dir: str | None = None
     # Seconds the workflow waits for an answer (``answer_within``); absent: no deadline.
     x_answer_within: float | None = None
+    # Why the answer it got was refused at the gate (field, expected, got, error_type):
+    # the answer stays in ``x_response``, and the request was asked again or failed.
+    x_refused: dict[str, Any] | None = None
 
     def request(self) -> AgentRequest:
         """The full request; only states written by this engine carry it."""

@@ -239,10 +239,20 @@ class WithFallback(Workflow):
 def test_parse_and_validation_errors_go_to_the_fallback(
     workflow_harness: Any, answer: str, fields: dict[str, Any]
 ) -> None:
+    """An error answer goes to the fallback at once; a wrong-shaped answer is refused at
+    the gate and asked again, within the policy's three attempts, then the fallback."""
     harness = workflow_harness(WithFallback)
-    request = harness.run().pending[0]
-    harness.respond(request.request_id, answer, **fields)
-    outcome = harness.resume()
+    outcome = harness.run()
+    refused = not fields
+    for attempt in range(3 if refused else 1):
+        request = outcome.pending[0]
+        assert request.retry_count == attempt
+        if attempt:
+            previous = (request.context or {})["x_previous_error"]
+            assert previous["error_type"] in ("PARSE_ERROR", "VALIDATION_ERROR")
+            assert previous["field"].startswith("response")
+        harness.respond(request.request_id, answer, **fields)
+        outcome = harness.resume()
     assert outcome.exit_code == 0
     assert outcome.outputs["analyse"]["label"] == "heuristic"
 
@@ -288,13 +298,19 @@ class Confident(Workflow):
 def test_min_confidence_is_checked_against_the_response_metadata(
     workflow_harness: Any, confidence: float, code: int
 ) -> None:
+    """Too low a confidence is refused and asked again; three times, and the run fails."""
     harness = workflow_harness(Confident)
-    request = harness.run().pending[0]
-    harness.respond(request.request_id, "yes", metadata={"confidence": confidence})
-    outcome = harness.resume()
-    assert outcome.exit_code == code
+    outcome = harness.run()
+    asked = 0
+    while outcome.exit_code == 42:
+        asked += 1
+        request = outcome.pending[0]
+        harness.respond(request.request_id, "yes", metadata={"confidence": confidence})
+        outcome = harness.resume()
+    assert (outcome.exit_code, asked) == (code, 3 if code else 1)
     if code:
-        assert "VALIDATION_ERROR" in outcome.message and "below the required 0.8" in outcome.message
+        assert "VALIDATION_ERROR" in outcome.message
+        assert "metadata.confidence: expected at least 0.8, got 0.5" in outcome.message
 
 
 class Swallower(Workflow):
