@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import (
+    AnswerRefusedError,
     ContractError,
     InstanceExistsError,
     NoInstanceError,
@@ -45,6 +46,7 @@ from .._ports import (
     StoredRun,
 )
 from ..formats.bridge import (
+    REJECTED_DIR,
     REQUEST_FILE,
     REQUESTS_DIR,
     RESPONSE_FILE,
@@ -325,29 +327,77 @@ class FileRunStore:
         return frozenset(found)
 
     def respond(self, request: RespondInput) -> str:
-        """Write the answer where the instance's next resume reads it (replacing an
-        answer written there before); returns the file's path."""
+        """Take the answer where the instance's next resume reads it, through the answer
+        gate: the request must be pending and unanswered (the first answer wins: the file
+        is created, never replaced) and the answer of the shape it asks for. Returns the
+        file's path; a refusal writes nothing."""
+        from ..formats.answer_gate import admit_answer
         from ..formats.bridge_codec import dump_document
         from ..storage.beneath import make_directories
-        from ..storage.durable import atomic_write
+        from ..storage.durable import create_new
 
         state_path = self._live_path(request.run)
         state = read_state(state_path, signed_only=True)
-        pending = [r.request_id for r in state.agent_requests if r.status is HistoryStatus.PENDING]
+        waiting = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
         request_id = request.response.request_id
-        if request_id not in pending:
+        asked = next((r.request() for r in waiting if r.request_id == request_id), None)
+        if asked is None:
+            pending = [r.request_id for r in waiting]
             listed = f"pending: {', '.join(pending)}" if pending else "nothing is pending"
-            raise UsageError(f"{state_path}: request {request_id} is not pending; {listed}")
-        if len(pending) == 1:
-            target = self.workdir / RESPONSE_FILE
-        else:
-            target = self.workdir / RESPONSES_DIR / f"{request_id}.json"
+            raise AnswerRefusedError(
+                f"{state_path}: request {request_id} is not pending; {listed}",
+                reason="not-pending",
+            )
+        admit_answer(asked, request.response, where=str(state_path))
+        single = self.workdir / RESPONSE_FILE
+        named = self.workdir / RESPONSES_DIR / f"{request_id}.json"
+        target = single if len(waiting) == 1 else named
+        for path in (single, named):
+            if self._refuse_if_answered(path, request_id) and path == target:
+                _set_aside(path, "not a valid answer to a pending request; replaced by respond")
         try:
             make_directories(target.parent)
-            atomic_write(target, dump_document(request.response))
-        except OSError as exc:  # atomic: no response, or the one that was there, is left
+            create_new(target, dump_document(request.response))
+        except FileExistsError:  # another answer came first, between the look and now
+            self._refuse_if_answered(target, request_id, anything=True)
+            raise
+        except OSError as exc:  # nothing of this answer is left
             raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
         return str(target)
+
+    def _refuse_if_answered(self, path: Path, request_id: str, *, anything: bool = False) -> bool:
+        """Refuse a second answer: ``path`` holds an answer to ``request_id`` (with
+        ``anything``: holds any file at all), named with when it came and its digest.
+        True when a file there answers something else (broken, or stale)."""
+        from ..formats.bridge_codec import parse_response
+        from ..formats.strict_json import loads_strict
+        from ..storage.durable import sha256_hex
+        from ..storage.files import read_regular_file
+
+        try:
+            raw = read_regular_file(path, max_bytes=MAX_RESPONSE)
+            moment = os.stat(path, follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            return False
+        except ContractError as exc:
+            if exc.rule == "too-large" and not anything:
+                return True  # no answer the engine would take: out of the way
+            raise  # a link, a directory: refused, as every write there is
+        try:
+            answers = parse_response(loads_strict(raw, source=str(path)), source=str(path))
+        except ContractError:
+            answers = None  # broken: the engine refuses it, and respond replaces it
+        if (answers is None or answers.request_id != request_id) and not anything:
+            return True
+        when = datetime.fromtimestamp(moment, timezone.utc).isoformat(timespec="seconds")
+        digest = sha256_hex(raw)
+        raise AnswerRefusedError(
+            f"{path}: request {request_id} has an answer already (written at {when}, "
+            f"sha256 {digest[:16]}); the first answer wins and this one was not written: "
+            "the run takes the first at its next resume",
+            reason="answered",
+            details={"answered_at": when, "sha256": digest, "path": str(path)},
+        )
 
     def _live_path(self, run: RunInput) -> Path:
         """The state file of ``run`` when it is the live instance."""
@@ -439,6 +489,26 @@ class FileRunStore:
 
 
 # -- reading states ---------------------------------------------------------------------------
+
+
+def _set_aside(path: Path, reason: str) -> None:
+    """Move the response file ``path`` under ``.agent-responses/rejected/`` with a
+    ``.reason.txt`` beside it (of racers, one moves it; the others find it gone)."""
+    import time
+
+    from ..storage import beneath
+    from ..storage.durable import atomic_write
+
+    rejected = path.parent / RESPONSES_DIR / REJECTED_DIR
+    if path.parent.name == RESPONSES_DIR:
+        rejected = path.parent / REJECTED_DIR
+    stem = f"{path.stem.lstrip('.')}.{time.time_ns()}"
+    beneath.make_directories(rejected)
+    try:
+        beneath.rename(path, rejected / f"{stem}.json")
+    except FileNotFoundError:
+        return
+    atomic_write(rejected / f"{stem}.reason.txt", f"{path}: {reason}\n".encode(), durable=False)
 
 
 def read_state(path: Path, *, signed_only: bool = False) -> CheckpointState:

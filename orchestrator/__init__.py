@@ -40,6 +40,7 @@ _install_dispatcher(_board_dispatcher)
 _EXPORTS = {
     "AgentAnswer": "_ports",
     "AgentFailedError": "_errors",
+    "AnswerRefusedError": "_errors",
     "AgentInvocationError": "_errors",
     "AgentInvoker": "_ports",
     "AgentRequest": "formats.bridge",
@@ -86,6 +87,7 @@ __all__ = [
     "AgentInvoker",
     "AgentRequest",
     "AgentResponse",
+    "AnswerRefusedError",
     "Ask",
     "Board",
     "BoardError",
@@ -125,6 +127,7 @@ if TYPE_CHECKING:
     from ._errors import (
         AgentFailedError,
         AgentInvocationError,
+        AnswerRefusedError,
         BoardError,
         ContractError,
         InstanceBusyError,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class OrchestratorError(Exception):
     """Root of every error the framework raises on purpose."""
@@ -278,6 +280,21 @@ class AgentInvocationError(OrchestratorError):
 
 class UsageError(OrchestratorError, ValueError):
     """A command or call that cannot be acted on as given (exit code 2)."""
+
+
+class AnswerRefusedError(UsageError):
+    """An answer refused at the answer gate; nothing was written.
+
+    ``reason`` says which check refused it: ``shape`` (the answer is not of the shape
+    the request asks for: ``field``, ``expected`` and ``got`` say how), ``answered``
+    (the request has an answer already: the first one wins), or ``not-pending``.
+    ``details`` holds what a host reads as JSON (the request's answer schema, the
+    first answer's time and digest)."""
+
+    def __init__(self, message: str, *, reason: str, details: dict[str, Any] | None = None) -> None:
+        self.reason = reason
+        self.details = dict(details or {})
+        super().__init__(message)
 
 
 class BoardError(OrchestratorError):

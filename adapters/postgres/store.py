@@ -20,10 +20,11 @@ from typing import Any
 
 import attrs
 
-from ..._errors import NoInstanceError, UsageError
+from ..._errors import AnswerRefusedError, NoInstanceError, UsageError
 from ..._ports import BoardStore, OpenRunInput
+from ...formats.answer_gate import admit_answer
 from ...formats.bridge import AgentResponse
-from ...formats.bridge_codec import dump_document
+from ...formats.bridge_codec import dump_document, parse_request
 from ...storage.durable import sha256_hex
 from ...storage.state_key import ReadMemo
 from .bridge import TRY_LOCK_RUN, UNLOCK_RUN, PostgresBridge, run_lock_name
@@ -194,30 +195,46 @@ class PostgresStore:
             if row is None:
                 raise NoInstanceError(f"{self.name}: no run {run_id} in this store")
             published = self.conn.execute(
-                "select 1 from requests where run_id = %s and request_id = %s",
+                "select document from requests where run_id = %s and request_id = %s",
                 (run_id, response.request_id),
             ).fetchone()
             if published is None:
                 ids = [p.request_id for p in self.pending(run_id)]
-                raise UsageError(
+                raise AnswerRefusedError(
                     f"run {run_id}: request {response.request_id} is not pending; "
-                    + (f"pending: {', '.join(ids)}" if ids else "nothing is pending")
+                    + (f"pending: {', '.join(ids)}" if ids else "nothing is pending"),
+                    reason="not-pending",
                 )
+            asked = parse_request(json.loads(bytes(published[0])), source=f"run {run_id}")
+            admit_answer(asked, response, where=f"{self.name} run {run_id}")
             inserted = self.conn.execute(
                 "insert into responses (run_id, request_id, document, sha256) "
                 "values (%s, %s, %s, %s) on conflict do nothing returning 1",
                 (run_id, response.request_id, raw, sha256_hex(raw)),
             ).fetchone()
             if inserted is None:
-                raise UsageError(
-                    f"run {run_id}: request {response.request_id} is answered already; "
-                    "the run takes that answer at its next resume"
-                )
+                self._refuse_second(run_id, response.request_id)
             self.conn.execute(
                 "update runs set inbox = inbox + 1, updated_at = now() where run_id = %s",
                 (run_id,),
             )
             self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
+
+    def _refuse_second(self, run_id: str, request_id: str) -> None:
+        """The first answer wins: refuse a second, naming when the first came."""
+        row = self.conn.execute(
+            "select received_at, sha256 from responses where run_id = %s and request_id = %s",
+            (run_id, request_id),
+        ).fetchone()
+        when = row[0].isoformat(timespec="seconds") if row else "just now"
+        digest = str(row[1]) if row else ""
+        raise AnswerRefusedError(
+            f"run {run_id}: request {request_id} has an answer already (received at "
+            f"{when}, sha256 {digest[:16]}); the first answer wins and this one was not "
+            "written: the run takes the first at its next resume",
+            reason="answered",
+            details={"answered_at": when, "sha256": digest},
+        )
 
     # -- the workers' side --------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from .._errors import AnswerRefusedError
 from .bridge import AgentRequest, AgentResponse, RequestStatus
 
 #: The request context's keys the gate reads.
@@ -55,6 +56,21 @@ class Refusal:
             "error_type": self.error_type,
             "message": self.line(),
         }
+
+
+def admit_answer(request: AgentRequest, response: AgentResponse, *, where: str) -> None:
+    """Refuse ``response`` (:class:`AnswerRefusedError`, one line naming the field) when
+    it is not of the shape ``request`` asks for; ``where`` names the run for the line."""
+    refusal = check_answer(request, response)
+    if refusal is None:
+        return
+    schema = (request.context or {}).get(SCHEMA_KEY)
+    raise AnswerRefusedError(
+        f"{where}: the answer to request {request.request_id} was refused, "
+        f"{refusal.line()}; nothing was written: correct the answer and send it again",
+        reason="shape",
+        details={"refusal": refusal.as_json(), "answer_schema": schema},
+    )
 
 
 def check_answer(request: AgentRequest, response: AgentResponse) -> Refusal | None:

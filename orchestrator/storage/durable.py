@@ -15,6 +15,7 @@ import errno
 import hashlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -110,6 +111,24 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
                 fsync_directory(path.parent)
             else:
                 os.fsync(directory)
+
+
+def create_new(path: Path, data: bytes) -> None:
+    """Write ``path`` whole, durably, only if nothing is there: of writers racing for
+    one name, exactly one wins, and the others get :class:`FileExistsError` and change
+    nothing. The content is written to a temporary first and linked into place (a link
+    never replaces), so no reader sees a part of it."""
+    with parent(path) as (directory, name):
+        tmp = _write_temporary(directory, name, path, data, sync=True)
+        try:
+            os.link(tmp, name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=directory)
+        if directory is None:
+            fsync_directory(path.parent)
+        else:
+            os.fsync(directory)
 
 
 def write_together(
@@ -418,7 +437,10 @@ def _write_temporary(
     """Write ``data`` to the temporary beside ``name`` (in ``directory``; the name is
     ``path``'s, which must be a regular file or nothing), fsynced with ``sync``; return
     the temporary's name. If anything fails, no temporary is left."""
-    tmp = os.path.join(os.path.dirname(name), f".{os.path.basename(name)}.{os.getpid()}.tmp")
+    # Unique per thread and process (threads of one process write at once: the UI's),
+    # the pid last, as sweep_temporaries reads it.
+    unique = f"{threading.get_native_id()}.{os.getpid()}"
+    tmp = os.path.join(os.path.dirname(name), f".{os.path.basename(name)}.{unique}.tmp")
     check_entry(directory, name, path)
     fd = os.open(tmp, _WRITE_FLAGS, 0o644, dir_fd=directory)
     try:
