@@ -477,10 +477,14 @@ class PendingDocument:
 
 @attrs.frozen(kw_only=True)
 class RespondInput:
-    """A host's answer to a pending request of ``run``."""
+    """A host's answer to a pending request of ``run``. ``check_shape``: refuse an answer
+    of the wrong shape at once (a person, a script); without it the engine judges the
+    shape at its next resume and asks again with the refusal attached (``drive``'s
+    handler, which is asked again as an in-process agent is)."""
 
     run: RunInput
     response: AgentResponse
+    check_shape: bool = True
 
 
 @attrs.frozen(kw_only=True)

@@ -249,7 +249,7 @@ class PostgresRunStore:
     def respond(self, request: RespondInput) -> str:
         run_id = self._run_id(request.run)
         with self._session() as store:
-            store.respond(run_id, request.response)
+            store.respond(run_id, request.response, check_shape=request.check_shape)
         return f"{self.name} run {run_id} request {request.response.request_id}"
 
     def cancel_queued(self, request: RunInput) -> bool:

@@ -60,6 +60,12 @@ def _declare_respond(respond: argparse.ArgumentParser) -> None:
         "--tokens-used", type=int, default=None, help="tokens the answer took (metadata)"
     )
     respond.add_argument(
+        "--json",
+        action="store_true",
+        help="on a refusal, print it as JSON on stdout: the reason, the field, what was "
+        "expected and what came, and the answer's schema (exit code 2 as without it)",
+    )
+    respond.add_argument(
         "--confidence",
         type=float,
         default=None,
@@ -91,7 +97,11 @@ def _cmd_pending(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "respond": Command(
-        "Write a valid response for a pending request.", _declare_respond, _cmd_respond
+        "Answer a pending request, through the answer gate: the request must be pending "
+        "and unanswered (the first answer wins), and the answer of the shape it asks for; "
+        "a refusal exits 2 in one line naming the field, and writes nothing.",
+        _declare_respond,
+        _cmd_respond,
     ),
     "pending": Command(
         "List the requests waiting for a host: of the work directory's instance, or of "

@@ -16,7 +16,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import UsageError
+from .._errors import AnswerRefusedError, UsageError
 from .._ports import (
     AdvancedInput,
     AnswerInput,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..engine.record import Outcome
     from ..formats.bridge import CheckpointState
 
-EXIT_OK = 0
+EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def report(store: RunStore, outcome: Outcome, run_id: str) -> int:
@@ -215,8 +215,20 @@ def cmd_respond(args: argparse.Namespace) -> int:
         request_id = choose_request(pending, request_id, where=found.source)
         response = document or response_document(request_id, text=text, **answer_options(args))
         where = RunInput(run_id=found.run_id or args.run, workflow=args.workflow)
-        print(store.respond(RespondInput(run=where, response=response)))
+        try:
+            print(store.respond(RespondInput(run=where, response=response)))
+        except AnswerRefusedError as refused:
+            if not args.json:
+                raise
+            print(json.dumps(refusal_document(refused), indent=2, ensure_ascii=False))
+            return EXIT_USAGE
     return EXIT_OK
+
+
+def refusal_document(refused: AnswerRefusedError) -> dict[str, Any]:
+    """A refusal as a host reads it: why, the one line a person reads, and the facts
+    (the field, what was expected and what came; the answer schema; the first answer)."""
+    return {"refused": True, "reason": refused.reason, "message": str(refused), **refused.details}
 
 
 def answer_text(args: argparse.Namespace) -> str:
@@ -425,7 +437,10 @@ def _delivery(store: RunStore, run_id: str) -> Any:
 
     def deliver(document: dict[str, Any]) -> None:
         response = parse_response(document, source=f"run {run_id} answer")
-        store.respond(RespondInput(run=RunInput(run_id=run_id), response=response))
+        # Judged by the engine, which asks the handler again when the shape is wrong.
+        store.respond(
+            RespondInput(run=RunInput(run_id=run_id), response=response, check_shape=False)
+        )
 
     return deliver
 

@@ -261,12 +261,15 @@ def _describe_value(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     kind = "a string" if isinstance(value, str) else "a number"
-    return f"{kind} {_shown(json.dumps(value, ensure_ascii=False))}"
+    return f"{kind} {_cut(json.dumps(value, ensure_ascii=False))}"
 
 
 def _shown(text: str) -> str:
-    cut = text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-    return repr(cut)
+    return repr(_cut(text))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
 def _mismatch(path: str, expected: str, got: str) -> Refusal:
