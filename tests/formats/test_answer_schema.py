@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.formats.answer_gate import schema_mismatch
 from orchestrator.formats.answer_schema import answer_schema
 from orchestrator.formats.convert import structure
 
@@ -97,14 +98,23 @@ def test_a_typed_ask_carries_its_schema_in_the_request(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("answer", ['{"verdict": "ok"}', '{"verdict": "ok", "score": 1.5}'])
-def test_an_answer_of_another_shape_is_refused_by_the_engine_too(
-    tmp_path: Path, answer: str
-) -> None:
+def test_an_answer_of_another_shape_is_refused_at_the_door(tmp_path: Path, answer: str) -> None:
     from support.cli import orchestrate
 
     flow = f"{Path(__file__).parents[1] / 'support' / 'ui_flows.py'}:Review"
     assert orchestrate("run", flow, "--workdir", tmp_path).returncode == 42
-    assert orchestrate("respond", "--workdir", tmp_path, "--text", answer).returncode == 0
-    resumed = orchestrate("resume", "--workdir", tmp_path)
-    assert resumed.returncode == 1
-    assert "VALIDATION_ERROR" in resumed.stderr or "expected" in resumed.stderr
+    refused = orchestrate("respond", "--workdir", tmp_path, "--text", answer)
+    assert refused.returncode == 2
+    assert "response.score: expected" in refused.stderr
+    assert not (tmp_path / ".agent-response.json").exists()
+
+
+@given(documents)
+def test_the_gate_and_a_json_schema_validator_agree_on_every_answer(
+    document: dict[str, Any],
+) -> None:
+    schema = answer_schema(Outer)
+    assert schema is not None
+    fits = jsonschema.Draft202012Validator(schema).is_valid(document)
+    refusal = schema_mismatch(document, schema, "response")
+    assert fits == (refusal is None), (document, refusal)
