@@ -308,10 +308,11 @@ def test_a_full_disk_in_either_lane_names_the_file_and_leaves_no_temporary(
         (tmp_path / sub).mkdir()
     (tmp_path / "state.json").write_bytes(b"old")
     real_write = os.write
-    refused = f".{os.path.basename(full)}.{os.getpid()}.tmp"
+    refused = f".{os.path.basename(full)}."  # then the writer's thread and pid, ".tmp"
 
     def write(fd: int, data: Any) -> int:
-        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == refused:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        if name.startswith(refused) and name.endswith(f".{os.getpid()}.tmp"):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 

@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -978,7 +979,7 @@ def test_the_recorder_logs_an_atomic_write_and_an_append(tmp_path: Path) -> None
         append_lines(tmp_path / "log.ndjson", [b"2\n"])
         os.replace(tmp_path / "old", tmp_path / "new")
     kinds = [str(op) for op in rec.log]
-    tmp = f"d/.f.json.{os.getpid()}.tmp"
+    tmp = f"d/.f.json.{threading.get_native_id()}.{os.getpid()}.tmp"
     assert kinds == [
         "mkdir(d)", f"create({tmp}, fid 1)", "write(fid 1, offset 0, 2 bytes)", "fsync(fid 1)",
         f"rename({tmp} -> d/f.json)", "dirsync(d)",
