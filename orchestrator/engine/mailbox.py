@@ -326,6 +326,14 @@ class Mailbox:
                 self._rejected.append((item, record.x_refused["message"]))
             return
         retry = self._pending_retry_of(record, item.response)
+        refusal = None if retry is None else check_answer(record.request(), item.response)
+        if retry is not None and refusal is not None:  # wrong again: aside, the retry waits
+            self._rejected.append((item, refusal.line()))
+            self.refusals.append(
+                f"{item.source}: the answer to {record.request_id} was refused, "
+                f"{refusal.line()}; the file was set aside; {retry.request_id} still waits"
+            )
+            return
         taken = {r.request_id for r in late.values()}
         if retry is not None and retry.request_id not in taken:
             late[record.request_id] = retry
@@ -436,7 +444,8 @@ class Mailbox:
         record.x_response_sha256 = digest
         record.status = self._settled_status(record, response, refusal)
         recorder = self._engine.recorder
-        if late:
+        if late:  # an answer that passed the gate (a corrected one, after a refusal)
+            record.x_refused = None
             recorder.agent_end(record, late=True)
             return None
         if refusal is not None:  # the answer stays recorded, with why it was refused

@@ -162,3 +162,31 @@ def test_twenty_racing_answers_on_postgresql_one_wins(pg_dsn: str, tmp_path: Pat
     assert resumed.returncode == 0, resumed.stderr
     output = orchestrate("output", "--store", pg_dsn, "--run", run_id, "--json")
     assert winner in output.stdout, output.stdout
+
+
+def test_a_corrected_file_for_the_refused_request_is_taken(tmp_path: Path) -> None:
+    """A person who fixes their file and keeps its request_id (the refused request's, not
+    the new one's) is not refused again: the corrected answer is taken and the request
+    asked again is withdrawn; a still-wrong one is set aside too."""
+    request = start(tmp_path)
+
+    def write(answer: dict[str, str]) -> None:
+        document = {
+            "request_id": request["request_id"],
+            "status": "success",
+            "created_at": "2026-11-29T10:00:00Z",
+            "response": json.dumps(answer),
+        }
+        (tmp_path / ".agent-response.json").write_text(json.dumps(document))
+
+    write({"severity": "high"})
+    assert orchestrate("resume", "--workdir", tmp_path).returncode == 42
+    write({"severity": "high", "sumary": "typo again"})
+    again = orchestrate("resume", "--workdir", tmp_path)
+    assert again.returncode == 42 and "response.summary" in again.stderr, again.stderr
+    assert len(list((tmp_path / ".agent-responses" / "rejected").glob("*.json"))) == 2
+    write(GOOD)
+    done = orchestrate("resume", "--workdir", tmp_path)
+    assert done.returncode == 0, done.stderr
+    output = orchestrate("output", "--workdir", tmp_path, "--json")
+    assert json.loads(output.stdout)["triage"] == GOOD
