@@ -597,7 +597,7 @@ class PhaseContext:
         if edited is not None:
             index, old, new = edited
             message = edited_prompt_message(
-                f"{where}: {made}, and the prompt of request {index} changed",
+                f"{where}: {made}: the prompt changed (request {index})",
                 old=old,
                 new=new,
                 replay_only=self._engine.replay_only,
