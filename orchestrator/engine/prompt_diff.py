@@ -10,7 +10,6 @@ diff, each cut to ``MAX_LINE`` characters, with a note of what was left out.
 from __future__ import annotations
 
 import difflib
-import os
 
 from .._text import plural
 
@@ -29,7 +28,10 @@ LEAD = 40
 def first_difference(old: str, new: str) -> tuple[int, int, int]:
     """Where ``old`` and ``new`` first differ: ``(line, column, offset)``, the line and
     column counted from 1, the offset (characters from the start) from 0."""
-    offset = len(os.path.commonprefix([old, new]))
+    offset = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
     line = old.count("\n", 0, offset) + 1
     column = offset - (old.rfind("\n", 0, offset) + 1) + 1
     return line, column, offset
