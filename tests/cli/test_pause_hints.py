@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 WAKE = "2026-03-02T10:00:00.000Z"
 
-FLOW = '''
+FLOW = """
 from datetime import timedelta
 
 from orchestrator import Workflow, phase
@@ -77,7 +77,7 @@ class Asker(Workflow):
     @phase(1)
     def ask(self, ctx):
         return ctx.ask("writer", PROMPT)
-'''
+"""
 
 
 @pytest.fixture
