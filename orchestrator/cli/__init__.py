@@ -18,8 +18,9 @@ place a command chooses its store (and the only one that names the PostgreSQL ad
 ``run_commands``, the commands on runs written once over the ``RunStore`` port;
 ``engines``, an engine for a run of a store; ``board_handoff``, the board commands'
 hand-off to the board wing's ``handoff``; ``instance``, the reads and writes of an
-instance's files that the commands share; ``drive``, the host loop of ``drive``; and
-``reference``, which makes ``docs/cli.md`` from the parser.
+instance's files that the commands share; ``hints``, what comes next after a pause, said
+for the face that says it (the plain CLI, ``drive``, a worker, the UI); ``drive``, the
+host loop of ``drive``; and ``reference``, which makes ``docs/cli.md`` from the parser.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """

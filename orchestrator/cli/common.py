@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -20,11 +19,9 @@ from .._errors import (
     UsageError,
     WorkflowNotFoundError,
 )
-from .._text import printable
 
 if TYPE_CHECKING:
     from ..engine.engine import Engine
-    from ..engine.record import Outcome
     from ..storage.state_key import ReadMemo
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
@@ -228,24 +225,6 @@ def parse_inputs(pairs: list[str]) -> dict[str, str]:
             value = str(Path(value).resolve())
         inputs[key] = value
     return inputs
-
-
-def report(outcome: Outcome, workdir: Path) -> int:
-    print(f"orchestrate: {printable(outcome.message, lines=True)}", file=sys.stderr)
-    if outcome.status == "paused":
-        from ..formats.bridge import REQUEST_FILE, REQUESTS_DIR
-        from .instance import next_step
-
-        # On stderr: stdout holds only the request files' paths, which hosts read.
-        then = next_step("paused", bool(outcome.pending), wake_at=outcome.wake_at)
-        print(f"orchestrate: next: {then}", file=sys.stderr)
-
-        if len(outcome.pending) == 1:
-            print(workdir / REQUEST_FILE)
-        else:
-            for request in outcome.pending:
-                print(workdir / REQUESTS_DIR / f"{request.request_id}.json")
-    return outcome.exit_code
 
 
 # -- the store a command names ------------------------------------------------------------

@@ -40,6 +40,7 @@ from ..formats.strict_json import dumps_canonical
 from ..formats.times import FixedClock, SystemClock, format_time, parse_time
 from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
+from .hints import Mode, pause_hint
 
 
 class Progress:
@@ -174,6 +175,9 @@ def drive(
     while outcome.status == "paused":
         if not outcome.pending:
             progress.line(outcome.message)
+            then = pause_hint(outcome, Mode.DRIVE)
+            if then is not None:
+                progress.line(f"next: {then}")
             _wait_for_timer(outcome, clock or SystemClock())
             outcome = resume()
             continue

@@ -26,6 +26,7 @@ from ..storage.beneath import make_directories
 from ..storage.durable import atomic_write
 from ..storage.files import STATE_MAX_BYTES, read_json_file, read_json_file_bytes
 from ..storage.state_key import check_key_outside, check_signature, signature_problem
+from .hints import Mode, next_step
 
 
 def load_state_file(path: Path) -> Any:
@@ -85,17 +86,27 @@ def summarize_state(
     signature: str | None = None,
     trust_step: str | None = None,
     store_run: str | None = None,
+    options: str | None = None,
+    mode: Mode = Mode.CLI,
 ) -> dict[str, Any]:
     """A JSON-ready summary of a live run's state, for ``status`` on either store;
     ``answer_at(request_id)``: where, or how, a host answers that request; ``store_run``:
-    the run's id, for a run of a PostgreSQL store."""
+    the run's id, for a run of a store of many, and ``options``, the options that name
+    it; ``mode``: the face that shows the summary (its ``next`` fits it)."""
     record = load_record(state, source=source)
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     if signature is not None:
         then: str | None = trust_step
     else:
         wake_at = record.waiting_until
-        then = next_step(record.status, bool(pending), store_run=store_run, wake_at=wake_at)
+        then = next_step(
+            record.status,
+            bool(pending),
+            mode=mode,
+            store_run=store_run,
+            options=options,
+            wake_at=wake_at,
+        )
     counts: dict[str, int] = {}
     for item in state.agent_requests:
         counts[item.status.value] = counts.get(item.status.value, 0) + 1
@@ -137,32 +148,6 @@ def _trust_step(state_path: Path) -> str:
         f"'orchestrate trust {state_path}' signs it as it is ('orchestrate cancel --force' "
         "sets it aside)"
     )
-
-
-def next_step(
-    status: str, pending: bool, *, store_run: str | None = None, wake_at: str | None = None
-) -> str | None:
-    """What a host does next with a run in ``status`` (``pending``: requests wait for its
-    answers; ``wake_at``: a durable timer is due then): the ``next`` of ``status``, and what
-    ``run`` and ``resume`` say at a pause. ``store_run``: the run's id in a PostgreSQL
-    store, where a worker goes on by itself."""
-    run = f" --store ... --run {store_run}" if store_run else ""
-    if status == "failed":
-        return (
-            f"fix the cause, then 'orchestrate retry{run}' goes on from the failed phase, "
-            f"asking again only what changed or failed ('orchestrate cancel{run}' removes "
-            "the run)"
-        )
-    if status not in ("paused", "running"):
-        return None
-    when = f" once the timer is due ({wake_at})" if wake_at and not pending else ""
-    if store_run:
-        goes_on = f"a worker of the store goes on{when}, or 'orchestrate resume{run}'"
-    else:
-        goes_on = f"'orchestrate resume' goes on{when}" if when else "'orchestrate resume'"
-    if pending:
-        return f"answer each request (or 'orchestrate respond{run}'), then {goes_on}"
-    return goes_on if store_run or when else "'orchestrate resume' (or drive) goes on"
 
 
 def describe_ended_run(workdir: Path) -> dict[str, Any]:

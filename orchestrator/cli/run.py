@@ -245,7 +245,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     load_recorded_run(args.run, signed_only=True)  # a run that was changed is not replayed
     _, workflow_cls = locate_workflow(args.workflow, base_dir=Path.cwd())
     report = replay_run(args.run, workflow_cls, signed_only=True)
-    print(f"orchestrate: {printable(report.describe())}", file=sys.stderr)
+    print(f"orchestrate: {printable(report.describe(), lines=True)}", file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_ERROR
 
 

@@ -41,14 +41,14 @@ EXIT_OK, EXIT_USAGE = 0, 2
 def report(store: RunStore, outcome: Outcome, run_id: str) -> int:
     """What a command that advanced a run says: the outcome and the next step on stderr;
     on stdout what its host reads (the request files, or the run's id)."""
-    from .instance import next_step
+    from .hints import Mode, pause_hint, run_options
 
     named = store.named_run(run_id)
     which = f"run {named}: " if named else ""
     print(f"orchestrate: {which}{printable(outcome.message, lines=True)}", file=sys.stderr)
     pending = [r.request_id for r in outcome.pending] if outcome.status == "paused" else []
-    if outcome.status == "paused":
-        then = next_step("paused", bool(pending), store_run=named, wake_at=outcome.wake_at)
+    then = pause_hint(outcome, Mode.CLI, store_run=named, options=run_options(store, run_id))
+    if then is not None:
         print(f"orchestrate: next: {then}", file=sys.stderr)
     for line in store.host_lines(AdvancedInput(run_id=run_id, pending=pending)):
         print(line)
@@ -331,9 +331,11 @@ def describe_run(store: RunStore, found: StoredRun) -> dict[str, Any]:
     """``status`` of one run: live (its phase, what it waits for), ended (how, its
     outputs) or queued."""
     from ..formats.bridge import HistoryStatus
+    from .hints import run_options
     from .instance import describe_ended, summarize_state
 
     named = store.named_run(found.run_id)
+    options = run_options(store, found.run_id)
     if found.state is None:
         return {
             "workflow": found.workflow_name,
@@ -352,8 +354,8 @@ def describe_run(store: RunStore, found: StoredRun) -> dict[str, Any]:
         summary = describe_ended(found.state, source=found.source)
         if named is not None:
             summary["next"] = (
-                f"'orchestrate output --store ... --run {named}' prints the outputs; "
-                f"'orchestrate history --store ... --run {named}' tells the run"
+                f"'orchestrate output{options}' prints the outputs; "
+                f"'orchestrate history{options}' tells the run"
             )
         return summary
     records = found.state.agent_requests
@@ -374,6 +376,7 @@ def describe_run(store: RunStore, found: StoredRun) -> dict[str, Any]:
         signature=found.problem,
         trust_step=trust,
         store_run=named,
+        options=options,
     )
 
 

@@ -181,6 +181,7 @@ class Fleet:
     def _advance(self, store: WorkerRunStore, run_id: str) -> None:
         from .._ports import RunInput
         from .engines import advance, run_engine
+        from .hints import Mode, pause_hint, run_options
 
         handled = None
         engine = None
@@ -193,7 +194,9 @@ class Fleet:
             handled = getattr(engine.bridge, "inbox_seen", None)
             with self._lock:
                 self.advanced += 1
-            say(f"worker {self.name}: run {run_id}: {outcome.message}")
+            then = pause_hint(outcome, Mode.WORKER, options=run_options(store, run_id))
+            hint = f"; next: {then}" if then else ""
+            say(f"worker {self.name}: run {run_id}: {outcome.message}{hint}")
         except ResponseRejectedError as exc:
             # An answer the run refuses waits for its host to correct it: no worker takes
             # the run again until another answer comes (the inbox read so far is handled).

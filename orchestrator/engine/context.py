@@ -46,6 +46,7 @@ from ..storage.runs import ENGINE_KEY
 from .dispatcher import TaskDispatcher, installed_dispatcher
 from .journal import PhaseReplay
 from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
+from .prompt_diff import edited_prompt_message
 from .record import (
     JournalEntry,
     Pause,
@@ -406,7 +407,13 @@ class PhaseContext:
     # -- internals ----------------------------------------------------------------------
 
     def _recorded(
-        self, position: int, *, kind: str, fingerprint: list[str], what: str
+        self,
+        position: int,
+        *,
+        kind: str,
+        fingerprint: list[str],
+        what: str,
+        asks: Sequence[Ask] = (),
     ) -> JournalEntry | None:
         """The journal's entry at ``position``, checked against the call the phase makes
         now; ``None`` when there is none (the call is made anew).
@@ -434,7 +441,7 @@ class PhaseContext:
                 return entry
             self._engine.journal.drop_from(position, because=because)
             return None
-        self._expect(entry, kind=kind, fingerprint=fingerprint, what=what)
+        self._expect(entry, kind=kind, fingerprint=fingerprint, what=what, asks=asks)
         return entry
 
     def _next_position(self) -> int:
@@ -448,9 +455,8 @@ class PhaseContext:
             self._check_ask(ask)
         position = self._next_position()
         fingerprint = [_ask_fingerprint(a) for a in asks]
-        entry = self._recorded(
-            position, kind=kind, fingerprint=fingerprint, what=_describe_asks(kind, asks)
-        )
+        what = _describe_asks(kind, asks)
+        entry = self._recorded(position, kind=kind, fingerprint=fingerprint, what=what, asks=asks)
         if entry is None:
             entry = engine.mailbox.open_requests(
                 self._spec, position, asks, kind=kind, fingerprint=fingerprint
@@ -577,18 +583,54 @@ class PhaseContext:
             self._engine.mark_fatal(failure)
         return failure
 
-    def _expect(self, entry: JournalEntry, *, kind: str, fingerprint: list[str], what: str) -> None:
+    def _expect(
+        self,
+        entry: JournalEntry,
+        *,
+        kind: str,
+        fingerprint: list[str],
+        what: str,
+        asks: Sequence[Ask] = (),
+    ) -> None:
         if entry.kind == kind and entry.fingerprint == fingerprint:
             return
-        changed = _what_changed(entry, kind, fingerprint)
-        raise NonDeterminismError(
-            f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}: "
-            f"the recorded run made {_describe(entry)}, this run makes {what} ({changed}); a "
-            "phase must make the same asks and steps, in the same order, on replay; put "
-            "anything that varies inside ctx.step, or 'orchestrate cancel' and run again",
-            phase_name=self._spec.name,
-            position=entry.position,
-        )
+        where = f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}"
+        made = f"the recorded run made {_describe(entry)}, this run makes {what}"
+        edited = self._edited_prompt(entry, kind, fingerprint, asks)
+        if edited is not None:
+            index, old, new = edited
+            message = edited_prompt_message(
+                f"{where}: {made}: the prompt changed (request {index})",
+                old=old,
+                new=new,
+                replay_only=self._engine.replay_only,
+            )
+        else:
+            message = (
+                f"{where}: {made} ({_what_changed(entry, kind, fingerprint)}); a phase must "
+                "make the same asks and steps, in the same order, on replay; put anything "
+                "that varies inside ctx.step, or 'orchestrate cancel' and run again"
+            )
+        raise NonDeterminismError(message, phase_name=self._spec.name, position=entry.position)
+
+    def _edited_prompt(
+        self, entry: JournalEntry, kind: str, fingerprint: list[str], asks: Sequence[Ask]
+    ) -> tuple[int, str, str] | None:
+        """``(index, recorded text, current text)`` of the first prompt that changed, when
+        the ask is the recorded one but for its prompts and the recorded text is at hand."""
+        if entry.kind != kind or not len(entry.fingerprint) == len(fingerprint) == len(asks):
+            return None
+        for index, (old, new) in enumerate(zip(entry.fingerprint, fingerprint, strict=True)):
+            if old == new:
+                continue
+            if old.split(" ")[0] != new.split(" ")[0]:
+                return None  # another agent: the call changed, not only its words
+            try:
+                recorded = self._engine.mailbox.records_of(entry)[index].request().prompt
+            except (KeyError, IndexError, ValueError):
+                return None  # the recorded request is not at hand (an archived one)
+            return index, recorded, asks[index].prompt
+        return None
 
 
 def _what_changed(entry: JournalEntry, kind: str, fingerprint: list[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.adapters.postgres.connection import shown
 from support.cli import command, orchestrate
 from support.process_support import example_answer as fake_answer
 
@@ -117,7 +119,8 @@ def test_run_on_a_store_at_a_pause_says_the_next_step_status_gives(
     assert started.returncode == 42, started.stderr
     run_id = started.stdout.strip()  # stdout is the run's id alone
     expected = status_of(pg_dsn, run_id)["next"]
-    assert f"'orchestrate respond --store ... --run {run_id}'" in expected
+    named = f"--store {shlex.quote(shown(pg_dsn))} --run {run_id}"
+    assert f"'orchestrate respond {named}'" in expected
     assert "a worker of the store goes on" in expected
     assert f"orchestrate: next: {expected}\n" in started.stderr
 

@@ -6,7 +6,10 @@ copies tests/fixtures/bad_input/wf.py into its temporary directory, starts ``tin
 the copy with a real ``python -m orchestrator run`` (exit 42), answers the request, edits
 the copy, and resumes. It proves that:
 
-- a changed prompt, a renamed step, an ask replaced by a step, and a phase that ends
+- a changed prompt shows the recorded and the current text (a short unified diff, where
+  they first differ), keeps the answer given, and goes on with it once the old text is
+  back and the run retried (a retry with the new text asks it anew);
+- a renamed step, an ask replaced by a step, and a phase that ends
   before its recorded asks (one ask fewer) each fail the resume with exit 1 and a one-line
   non-determinism error that names the phase, the position and what changed;
 - the failure is recorded: the state file stays, with status ``failed``, and a second
@@ -23,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from support import bad_input_support as bad_input
+from support.cli import orchestrate
 
 ANSWER = "Owls hunt at night and see well in the dark."
 
@@ -86,16 +90,97 @@ def assert_fails_with(instance: bad_input.Instance, *fragments: str) -> str:
     return message
 
 
-def test_a_changed_prompt_fails_the_resume(tmp_path: Path) -> None:
-    instance = paused_copy(tmp_path)
+RECORDED_LINE = "no headings, no lists. Topic: owls"
+EDITED_LINE = "no headings, no lists, no adjectives. Topic: owls"
+
+
+def edit_the_prompt(instance: bad_input.Instance) -> None:
     edit(instance, "no headings, no lists", "no headings, no lists, no adjectives")
-    assert_fails_with(
-        instance,
+
+
+def assert_shows_both_texts(stderr: str) -> list[str]:
+    """The failure of an edited prompt: a first line naming the phase, the position and
+    where the texts first differ; the recorded and the current line as a unified diff;
+    what to do on the last line. No digests, no traceback, a bounded number of lines."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    first = lines[0]
+    for fragment in (
         "phase 'draft' (phase 1)",
         "position 1",
-        "the prompt changed",
         "the recorded run made ask of writer",
-    )
+        "the prompt changed (request 0)",
+    ):
+        assert fragment in first, f"{fragment!r} not in {first!r}"
+    prompt = bad_input.WORKFLOW_FILE.read_text(encoding="utf-8")
+    recorded = "You are the writer" + prompt.split('"You are the writer', 1)[1].split("{topic}")[0]
+    recorded = recorded.replace('"\n    "', "")  # the two literals of PROMPT, joined
+    column = recorded.index("no lists") + len("no lists") + 1
+    assert f"first difference at line 1, column {column} (offset {column - 1})" in first
+    assert "recorded '. Topic: owls', now ', no adjectives. Topic: '" in first
+    assert "--- recorded prompt" in lines and "+++ current prompt" in lines
+    (removed,) = [line for line in lines if line.startswith("-") and not line.startswith("---")]
+    (added,) = [line for line in lines if line.startswith("+") and not line.startswith("+++")]
+    assert removed.endswith(RECORDED_LINE), removed
+    assert added.endswith(EDITED_LINE), added
+    assert "put the old text back and 'orchestrate retry' goes on" in lines[-1]
+    assert "sha256" not in stderr
+    assert len(lines) < 12, stderr
+    return lines
+
+
+def test_a_changed_prompt_fails_the_resume_showing_both_texts(tmp_path: Path) -> None:
+    instance = paused_copy(tmp_path)
+    edit_the_prompt(instance)
+    result = instance.resume()
+    assert result.returncode == 1, bad_input.describe(result)
+    assert_shows_both_texts(result.stderr)
+
+    record = instance.engine_record()
+    assert record["status"] == "failed"
+    assert not instance.request_path.exists(), "a failed run asks nothing"
+    # The answer given to the recorded prompt is kept in the state.
+    (kept,) = instance.state()["agent_requests"]
+    assert kept["status"] == "completed"
+    assert kept["x_response"]["response"] == ANSWER
+    failed_state = instance.state_bytes()
+
+    again = instance.resume()
+    assert again.returncode == 1, bad_input.describe(again)
+    assert "already failed" in again.stderr
+    assert_shows_both_texts(again.stderr)
+    assert instance.state_bytes() == failed_state, "a repeated failure must not change the state"
+    assert instance.steps() == ["outline"], "replay must not run a step again"
+
+
+def test_the_old_prompt_put_back_goes_on_with_the_answer_given(tmp_path: Path) -> None:
+    """The edit fails the resume; with the old text back, retry replays the recorded
+    answer: no new request, no step run again, the run completes with that answer."""
+    instance = paused_copy(tmp_path)
+    (answered,) = instance.state()["agent_requests"]
+    edit_the_prompt(instance)
+    assert instance.resume().returncode == 1
+    edit(instance, "no headings, no lists, no adjectives", "no headings, no lists")
+    retried = orchestrate("retry", "--workdir", instance.workdir)
+    assert retried.returncode == 0, bad_input.describe(retried)
+    assert instance.answer() == ANSWER + "\n"
+    assert instance.steps() == ["outline", "save"]
+    (history,) = instance.history()
+    assert [r["request_id"] for r in history["agent_requests"]] == [answered["request_id"]]
+    assert history["phase_data"]["draft"] == ANSWER
+
+
+def test_a_changed_prompt_kept_is_asked_again_by_retry(tmp_path: Path) -> None:
+    """The other way on: retry with the new text asks it as a new request."""
+    instance = paused_copy(tmp_path)
+    (answered,) = instance.state()["agent_requests"]
+    edit_the_prompt(instance)
+    assert instance.resume().returncode == 1
+    retried = orchestrate("retry", "--workdir", instance.workdir)
+    assert retried.returncode == 42, bad_input.describe(retried)
+    request = instance.request()
+    assert request["request_id"] != answered["request_id"]
+    assert EDITED_LINE in request["prompt"]
 
 
 def test_a_renamed_step_fails_the_resume(tmp_path: Path) -> None:
@@ -160,7 +245,9 @@ def test_the_failure_is_detected_once_answered(tmp_path: Path) -> None:
     assert instance.request_path.read_bytes() == request
     assert instance.state_bytes() == state
     assert instance.respond(ANSWER).returncode == 0
-    assert_fails_with(instance, "position 1", "the prompt changed")
+    failed = instance.resume()
+    assert failed.returncode == 1, bad_input.describe(failed)
+    assert_shows_both_texts(failed.stderr)
 
 
 def test_the_same_code_resumes_to_the_end(tmp_path: Path) -> None:

@@ -82,9 +82,12 @@ def test_orchestrate_replay_exits_0_clean_and_1_at_a_difference(tmp_path: Path) 
     path, _ = changed_copy(tmp_path)
     differs = orchestrate("replay", f"{path}:TemplateCreate", "--run", recorded)
     assert differs.returncode == 1
-    (line,) = differs.stderr.splitlines()
+    line, *diff, advice = differs.stderr.splitlines()
     assert "does not replay" in line and "phase 'agent_enhancement'" in line
     assert "position 0" in line and "the prompt changed" in line
+    # The edit itself, as a unified diff of the recorded and the current prompt.
+    assert f"-{ENHANCE}" in diff and f"+{ENHANCE}, briefly" in diff
+    assert advice.startswith("runs recorded with the old text do not replay with this code")
 
 
 @pytest.mark.slow
