@@ -36,18 +36,18 @@ def started(workdir: Path, flow: str, **env: str) -> tuple[str, dict[str, object
     return str(status["run_id"]), status
 
 
-def page_of(served: Served, run_id: str) -> str:
-    code, _, body = served.request("GET", "/run?" + urlencode({"dir": 0, "run": run_id}))
+def page_of(served: Served, run_id: str, *, index: int = 0) -> str:
+    code, _, body = served.request("GET", "/run?" + urlencode({"dir": index, "run": run_id}))
     assert code == 200
     return body.decode()
 
 
 def post(served: Served, path: str, fields: dict[str, str]) -> tuple[int, dict[str, str], str]:
-    page = page_of(served, fields["run"])
+    page = page_of(served, fields["run"], index=int(fields.get("dir", "0")))
     start = page.index("<meta name='csrf' content='") + len("<meta name='csrf' content='")
     csrf = page[start : page.index("'", start)]
     code, headers, body = served.request(
-        "POST", path, body={"dir": "0", "csrf": csrf, **fields}, headers={"Origin": served.origin}
+        "POST", path, body={"dir": "0", **fields, "csrf": csrf}, headers={"Origin": served.origin}
     )
     return code, headers, body.decode()
 
@@ -178,24 +178,38 @@ def test_an_answer_asked_again_shows_why_the_one_before_was_refused(tmp_path: Pa
 def test_a_sleeping_run_says_until_when_and_is_resumed_once_due(tmp_path: Path) -> None:
     from support.cli import orchestrate
 
-    workdir = tmp_path / "nap"
-    run_id, status = started(workdir, "Nap", ORCHESTRATOR_TEST_NAP="6")
+    long_id, status = started(tmp_path / "long", "Nap", ORCHESTRATOR_TEST_NAP="3600")
+    short_id, _ = started(tmp_path / "short", "Nap", ORCHESTRATOR_TEST_NAP="1")
     until = str(status["sleeping_until"])
-    with serving(workdir) as served:
-        page = page_of(served, run_id)
+    with serving(tmp_path / "long", tmp_path / "short") as served:
+        page = page_of(served, long_id)
         assert "sleeping until" in page and f"data-wake='{until}'" in page
-        code, headers, _ = post(served, "/wake", {"run": run_id, "resume": "1"})
-        # Due later (or already, on a slow machine): the server resumes it when it is.
-        assert code == 303, headers
-        assert "when+it+is+due" in headers["location"] or "is+due" in headers["location"]
-        # Nobody watches the page: the server itself resumes the run once it is due.
+        assert "this server resumes it" not in page
+        code, headers, _ = post(served, "/wake", {"run": long_id, "resume": "1"})
+        assert code == 303 and "when+it+is+due" in headers["location"], headers
+        assert "this server resumes it when it is due" in page_of(served, long_id)
+        code, headers, _ = post(served, "/wake", {"run": long_id})  # unticked
+        assert code == 303 and "sleeps+on" in headers["location"], headers
+        assert "this server resumes it" not in page_of(served, long_id)
+        # Due now or soon: nobody watches the page, the server resumes the run when it is.
+        code, headers, _ = post(served, "/wake", {"dir": "1", "run": short_id, "resume": "1"})
+        assert code == 303 and "is+due" in headers["location"], headers
         deadline = time.monotonic() + 60
         while True:
-            ended = orchestrate("status", "--workdir", workdir, "--json")
+            ended = orchestrate("status", "--workdir", tmp_path / "short", "--json")
             if ended.returncode != 0 or '"completed"' in ended.stdout:
                 break
             assert time.monotonic() < deadline, ended.stdout
             time.sleep(0.3)
-        page = page_of(served, run_id)
-    assert "badge completed" in page, page
-    assert "form method='post' action='/wake'" not in page
+        page = page_of(served, short_id, index=1)
+        assert "badge completed" in page, page
+        assert "form method='post' action='/wake'" not in page
+    assert "badge paused" in page_of_run(tmp_path / "long")
+
+
+def page_of_run(workdir: Path) -> str:
+    """The run's status as ``orchestrate status`` says it, as a badge would."""
+    from support.cli import orchestrate
+
+    status = json.loads(orchestrate("status", "--workdir", workdir, "--json").stdout)
+    return f"badge {status['status']}"
