@@ -125,18 +125,7 @@ def run_page(
         asks = f"<section><h2>Waiting for an answer</h2>{asks}</section>"
     if sleep is not None and status == "paused" and not waiting:
         asks = sleeping(ref, csrf, sleep)
-    actions = ""
-    if status == "failed":
-        phases = [p.phase_name for p in state.completed_phases] + [state.phase_name]
-        options = "".join(f"<option>{escape(p)}</option>" for p in phases)
-        actions = (
-            "<section><h2>Recover</h2>"
-            f"<form method='post' action='/retry' data-confirm='Retry the failed phase?'>"
-            f"{_hidden(ref, csrf)}<button>Retry the failed phase</button></form>"
-            f"<form method='post' action='/rewind' data-confirm='Rewind the run?'>"
-            f"{_hidden(ref, csrf)}<label>rewind to <select name='to'>{options}</select></label>"
-            "<button>Rewind</button></form></section>"
-        )
+    actions = _recover(ref, csrf, state) if status == "failed" else ""
     last = str(events[-1][0]) if events else "0"
     asked = "".join(_asked(record) for record in state.agent_requests if record.x_request)
     if asked:
@@ -166,6 +155,20 @@ def run_page(
         + f"<section><h2>Evidence</h2><ul class='files'>{evidence}</ul></section>"
     )
     return page(f"{summary.get('workflow')} {ref.run_id[:8]}", body, csrf=csrf)
+
+
+def _recover(ref: RunRef, csrf: str, state: Any) -> str:
+    """The recovery actions of a failed run: retry its phase, rewind it."""
+    phases = [p.phase_name for p in state.completed_phases] + [state.phase_name]
+    options = "".join(f"<option>{escape(p)}</option>" for p in phases)
+    return (
+        "<section><h2>Recover</h2>"
+        f"<form method='post' action='/retry' data-confirm='Retry the failed phase?'>"
+        f"{_hidden(ref, csrf)}<button>Retry the failed phase</button></form>"
+        f"<form method='post' action='/rewind' data-confirm='Rewind the run?'>"
+        f"{_hidden(ref, csrf)}<label>rewind to <select name='to'>{options}</select></label>"
+        "<button>Rewind</button></form></section>"
+    )
 
 
 def _hidden(ref: RunRef, csrf: str) -> str:
