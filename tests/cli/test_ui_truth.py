@@ -185,12 +185,15 @@ def test_a_sleeping_run_says_until_when_and_is_resumed_once_due(tmp_path: Path) 
         page = page_of(served, long_id)
         assert "sleeping until" in page and f"data-wake='{until}'" in page
         assert "this server resumes it" not in page
+        assert "name='resume' value='1' checked" in page  # ticked: the page resumes it
         code, headers, _ = post(served, "/wake", {"run": long_id, "resume": "1"})
         assert code == 303 and "when+it+is+due" in headers["location"], headers
         assert "this server resumes it when it is due" in page_of(served, long_id)
         code, headers, _ = post(served, "/wake", {"run": long_id})  # unticked
         assert code == 303 and "sleeps+on" in headers["location"], headers
-        assert "this server resumes it" not in page_of(served, long_id)
+        page = page_of(served, long_id)
+        assert "this server resumes it" not in page
+        assert "name='resume' value='1' checked" not in page  # unticked, it stays so
         # Due now or soon: nobody watches the page, the server resumes the run when it is.
         code, headers, _ = post(served, "/wake", {"dir": "1", "run": short_id, "resume": "1"})
         assert code == 303 and "is+due" in headers["location"], headers
@@ -213,3 +216,18 @@ def page_of_run(workdir: Path) -> str:
 
     status = json.loads(orchestrate("status", "--workdir", workdir, "--json").stdout)
     return f"badge {status['status']}"
+
+
+def test_a_sleeping_run_of_a_store_says_a_worker_resumes_it(pg_dsn: str, tmp_path: Path) -> None:
+    from support.cli import orchestrate
+
+    done = orchestrate(
+        "run", f"{FLOWS}:Nap", "--store", pg_dsn, env={"ORCHESTRATOR_TEST_NAP": "3600"}
+    )
+    assert done.returncode == 42, done.stderr
+    run_id = done.stdout.strip()
+    with serving(store=pg_dsn) as served:
+        page = page_of(served, run_id)
+    sleep = page[page.index("class='sleep'") :]
+    assert "sleeping until" in sleep and "orchestrate worker" in sleep
+    assert "name='resume' value='1' checked" not in sleep  # a worker's to do, unless ticked

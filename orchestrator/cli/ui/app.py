@@ -318,7 +318,8 @@ def _sleep(place: Place, ref: RunRef, state: Any, waker: Waker | None) -> Sleep 
         return None
     until = str((state.phase_data.get("x_orchestrator") or {}).get("waiting_until"))
     marked = waker is not None and waker.marked(ref)
-    return Sleep(until=until, marked=marked, store=place.workdir is None)
+    declined = waker is not None and waker.declined(ref)
+    return Sleep(until=until, marked=marked, declined=declined, store=place.workdir is None)
 
 
 def _answer(

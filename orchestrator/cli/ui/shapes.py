@@ -23,6 +23,7 @@ class Sleep:
 
     until: str
     marked: bool = False
+    declined: bool = False  # the box was unticked: the page leaves it asleep
     store: bool = False
 
 
@@ -84,7 +85,7 @@ def sleeping(ref: RunRef, csrf: str, sleep: Sleep) -> str:
         )
     else:
         who = "with the box ticked this page resumes it when it is due"
-    ticked = " checked" if sleep.marked or not sleep.store else ""
+    ticked = " checked" if sleep.marked or not (sleep.store or sleep.declined) else ""
     return (
         "<section class='sleep'><h2>Sleeping on a timer</h2>"
         f"<form method='post' action='/wake' class='wake' data-wake='{escape(sleep.until)}'>"

@@ -49,6 +49,7 @@ class Waker:
         self.places = places
         self._marks: dict[RunRef, datetime] = {}
         self._spawned: dict[RunRef, datetime] = {}  # the timer each run was resumed for
+        self._declined: set[RunRef] = set()
         self._lock = threading.Lock()
         self._changed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -57,15 +58,24 @@ class Waker:
         with self._lock:
             return ref in self._marks
 
+    def declined(self, ref: RunRef) -> bool:
+        """Whether the box was unticked for the run: its page leaves it asleep."""
+        with self._lock:
+            return ref in self._declined
+
     def unmark(self, ref: RunRef) -> None:
         with self._lock:
             self._marks.pop(ref, None)
+            self._declined.add(ref)
 
     def ask(self, ref: RunRef) -> str:
         """Resume the run when it is due (now, if it is); what happened, for the page."""
         wake = self._wake_of(ref)
+        with self._lock:
+            self._declined.discard(ref)
         if wake is None:
-            self.unmark(ref)
+            with self._lock:
+                self._marks.pop(ref, None)
             return "the run is not asleep on a timer now: nothing to resume"
         if wake <= datetime.now(timezone.utc):
             return "the timer is due; the run resumes" if self.resume_if_due(ref) else ""
