@@ -1,8 +1,10 @@
 """``orchestrate ui`` in a real browser (Debian's /usr/bin/chromium, driven by
 Playwright): a person answers the template-create example to its end through the page,
 a malformed JSON answer is refused in place, and the task board's page shows the tasks
-move while the example runs. No console error, no request to any host but the server;
-each test leaves a screenshot in pytest's tmp dir.
+move while the example runs; a run asleep on a timer, its "resume" ticked, completes by
+itself once due; an answer of the wrong shape is refused in place (no success notice)
+and the shape it must have is shown, with an example. No console error, no request to
+any host but the server; each test leaves a screenshot in pytest's tmp dir.
 
 Needs the ``ui`` and ``report-test`` extras and the chromium package; ``.ci/run``
 installs them.
