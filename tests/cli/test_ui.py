@@ -158,10 +158,15 @@ def test_a_malformed_json_answer_is_refused_in_place_and_nothing_is_written(paus
 
 
 def test_an_answer_goes_through_respond_s_validation(paused: Path) -> None:
+    from support.cli import orchestrate
+    from support.ui_support import fake_answer
+
     run_id, status = the_run(paused)
     request_id = str(status["pending"][0]["request_id"])  # type: ignore[index]
+    (item,) = json.loads(orchestrate("pending", "--workdir", paused, "--json").stdout)
+    answer = fake_answer(item["request"])  # of the shape the request asks for
     with serving(paused) as served:
-        fields = form(served, run_id, request_id, mode="json", answer='{"a": [1, 2]}', resume="")
+        fields = form(served, run_id, request_id, mode="json", answer=answer, resume="")
         code, headers, _ = served.request(
             "POST", "/answer", body=fields, headers={"Origin": served.origin}
         )
@@ -175,7 +180,7 @@ def test_an_answer_goes_through_respond_s_validation(paused: Path) -> None:
         assert "request no-such-request is not pending" in body.decode()
     written = json.loads((paused / ".agent-response.json").read_text())
     assert written["request_id"] == request_id
-    assert json.loads(written["response"]) == {"a": [1, 2]}
+    assert json.loads(written["response"]) == json.loads(answer)
 
 
 def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) -> None:

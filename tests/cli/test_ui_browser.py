@@ -1,8 +1,10 @@
 """``orchestrate ui`` in a real browser (Debian's /usr/bin/chromium, driven by
 Playwright): a person answers the template-create example to its end through the page,
 a malformed JSON answer is refused in place, and the task board's page shows the tasks
-move while the example runs. No console error, no request to any host but the server;
-each test leaves a screenshot in pytest's tmp dir.
+move while the example runs; a run asleep on a timer, its "resume" ticked, completes by
+itself once due; an answer of the wrong shape is refused in place (no success notice)
+and the shape it must have is shown, with an example. No console error, no request to
+any host but the server; each test leaves a screenshot in pytest's tmp dir.
 
 Needs the ``ui`` and ``report-test`` extras and the chromium package; ``.ci/run``
 installs them.
@@ -10,6 +12,7 @@ installs them.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -247,3 +250,79 @@ def test_a_json_answer_is_checked_against_the_shape_the_request_asks_for(tmp_pat
     assert problems == []
     output = orchestrate("output", "--workdir", workdir, "review")
     assert '"score": 7' in output.stdout
+
+
+def started_flow(workdir: Path, flow: str, **env: str) -> None:
+    """A flow of ``tests/support/ui_flows.py`` started in ``workdir``, paused."""
+    from support.cli import orchestrate
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    done = orchestrate(
+        "run", f"{REPO / 'tests' / 'support' / 'ui_flows.py'}:{flow}", "--workdir", workdir, env=env
+    )
+    assert done.returncode == 42, done.stderr
+
+
+def test_a_sleeping_run_with_resume_ticked_completes_by_itself(tmp_path: Path) -> None:
+    # One run sleeps for long (what the page shows while it sleeps); one for a second
+    # (it is due by the time the page is seen, or soon after, however slow the machine).
+    started_flow(tmp_path / "long", "Nap", ORCHESTRATOR_TEST_NAP="3600")
+    started_flow(tmp_path / "short", "Nap", ORCHESTRATOR_TEST_NAP="1")
+    problems: list[str] = []
+    with (
+        serving(tmp_path / "long", tmp_path / "short") as served,
+        browser_page(served, problems) as page,
+    ):
+        page.goto(served.url)
+        visit(page, served.origin + "/run?" + run_query(tmp_path / "long", 0))
+        sleep = page.wait_for_selector("section.sleep")
+        assert "sleeping until" in sleep.inner_text()
+        assert sleep.query_selector("input[name=resume]").is_checked()
+        page.wait_for_function("document.querySelector('.countdown').textContent.includes('min')")
+        page.screenshot(path=str(tmp_path / "sleeping.png"), full_page=True)
+        # Nobody clicks: the page resumes the run once due, and shows it end.
+        run_url = served.origin + "/run?" + run_query(tmp_path / "short", 1)
+        visit(page, run_url)
+        deadline = time.monotonic() + 90
+        while "completed" not in badge(page):
+            assert time.monotonic() < deadline, page.inner_text("main")
+            page.wait_for_timeout(300)
+        page.screenshot(path=str(tmp_path / "woken.png"), full_page=True)
+        assert "phase 2 wake: done" in page.inner_text("pre.timeline")
+    assert problems == []
+
+
+def run_query(workdir: Path, index: int) -> str:
+    from urllib.parse import urlencode
+
+    from support.cli import orchestrate
+
+    status = json.loads(orchestrate("status", "--workdir", workdir, "--json").stdout)
+    return urlencode({"dir": index, "run": status["run_id"]})
+
+
+def test_a_wrong_shape_is_refused_in_place_and_the_shape_is_shown(tmp_path: Path) -> None:
+    workdir = tmp_path / "review"
+    started_flow(workdir, "Review")
+    problems: list[str] = []
+    with serving(workdir) as served, browser_page(served, problems) as page:
+        page.goto(served.url)
+        page.click("table.runs a")
+        shape = page.inner_text("article.ask details.shape")
+        for words in ("verdict", "score", "notes", "an integer", "required"):
+            assert words in shape, shape
+        example = json.loads(page.inner_text("article.ask pre.example"))
+        assert set(example) == {"verdict", "score", "notes"}
+        # The page's own check would stop it: send it as a person who pays no heed would.
+        form = page.query_selector("form.answer")
+        form.query_selector("textarea").fill('{"verdict": "ok", "score": "seven"}')
+        form.evaluate("f => f.submit()")
+        page.wait_for_load_state("load")
+        refused = page.inner_text("article.ask .refused")
+        assert "response.score" in refused and "an integer" in refused, refused
+        assert page.query_selector(".notice") is None
+        assert "the run resumes" not in page.inner_text("main")
+        assert "seven" in page.input_value("article.ask textarea")  # the draft is kept
+        page.screenshot(path=str(tmp_path / "refused-shape.png"), full_page=True)
+    assert problems == []
+    assert not (workdir / ".agent-response.json").exists()

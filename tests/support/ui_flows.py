@@ -30,3 +30,20 @@ class Review(Workflow):
     def review(self, ctx: Any) -> dict[str, Any]:
         verdict = ctx.ask("reviewer", PROMPT, output_type=Verdict)
         return {"verdict": verdict.verdict, "score": verdict.score}
+
+
+class Nap(Workflow):
+    """Sleeps on a durable timer (``ORCHESTRATOR_TEST_NAP`` seconds, default 3), then ends."""
+
+    name = "nap"
+
+    @phase(1)
+    def nap(self, ctx: Any) -> dict[str, Any]:
+        import os
+
+        ctx.sleep(float(os.environ.get("ORCHESTRATOR_TEST_NAP", "3")))
+        return {"slept": True}
+
+    @phase(2)
+    def wake(self, ctx: Any) -> dict[str, Any]:
+        return {"awake": True}

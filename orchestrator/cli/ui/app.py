@@ -7,6 +7,7 @@ GET  /run?dir=&run=         a run: what it waits for (a form per request), timel
 POST /answer                an answer, through ``orchestrate respond``'s validation; then,
                             if asked and nothing else is pending, ``orchestrate resume``
 POST /retry, /rewind        the recovery actions of a failed run
+POST /wake                  a run asleep on a timer: resume it when it is due (or not)
 GET  /boards, /board?dir=   task boards; ``view=json`` is what the page refreshes from
 GET  /static/...            the page's script and style, shipped in the package
 """
@@ -44,6 +45,8 @@ from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard
 from .places import Place
 from .runs import RunRef, RunRow, eval_reports
+from .shapes import Sleep
+from .waker import Waker, spawn_resume, wake_time
 
 STATIC = Path(__file__).with_name("static")
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -105,6 +108,7 @@ class _Handlers:
         self.places = places
         self.guard = guard
         self.workdirs = [p.workdir for p in places if p.workdir is not None]
+        self.waker = Waker(places)
 
     def routes(self) -> list[Route]:
         """Each address and the handler that answers it."""
@@ -114,6 +118,7 @@ class _Handlers:
             Route("/answer", self.answer, methods=["POST"]),
             Route("/retry", self.recover, methods=["POST"]),
             Route("/rewind", self.recover, methods=["POST"]),
+            Route("/wake", self.wake, methods=["POST"]),
             Route("/boards", self.boards),
             Route("/board", self.board),
             Route("/worklog", self.worklog),
@@ -151,7 +156,9 @@ class _Handlers:
                 _evidence, place, ref, request.query_params.get("path", "")
             )
         notice = request.query_params.get("notice")
-        return await asyncio.to_thread(_run_page, place, ref, self.guard, notice=notice)
+        return await asyncio.to_thread(
+            _run_page, place, ref, self.guard, notice=notice, waker=self.waker
+        )
 
     async def posted(self, request: Request) -> tuple[Any, RunRef] | Response:
         """The form of a POST and the run it names, or the refusal to send back."""
@@ -167,7 +174,20 @@ class _Handlers:
             return taken
         form, ref = taken
         fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
-        return await asyncio.to_thread(_answer, self.places[ref.directory], ref, self.guard, fields)
+        place = self.places[ref.directory]
+        return await asyncio.to_thread(_answer, place, ref, self.guard, fields, self.waker)
+
+    async def wake(self, request: Request) -> Response:
+        """Resume a sleeping run when its timer is due (``resume`` ticked), or not."""
+        taken = await self.posted(request)
+        if isinstance(taken, Response):
+            return taken
+        form, ref = taken
+        if not form.get("resume"):
+            self.waker.unmark(ref)
+            return _back(ref, "the run sleeps on: 'orchestrate resume' wakes it once due")
+        said = await asyncio.to_thread(self.waker.ask, ref)
+        return _back(ref, said or "the run is being resumed already")
 
     async def recover(self, request: Request) -> Response:
         taken = await self.posted(request)
@@ -254,6 +274,7 @@ def _run_page(
     notice: str | None = None,
     refused: dict[str, str] | None = None,
     drafts: dict[str, str] | None = None,
+    waker: Waker | None = None,
 ) -> Response:
     from ...evidence.history import timeline
     from ..event_lines import describe_event
@@ -285,11 +306,25 @@ def _run_page(
         notice=notice,
         refused=refused,
         drafts=drafts,
+        sleep=_sleep(place, ref, state, waker),
     )
     return HTMLResponse(html)
 
 
-def _answer(place: Place, ref: RunRef, guard: Guard, fields: dict[str, str]) -> Response:
+def _sleep(place: Place, ref: RunRef, state: Any, waker: Waker | None) -> Sleep | None:
+    """The run's timer as the page shows it, if it sleeps on one."""
+    wake = wake_time(state)
+    if wake is None:
+        return None
+    until = str((state.phase_data.get("x_orchestrator") or {}).get("waiting_until"))
+    marked = waker is not None and waker.marked(ref)
+    declined = waker is not None and waker.declined(ref)
+    return Sleep(until=until, marked=marked, declined=declined, store=place.workdir is None)
+
+
+def _answer(
+    place: Place, ref: RunRef, guard: Guard, fields: dict[str, str], waker: Waker
+) -> Response:
     from ...formats.strict_json import dumps_canonical, loads_strict
 
     request_id, text = fields["request"], fields["answer"]
@@ -303,16 +338,12 @@ def _answer(place: Place, ref: RunRef, guard: Guard, fields: dict[str, str]) -> 
             place,
             ref,
             guard,
-            refused={request_id: f"refused, nothing was written: {exc}"},
+            refused={request_id: refusal_text(exc)},
             drafts={request_id: fields["answer"]},
+            waker=waker,
         )  # 200: the page itself is fine (a 4xx would be a console error in the browser)
     if fields["resume"] and not waiting:
-        subprocess.Popen(  # the run goes on as a host's resume would; the page shows it
-            [sys.executable, "-m", "orchestrator", "resume", *place.command(ref.run_id)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        spawn_resume(place, ref.run_id)  # the run goes on as a host's resume would
         return _back(ref, "answered; the run resumes")
     left = (
         f"; {plural(waiting, 'request')} still {'waits' if waiting == 1 else 'wait'}"
@@ -320,6 +351,17 @@ def _answer(place: Place, ref: RunRef, guard: Guard, fields: dict[str, str]) -> 
         else ""
     )
     return _back(ref, f"answered{left}")
+
+
+def refusal_text(exc: BaseException) -> str:
+    """Why an answer was refused, for the page: the field, what was expected and what
+    came when the answer's shape was wrong; the whole message otherwise."""
+    details = getattr(exc, "details", None) or {}
+    refusal = details.get("refusal") if isinstance(details, dict) else None
+    if isinstance(refusal, dict) and refusal.get("field"):
+        said = f"{refusal['field']}: expected {refusal.get('expected')}, got {refusal.get('got')}"
+        return f"refused, nothing was written: {said}; correct the answer and send it again"
+    return f"refused, nothing was written: {exc}"
 
 
 def _evidence(place: Place, ref: RunRef, relative: str) -> Response:

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 from ..._text import plural
 from .runs import RunRef, RunRow
+from .shapes import Sleep, answer_shape, previous_refusal, sleeping
 
 STATUSES = ("paused", "running", "failed", "completed", "cancelled", "damaged")
 
@@ -96,6 +97,7 @@ def run_page(
     drafts: dict[str, str] | None = None,
     answered: frozenset[str] = frozenset(),
     events: Sequence[tuple[int, str]] = (),
+    sleep: Sleep | None = None,
 ) -> str:
     refused, drafts = refused or {}, drafts or {}
     status = str(summary.get("status", "?"))
@@ -109,7 +111,7 @@ def run_page(
         head += f"<p class='failure'>{escape(str(summary['failure']))}</p>"
     waiting = [r for r in state.agent_requests if r.status.value == "pending"]
     asks = "".join(
-        _answered_ask(record)
+        _answered_ask(record, refused.get(record.request_id), drafts.get(record.request_id))
         if record.request_id in answered
         else _ask_form(
             ref, record, csrf, refused.get(record.request_id), drafts.get(record.request_id)
@@ -121,18 +123,9 @@ def run_page(
             head += f"<p class='refused' role='alert'>{escape(why)}</p>"
     if asks:
         asks = f"<section><h2>Waiting for an answer</h2>{asks}</section>"
-    actions = ""
-    if status == "failed":
-        phases = [p.phase_name for p in state.completed_phases] + [state.phase_name]
-        options = "".join(f"<option>{escape(p)}</option>" for p in phases)
-        actions = (
-            "<section><h2>Recover</h2>"
-            f"<form method='post' action='/retry' data-confirm='Retry the failed phase?'>"
-            f"{_hidden(ref, csrf)}<button>Retry the failed phase</button></form>"
-            f"<form method='post' action='/rewind' data-confirm='Rewind the run?'>"
-            f"{_hidden(ref, csrf)}<label>rewind to <select name='to'>{options}</select></label>"
-            "<button>Rewind</button></form></section>"
-        )
+    if sleep is not None and status == "paused" and not waiting:
+        asks = sleeping(ref, csrf, sleep)
+    actions = _recover(ref, csrf, state) if status == "failed" else ""
     last = str(events[-1][0]) if events else "0"
     asked = "".join(_asked(record) for record in state.agent_requests if record.x_request)
     if asked:
@@ -162,6 +155,20 @@ def run_page(
         + f"<section><h2>Evidence</h2><ul class='files'>{evidence}</ul></section>"
     )
     return page(f"{summary.get('workflow')} {ref.run_id[:8]}", body, csrf=csrf)
+
+
+def _recover(ref: RunRef, csrf: str, state: Any) -> str:
+    """The recovery actions of a failed run: retry its phase, rewind it."""
+    phases = [p.phase_name for p in state.completed_phases] + [state.phase_name]
+    options = "".join(f"<option>{escape(p)}</option>" for p in phases)
+    return (
+        "<section><h2>Recover</h2>"
+        f"<form method='post' action='/retry' data-confirm='Retry the failed phase?'>"
+        f"{_hidden(ref, csrf)}<button>Retry the failed phase</button></form>"
+        f"<form method='post' action='/rewind' data-confirm='Rewind the run?'>"
+        f"{_hidden(ref, csrf)}<label>rewind to <select name='to'>{options}</select></label>"
+        "<button>Rewind</button></form></section>"
+    )
 
 
 def _hidden(ref: RunRef, csrf: str) -> str:
@@ -195,13 +202,22 @@ def _asked(record: Any) -> str:
     )
 
 
-def _answered_ask(record: Any) -> str:
+def _answered_ask(record: Any, refused: str | None = None, draft: str | None = None) -> str:
+    """A request answered already; an answer refused for it (the first one won) is shown
+    with it, as typed."""
     request = record.request()
+    late = ""
+    if refused:
+        late = f"<p class='refused' role='alert'>{escape(refused)}</p>"
+        if draft:
+            late += (
+                f"<p class='dim'>the answer refused:</p><pre class='draft'>{escape(draft)}</pre>"
+            )
     return (
         f"<article class='ask answered' id='answered-{escape(request.request_id)}'>"
         f"<h3>{escape(request.agent_name)} <span class='dim'>phase {request.phase} "
-        f"{escape(request.phase_name)}</span></h3><p class='dim'>answered; the run takes "
-        "the answer when it resumes</p></article>"
+        f"{escape(request.phase_name)}</span></h3><p class='dim'>an answer is in; the run "
+        f"takes it when it resumes</p>{late}</article>"
     )
 
 
@@ -216,6 +232,7 @@ def _ask_form(ref: RunRef, record: Any, csrf: str, refused: str | None, draft: s
         f"<h3>{escape(request.agent_name)} <span class='dim'>phase {request.phase} "
         f"{escape(request.phase_name)} · retry {request.retry_count}</span></h3>"
         f"<div class='prompt'>{markdown(request.prompt)}</div>"
+        f"{previous_refusal(request.context)}{answer_shape(schema)}"
         f"<form method='post' action='/answer' class='answer'{shape}>{_hidden(ref, csrf)}"
         f"<input type='hidden' name='request' value='{escape(request.request_id)}'>"
         "<fieldset class='mode'>"

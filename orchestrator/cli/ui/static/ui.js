@@ -120,3 +120,30 @@ if (board) {
   };
   window.setInterval(refresh, 1000);
 }
+
+// A run asleep on a timer: a countdown to its wake time; with "resume" ticked, once due
+// the page asks the server to resume it (the server checks that it is due). Ticking or
+// unticking the box tells the server at once.
+function left(seconds) {
+  if (seconds <= 0) return "due now";
+  const h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60);
+  const s = Math.floor(seconds % 60);
+  const parts = h ? [`${h} h`, `${m} min`] : m ? [`${m} min`, `${s} s`] : [`${s} s`];
+  return "in " + parts.join(" ");
+}
+
+for (const form of document.querySelectorAll("form.wake[data-wake]")) {
+  const wake = Date.parse(form.dataset.wake);
+  const shown = form.querySelector(".countdown");
+  const box = form.querySelector("input[name=resume]");
+  let sent = false;
+  const send = () => { if (!sent) { sent = true; form.requestSubmit(); } };
+  box.addEventListener("change", send);
+  const tick = () => {
+    const seconds = (wake - Date.now()) / 1000;
+    shown.textContent = left(Math.ceil(seconds));
+    if (seconds <= 0 && box.checked) send();
+  };
+  tick();
+  window.setInterval(tick, 250);
+}
