@@ -13,8 +13,9 @@ The modules:
 
 - the agent bridge files: ``bridge`` (the types), ``bridge_codec`` (reading, validating
   and writing them), ``state_signature`` (where a state's signature lives, and its
-  parts), ``workflow_schemas`` (a workflow's own schemas) and ``answer_schema`` (the
-  schema of the answer an ask expects);
+  parts), ``workflow_schemas`` (a workflow's own schemas), ``answer_schema`` (the
+  schema of the answer an ask expects) and ``answer_gate`` (whether an answer has that
+  shape: the answer gate's check, and what a refusal says);
 - the task board documents and task IO with pins: ``board_documents`` (the types), ``board_rules``
   (their rules and parsing) and ``board_checks`` (the field checks and the parse those
   rules are made of);

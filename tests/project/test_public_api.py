@@ -17,6 +17,7 @@ PUBLIC = [
     "AgentInvoker",
     "AgentRequest",
     "AgentResponse",
+    "AnswerRefusedError",
     "Ask",
     "Board",
     "BoardError",
