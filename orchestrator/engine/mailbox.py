@@ -47,6 +47,7 @@ from ..formats.bridge import (
     record_edits,
 )
 from ..formats.bridge_codec import error_type_of
+from ..formats.step_names import EVENT_ERROR
 from ..formats.times import format_time, parse_time
 from .record import JournalEntry
 from .workflow import Ask, PhaseSpec
@@ -453,6 +454,7 @@ class Mailbox:
             record.x_note = f"{refusal.error_type}: the answer was refused: {refusal.line()}"
         if record.status is not HistoryStatus.RETRIED:
             recorder.agent_end(record)
+            self._tell_refusal(record, refusal)
             return None
         retry_id = self._engine.new_id()
         record.x_note = (
@@ -461,7 +463,25 @@ class Mailbox:
             else f"the answer was refused ({refusal.line()}); asked again as {retry_id}"
         )
         recorder.agent_end(record)  # before the retry's start, as it happened
+        self._tell_refusal(record, refusal)
         return self._retry(record, retry_id, refusal)
+
+    def _tell_refusal(self, record: AgentRequestRecord, refusal: Refusal | None) -> None:
+        """An ``error`` event for an answer refused at the gate: the answer came (its
+        ``agent.end`` says so) and could not be used."""
+        if refusal is None:
+            return
+        self._engine.recorder.emit(
+            EVENT_ERROR,
+            {
+                "skill": record.request().phase_name,
+                "agent": record.agent_name,
+                "request_id": record.request_id,
+                "error_type": refusal.error_type,
+                "message": refusal.line(),
+            },
+            request_id=record.request_id,
+        )
 
     def _settled_status(
         self, record: AgentRequestRecord, response: AgentResponse, refusal: Refusal | None

@@ -135,6 +135,9 @@ def agent_outcome(record: AgentRequestRecord) -> tuple[str, str]:
     if response.error_type is not None:
         message = response.error_message or response.error_type.value
         return STATUS_ERROR, f"{response.error_type.value}{took}: {message}{_suffix(note)}"
+    refused = record.x_refused
+    if refused is not None:  # refused at the answer gate (then asked again, or failed)
+        return STATUS_FAIL, f"answer refused ({refused['error_type']}): {refused['message']}"
     if record.status is HistoryStatus.FAILED:  # an answer the phase could not use
         return STATUS_FAIL, f"answer refused: {note}" if note else "answer refused"
     words = len((response.response or "").split())

@@ -19,7 +19,7 @@ import attrs
 import pytest
 
 from orchestrator import Engine, Workflow, phase
-from orchestrator._errors import NoInstanceError, UsageError
+from orchestrator._errors import AnswerRefusedError, NoInstanceError, UsageError
 from orchestrator._ports import (
     ListRunsInput,
     OpenRunInput,
@@ -56,8 +56,6 @@ class Subject:
 
     store: RunStore
     workdir: Path
-    #: a second answer to one request: replaces the first (files) or is refused (database)
-    second_answer_replaces: bool
     #: whether runs can be left for a worker (``run --queue``)
     queues: bool
 
@@ -70,7 +68,6 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]
         yield Subject(
             store=FileRunStore(tmp_path),
             workdir=tmp_path,
-            second_answer_replaces=True,
             queues=False,
         )
         return
@@ -78,7 +75,7 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]
 
     store = PostgresRunStore(request.getfixturevalue("pg_dsn"))
     try:
-        yield Subject(store=store, workdir=tmp_path, second_answer_replaces=False, queues=True)
+        yield Subject(store=store, workdir=tmp_path, queues=True)
     finally:
         store.close()
 
@@ -158,20 +155,16 @@ def test_an_answer_is_seen_as_answered_then_reaches_the_run(subject: Subject) ->
     assert (listed.status, listed.pending) == ("completed", 0)
 
 
-def test_a_second_answer_to_one_request_is_what_the_store_does_today(subject: Subject) -> None:
+def test_the_first_answer_wins_on_every_store(subject: Subject) -> None:
     run_id, request_id = started(subject)
     run = RunInput(run_id=run_id)
     subject.store.respond(RespondInput(run=run, response=answer(request_id, "First.")))
-    if subject.second_answer_replaces:
+    with pytest.raises(AnswerRefusedError, match="has an answer already") as refused:
         subject.store.respond(RespondInput(run=run, response=answer(request_id, "Second.")))
-        expected = "Second."
-    else:
-        with pytest.raises(UsageError, match="answered already"):
-            subject.store.respond(RespondInput(run=run, response=answer(request_id, "Second.")))
-        expected = "First."
+    assert refused.value.reason == "answered" and len(refused.value.details["sha256"]) == 64
     assert subject.store.answered(run) == {request_id}
     outcome = engine(subject, run_id).resume()
-    assert outcome.outputs == {"write": {"text": expected}}
+    assert outcome.outputs == {"write": {"text": "First."}}
 
 
 def test_an_answer_to_a_request_not_pending_is_refused_and_nothing_is_written(

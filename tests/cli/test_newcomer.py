@@ -153,11 +153,14 @@ class Judge(Workflow):
 def test_a_plain_text_answer_to_a_typed_ask_is_reported_as_not_json(
     workflow_harness: Any,
 ) -> None:
-    harness = workflow_harness(Judge, invoker=MockAgentInvoker({"judge": "Yes, they do."}))
-    outcome = harness.run({})
+    """Asked again with why (not JSON) each time; when the attempts run out the run fails
+    saying so, and not about a confidence it never got to read."""
+    invoker = MockAgentInvoker({"judge": "Yes, they do."})
+    outcome = workflow_harness(Judge, invoker=invoker).run({})
     assert outcome.status == "failed"
-    assert "PARSE_ERROR: the answer is not JSON" in outcome.message
-    assert "confidence" not in outcome.message
+    assert "PARSE_ERROR" in outcome.message and "not JSON" in outcome.message
+    assert "metadata.confidence" not in outcome.message
+    assert len(invoker.invocations) == 3
 
 
 # The README's blocks run as written in tests/project/test_readme_blocks.py.

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
-from orchestrator import AgentInvocationError, Ask, PhaseResult, Workflow, phase
+from orchestrator import AgentInvocationError, Ask, PhaseResult, RetryPolicy, Workflow, phase
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
 from support.cli import orchestrate
 from support.evidence_support import check_run_evidence, run_dir_of
@@ -182,6 +182,7 @@ def test_a_retried_attempt_ends_before_its_retry_starts(workflow_harness: Any) -
 class Fallback(Workflow):
     name = "fallback"
     agents = ("judge",)
+    retry_policy = RetryPolicy(attempts=1)  # a refused answer is not asked again
 
     @phase(1, fallback="guess")
     def decide(self, ctx: Any) -> dict[str, Any]:
@@ -207,7 +208,7 @@ def test_an_unusable_answer_fails_its_step_and_the_fallback_is_a_decision(
         "decision", "skill.end", "run.end",
     ]  # fmt: skip
     end, error, decision = events[4]["data"], events[5]["data"], events[6]["data"]
-    assert end["status"] == "pass"  # the answer came...
+    assert end["status"] == "fail"  # the answer came, was refused at the gate...
     assert error["error_type"] == "PARSE_ERROR"  # ...and could not be used
     assert decision == {
         "skill": "decide",
