@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +374,7 @@ def test_without_syncfs_a_directory_made_in_the_commit_has_its_entry_synced(
     durable.write_together([(new / "a.json", b"a")], make=[new])
     # The file, its rename, its directory, and the new directory's entry in its parent.
     assert calls.log == [
-        ("fsync", "steps/new/.a.json." + str(os.getpid()) + ".tmp"),
+        ("fsync", f"steps/new/.a.json.{threading.get_native_id()}.{os.getpid()}.tmp"),
         ("rename", "steps/new/a.json"),
         ("fsync", "steps/new"),
         ("fsync", "steps"),
