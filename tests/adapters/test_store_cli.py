@@ -435,9 +435,11 @@ def example_drive(example: str, workdir: Path) -> list[str]:
         "--handler",
         f"{sys.executable} {TASK_BOARD / 'fake_subagent.py'}",
         # Its subagents reach a board in a store through three orchestrate processes each:
-        # the budget run_offline.sh --store gives them, on both sides alike.
+        # on a busy machine a well-behaved one nears run_offline.sh's 10 s, and one killed
+        # there makes the two runs differ; 30 s on both sides leaves only the one that
+        # hangs on purpose to be killed.
         "--handler-timeout",
-        "10",
+        "30",
     ]
 
 
