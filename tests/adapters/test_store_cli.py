@@ -138,15 +138,16 @@ def test_an_answer_to_no_pending_request_is_refused_and_nothing_is_written(
     )
     assert refused.returncode == 2
     assert f"request no-such is not pending; pending: {request_id}" in refused.stderr
+    answer = fake_answer(item["request"])
     first = orchestrate(
-        "respond", "--store", pg_dsn, "--run", run_id, "--request", request_id, "--text", "{}"
+        "respond", "--store", pg_dsn, "--run", run_id, "--request", request_id, "--text", answer
     )
     assert first.returncode == 0, first.stderr
     again = orchestrate(
-        "respond", "--store", pg_dsn, "--run", run_id, "--request", request_id, "--text", "y"
+        "respond", "--store", pg_dsn, "--run", run_id, "--request", request_id, "--text", answer
     )
     assert again.returncode == 2
-    assert "answered already" in again.stderr
+    assert "has an answer already" in again.stderr and "the first answer wins" in again.stderr
     unknown = orchestrate("resume", "--store", pg_dsn, "--run", "no-such-run")
     assert unknown.returncode == 2
     assert "no run no-such-run" in unknown.stderr
