@@ -274,15 +274,8 @@ class FileBridge:
         """Move a response refused at the gate to ``.agent-responses/rejected/``, with a
         ``.reason.txt`` beside it saying why; the answer itself is kept as it was."""
         rejected = self.responses_dir / REJECTED_DIR
-        stem = f"{item.response.request_id}.{time.time_ns()}"
         with _Naming("write", rejected):
-            beneath.make_directories(rejected)
-            try:
-                beneath.rename(item.source, rejected / f"{stem}.json")
-            except FileNotFoundError:
-                return  # set aside before a crash, or taken away by the host
-            note = f"{item.source}: refused: {reason}\n"
-            atomic_write(rejected / f"{stem}.reason.txt", note.encode("utf-8"), durable=False)
+            set_aside(Path(item.source), rejected, item.response.request_id, f"refused: {reason}")
 
     def archive(self, request: ArchiveInput) -> None:
         from ..storage.ndjson import append_joined_lines
@@ -546,6 +539,19 @@ def _sequence_of(line: bytes | None) -> int:
     except (ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def set_aside(path: Path, rejected: Path, name: str, reason: str) -> None:
+    """Move the response file ``path`` into ``rejected`` as ``NAME.<ns>.json``, with a
+    ``.reason.txt`` beside it; a file already gone (set aside before a crash, or by a
+    racer, or taken by the host) is left at that."""
+    stem = f"{name}.{time.time_ns()}"
+    beneath.make_directories(rejected)
+    try:
+        beneath.rename(path, rejected / f"{stem}.json")
+    except FileNotFoundError:
+        return
+    atomic_write(rejected / f"{stem}.reason.txt", f"{path}: {reason}\n".encode(), durable=False)
 
 
 def _misnamed(path: Path, request_id: str) -> ResponseRejectedError:

@@ -493,23 +493,11 @@ class FileRunStore:
 
 
 def _set_aside(path: Path, reason: str) -> None:
-    """Move the response file ``path`` under ``.agent-responses/rejected/`` with a
-    ``.reason.txt`` beside it (of racers, one moves it; the others find it gone)."""
-    import time
+    """Move the response file ``path`` under ``.agent-responses/rejected/`` with why."""
+    from .file_bridge import set_aside
 
-    from ..storage import beneath
-    from ..storage.durable import atomic_write
-
-    rejected = path.parent / RESPONSES_DIR / REJECTED_DIR
-    if path.parent.name == RESPONSES_DIR:
-        rejected = path.parent / REJECTED_DIR
-    stem = f"{path.stem.lstrip('.')}.{time.time_ns()}"
-    beneath.make_directories(rejected)
-    try:
-        beneath.rename(path, rejected / f"{stem}.json")
-    except FileNotFoundError:
-        return
-    atomic_write(rejected / f"{stem}.reason.txt", f"{path}: {reason}\n".encode(), durable=False)
+    responses = path.parent if path.parent.name == RESPONSES_DIR else path.parent / RESPONSES_DIR
+    set_aside(path, responses / REJECTED_DIR, path.stem.lstrip("."), reason)
 
 
 def read_state(path: Path, *, signed_only: bool = False) -> CheckpointState:
