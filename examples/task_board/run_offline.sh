@@ -40,7 +40,7 @@ fi
 .venv/bin/orchestrate drive examples/task_board/workflow.py:TaskBoardDemo \
   --workdir "$workdir" \
   --handler ".venv/bin/python examples/task_board/fake_subagent.py" \
-  --handler-timeout "${HANDLER_TIMEOUT:-3}"
+  --handler-timeout "${HANDLER_TIMEOUT:-10}"
 echo "== the board"
 .venv/bin/orchestrate board status --workdir "$workdir"
 echo "== the ledger, one line per delta"

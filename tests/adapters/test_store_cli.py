@@ -212,8 +212,12 @@ def test_the_environment_names_the_store(pg_dsn: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_dsn: str) -> None:
+def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_fresh_dsn: str) -> None:
     from support.store_flows import expected_outputs
+
+    # A store of its own: the session's store holds other tests' runs, which this worker
+    # would claim first.
+    pg_dsn = pg_fresh_dsn
 
     flow = f"{REPO / 'tests' / 'support' / 'store_flows.py'}:Chatter"
     queued = orchestrate("run", flow, "--store", pg_dsn, "--queue")

@@ -391,11 +391,11 @@ def test_a_full_disk_names_the_file_keeps_the_instance_and_resume_goes_on(
     assert named_file(line).is_relative_to(instance.workdir), line
     assert before.unchanged(), "the state, request and response must be as they were"
 
-    # Another answer cannot be written either; the one written before is kept whole.
+    # A second answer is refused at the door (the first wins), and writes nothing.
     answered = instance.respond("a second answer")
-    assert answered.returncode == 1, describe(answered)
-    line = assert_one_line_error(answered.stderr, INTACT, "then 'orchestrate respond' again")
-    assert named_file(line) == instance.response_path
+    assert answered.returncode == 2, describe(answered)
+    line = assert_one_line_error(answered.stderr, "has an answer already", "the first answer wins")
+    assert line.startswith(f"orchestrate: error: {instance.response_path}: "), line
     assert before.unchanged()
     status = orchestrate("status", "--workdir", instance.workdir)
     assert status.returncode == 0 and "status     paused" in status.stdout, describe(status)
