@@ -70,6 +70,7 @@ from ..formats.bridge_codec import (
 from ..formats.state_signature import with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
+from ..storage.checkpoints import check_checkpoint, home_of, note_checkpoint
 from ..storage.durable import (
     InstanceLock,
     atomic_write,
@@ -81,7 +82,7 @@ from ..storage.durable import (
     write_together,
 )
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
-from ..storage.runs import ARCHIVE_FILE, EVENTS_FILE, HISTORY_DIR, runs_dir
+from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, EVENTS_FILE, HISTORY_DIR, runs_dir
 from ..storage.state_key import (
     EncodedItems,
     ReadMemo,
@@ -163,6 +164,8 @@ class FileBridge:
         # signature is the file's, not the state's: it is made again at every save.
         self._check_key()
         data, written_here = read_signed(raw, source=source, reads=self._reads)
+        # Signed by this key, and the latest it signed for the run, in this directory.
+        check_checkpoint(data, self.workdir, source=source)
         try:
             state = parse_state(with_signature(data, None), source=source, items=not written_here)
         except ContractError as exc:
@@ -200,6 +203,15 @@ class FileBridge:
             # lines.
             self._write_evidence(evidence, lead=(self.state_path, data))
         self._saved = data
+        self._note_checkpoint(request.state)
+
+    def _note_checkpoint(self, state: CheckpointState) -> None:
+        """The state just written is its run's latest: noted beside the key."""
+        record = state.phase_data.get(ENGINE_KEY)
+        if isinstance(record, dict) and isinstance(record.get("revision"), int):
+            note_checkpoint(
+                record["run_id"], record["started_at"], home_of(self.workdir), record["revision"]
+            )
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one

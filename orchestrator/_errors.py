@@ -114,6 +114,29 @@ class StateUntrustedError(ContractError):
         super().__init__(message, source=source, json_path=json_path, rule=rule, also=also)
 
 
+class HistoryDamagedError(ContractError):
+    """A file of a run's history (an archived request, a phase's journal) differs from the
+    digest its signed state keeps for it: nothing was taken from it."""
+
+    advice = (
+        "nothing was taken from it: put back the file as orchestrate wrote it (from a "
+        "backup or the run's copy), or fork the run from an earlier phase"
+    )
+
+
+class StateRolledBackError(ContractError):
+    """A state older than the last one signed for its run, or one signed for another work
+    directory: put back or copied. Nothing was run or changed."""
+
+    def __init__(self, message: str, *, source: str = "") -> None:
+        trust = f"orchestrate trust --accept-rollback {source}"
+        self.advice = (
+            f"nothing was run or changed: if it was put there on purpose, '{trust}' "
+            "accepts it; else put back the run's latest state"
+        )
+        super().__init__(message, source=source, json_path="$", rule="rollback")
+
+
 class KeyFileError(OrchestratorError):
     """The signing key cannot be used: not where it can be found, not the user's own, or
     readable by others. ``path`` names the key file."""

@@ -11,6 +11,7 @@ signed (the workflow that will be imported, the phase that will run).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,28 +35,68 @@ from .common import EXIT_OK, Command
 _LIVE_SUFFIX = "-state.json"
 
 
-def trust_state(path: Path, *, workflow: str | None = None) -> str:
+def trust_state(path: Path, *, workflow: str | None = None, accept_rollback: bool = False) -> str:
     """Sign the state at ``path`` as it is; return what was signed, in one line.
 
     A live instance's state (``.<workflow>-state.json``) is signed under its instance
     lock, so no ``resume`` writes it meanwhile. A state already signed with the user's
     key is left as it is. With ``workflow``, the state is first pointed at that
     reference (a project that moved): it must load, and be the workflow of the state.
+    With ``accept_rollback``, a state older than the last one signed for its run, or
+    one copied or moved from another work directory, is accepted here as it is.
     """
     path = Path.cwd() / path
     data, record, verdict = _read(path)
     moved = _moved_reference(workflow, path, record) if workflow is not None else None
-    if moved is None and verdict.ok:  # nothing to do, and no lock to take
+    if moved is None and verdict.ok and not accept_rollback:  # nothing to do, no lock to take
         return printable(
             f"{path} is already signed with your key ({_what(data, record)}); nothing was changed"
         )
     instance = _instance_name(path)
     if instance is None:
-        return _sign(path, moved=moved)
+        return _sign(path, moved=moved, accept_rollback=accept_rollback)
     from ..adapters.file_bridge import FileBridge
 
     with FileBridge(path.parent, instance).lock():
-        return _sign(path, moved=moved)
+        return _sign(path, moved=moved, accept_rollback=accept_rollback)
+
+
+def _accepted_here(path: Path, data: dict[str, Any], record: EngineRecord) -> str:
+    """``data`` made this work directory's latest state of its run: its home is here, its
+    next event number follows the run's event log, and the register notes its
+    revision. Returns what was accepted, in words."""
+    from ..storage.checkpoints import home_of, last_signed, note_checkpoint
+    from ..storage.ndjson import last_line
+    from ..storage.runs import EVENTS_FILE
+
+    # A live state lives in the work directory; a run's history state in its run's own.
+    workdir = path.parent if _instance_name(path) else path.parent.parent.parent.parent
+    engine = data["phase_data"]["x_orchestrator"]
+    here = home_of(workdir)
+    was_elsewhere = engine.get("home") not in (None, here)
+    engine["home"] = here
+    events = workdir / ".orchestrator" / "runs" / record.run_id / EVENTS_FILE
+    line = last_line(events) if events.is_file() else None
+    logged = _sequence_in(line)
+    if logged >= record.next_seq:  # the log went further: its numbers stay increasing
+        engine["next_seq"] = logged + 1
+    last = last_signed(record.run_id, record.started_at, here)
+    atomic_write(path, signed_bytes(data, {}))
+    note_checkpoint(record.run_id, record.started_at, here, record.revision)
+    told = [f"checkpoint {record.revision} accepted as the run's latest"]
+    if last is not None and last > record.revision:
+        told[0] += f" (the last signed was {last})"
+    if was_elsewhere:
+        told.append("it was signed for another work directory and now belongs to this one")
+    return "; ".join(told)
+
+
+def _sequence_in(line: bytes | None) -> int:
+    try:
+        number = json.loads(line)["x_seq"] if line else 0
+    except (ValueError, KeyError, TypeError):
+        return 0
+    return number if isinstance(number, int) else 0
 
 
 def _instance_name(path: Path) -> str | None:
@@ -95,8 +136,13 @@ def _workflow_name(reference: str) -> str | None:
     return name
 
 
-def _sign(path: Path, *, moved: str | None = None) -> str:
+def _sign(path: Path, *, moved: str | None = None, accept_rollback: bool = False) -> str:
     data, record, verdict = _read(path)  # again: under the lock, when there is one
+    if accept_rollback:
+        accepted = _accepted_here(path, data, record)
+        return printable(
+            f"signed {path}: {accepted}: {_what(data, record)}; with the key {key_file()}"
+        )
     if moved is not None:
         before_ref = record.workflow
         data["phase_data"]["x_orchestrator"]["workflow"] = moved
@@ -175,10 +221,18 @@ def _declare_trust(trust: argparse.ArgumentParser) -> None:
         "pkg.module:Class), for a project that moved; the workflow must have the "
         "instance's name",
     )
+    trust.add_argument(
+        "--accept-rollback",
+        action="store_true",
+        help="accept a state put back on purpose: older than the last one signed for its "
+        "run, or copied or moved from another work directory (its next events follow the "
+        "run's event log)",
+    )
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
-    print(f"orchestrate: {trust_state(args.state, workflow=args.workflow)}", file=sys.stderr)
+    said = trust_state(args.state, workflow=args.workflow, accept_rollback=args.accept_rollback)
+    print(f"orchestrate: {said}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -38,6 +38,7 @@ from .._ports import (
 from .._text import plural
 from ..evidence.recorder import PhaseTally, Recorder
 from ..formats.bridge import CheckpointState, CompletedPhase, ErrorType, HistoryStatus
+from ..formats.bridge_codec import encode_record_line, record_line_digest
 from ..formats.convert import unstructure
 from ..formats.step_names import EVENT_DECISION, EVENT_ERROR, STATUS_ERROR, STATUS_PASS
 from ..formats.strict_json import SettledItems
@@ -282,6 +283,8 @@ class Engine:
         run_id = self.record.run_id
         self.bridge.archive(ArchiveInput(records=tuple(finished), run_id=run_id))
         for record in finished:
+            # The line's digest stays in the signed state, which thus vouches for it.
+            record.x_archived_sha256 = record_line_digest(encode_record_line(record))
             record.x_request = record.x_response = None
             record.x_position = None
             record.x_archived = True

@@ -75,6 +75,9 @@ class EngineRecord:
     workflow_name: str
     workdir: str
     started_at: str
+    # The work directory's identity (``storage.checkpoints.home_of``): a state found in
+    # another directory was copied or moved there. Absent from runs begun before.
+    home: str | None = None
     inputs: dict[str, Any] = attrs.field(factory=dict)
     status: str = "running"  # running | paused | failed | completed | cancelled
     failure: str | None = None
@@ -106,6 +109,9 @@ class EngineRecord:
     # from an older one (when, from, to, and where the state before it is kept).
     workflow_version: int = 1
     migrations: list[dict[str, Any]] = attrs.field(factory=list)
+    # The SHA-256 of each phase's ``journal.json`` as written, by the phase's directory
+    # in the run's evidence: replay takes a journal only when it is as this state says.
+    journals: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

@@ -9,6 +9,7 @@ a workflow can be checked, in a test, against the runs it would resume.
 
 from __future__ import annotations
 
+import hmac
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import attrs
 
 from .._errors import (
+    HistoryDamagedError,
     NoInstanceError,
     NonDeterminismError,
     OrchestratorError,
@@ -26,12 +28,8 @@ from ..evidence.documents import JOURNAL_FILE, phase_dir
 from ..formats.bridge import CheckpointState
 from ..formats.bridge_codec import parse_state, restore_archived
 from ..formats.convert import structure
-from ..storage.files import (
-    STATE_MAX_BYTES,
-    read_json_file,
-    read_json_file_bytes,
-    read_regular_file,
-)
+from ..storage.durable import sha256_hex
+from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
 from .record import JournalEntry, Pause, copy_json, load_record
@@ -120,7 +118,7 @@ def replay_run(
     replayed: list[str] = []
     for spec in workflow_cls.phases:
         if spec.name in done:
-            journal = _journal_of(run_dir, spec.number, spec.name)
+            journal = _journal_of(run_dir, spec.number, spec.name, record.journals)
         elif spec.name == state.phase_name and record.status not in ("completed",):
             journal = list(record.journal)
         else:
@@ -172,10 +170,15 @@ def _names_before(done: list[str], name: str) -> set[str]:
     return set(done[: done.index(name)]) if name in done else set(done)
 
 
-def _journal_of(run_dir: Path, number: int, name: str) -> list[JournalEntry]:
+def _journal_of(
+    run_dir: Path, number: int, name: str, digests: dict[str, str]
+) -> list[JournalEntry]:
+    """A completed phase's journal, from its ``journal.json``: taken only when its bytes
+    have the digest the signed state keeps for it (runs recorded before digests were
+    kept have none to compare)."""
     where = run_dir / phase_dir(number, name) / JOURNAL_FILE
     try:
-        data = read_json_file(where, allow_lone_surrogates=True)
+        data, raw = read_json_file_bytes(where, allow_lone_surrogates=True)
     except FileNotFoundError:
         raise StateDamagedError(
             f"phase {name} has no {JOURNAL_FILE}: the run was recorded by a version that kept "
@@ -184,6 +187,14 @@ def _journal_of(run_dir: Path, number: int, name: str) -> list[JournalEntry]:
             json_path="$",
             rule="required",
         ) from None
+    expected = digests.get(phase_dir(number, name))
+    if expected is not None and not hmac.compare_digest(sha256_hex(raw), expected):
+        raise HistoryDamagedError(
+            f"phase {name}'s journal changed since it was written: its digest is not the "
+            f"one the signed state keeps for it (sha256 {expected[:16]}...)",
+            source=str(where),
+            rule="digest",
+        )
     entries: Any = data.get("entries") if isinstance(data, dict) else None
     return list(structure(entries, list[JournalEntry], source=str(where)))
 

@@ -86,6 +86,8 @@ class RunBook(Protocol):
     # Facts of the current phase told once (its start, a fallback, ...); cleared with it.
     marks: list[str]
     phase_started_at: str | None
+    # The SHA-256 of each phase's ``journal.json``, by the phase's evidence directory.
+    journals: dict[str, str]
 
 
 @attrs.frozen(kw_only=True)
@@ -374,6 +376,7 @@ class Recorder:
                 "duration_ms": took,
             },
         )
+        journal = list(tally.journal)
         self.emit(
             EVENT_SKILL_END,
             {
@@ -386,8 +389,10 @@ class Recorder:
                 "output_dir": output_dir,
             },
             results=results,
-            journal=list(tally.journal),
+            journal=journal,
         )
+        if book.evidence:  # the journal's file as it will be written, vouched for by the state
+            book.journals[output_dir] = sha256_hex(dumps_canonical({"entries": journal}))
         book.marks = []
         book.phase_started_at = None
 

@@ -157,7 +157,8 @@ class AgentRequestRecord:
     the recorded response and a digest of its bytes (so a response file left behind by a
     crash is recognised, not consumed twice). Once its phase is over, an item may be
     archived: its full text moves to the run's history and ``x_archived`` is set, keeping
-    the state, rewritten at every checkpoint, small. ``x_output_dir`` is where the run's
+    the state, rewritten at every checkpoint, small; ``x_archived_sha256`` is the digest of
+    that history line, which the state (signed) vouches for. ``x_output_dir`` is where the run's
     evidence of this request (``results.json``, prompt and answer) lives, relative to the
     run's directory.
     """
@@ -172,6 +173,9 @@ class AgentRequestRecord:
     x_response_sha256: str | None = None
     x_note: str | None = None
     x_archived: bool | None = None
+    # SHA-256 of the record's line in the run's history (``requests.ndjson``), kept when
+    # it is archived: the signed state vouches for the line read back.
+    x_archived_sha256: str | None = None
     x_max_retries: int | None = None
     x_output_dir: str | None = None
     # Seconds the workflow waits for an answer (``answer_within``); absent: no deadline.

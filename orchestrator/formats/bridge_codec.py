@@ -7,6 +7,7 @@ versions), always naming the file and the JSON path of the first problem.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, TypeVar
 
@@ -243,24 +244,53 @@ def encode_record_line(record: AgentRequestRecord) -> bytes:
     return (json.dumps(shallow(record), default=shallow, separators=(",", ":")) + "\n").encode()
 
 
+def record_line_digest(line: bytes) -> str:
+    """The SHA-256 (hex) of one history line, without its newline: what an archived
+    record's ``x_archived_sha256`` keeps."""
+    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
+
+
 def restore_archived(state: CheckpointState, lines: bytes, *, source: str) -> CheckpointState:
     """``state`` with every archived record replaced by its whole copy from history ``lines``.
 
-    Lines that do not parse are skipped: only a crash mid-append makes one, and its record
-    was still whole in the state then, so it was appended again.
+    A record archived with its line's digest (``x_archived_sha256``) is taken only from a
+    line of that digest: the signed state vouches for it, and a line changed since is
+    refused (``HistoryDamagedError``), naming the file and the request. Lines that do
+    not parse are skipped: only a crash mid-append makes one, and its record was still
+    whole in the state then, so it was appended again.
     """
     whole: dict[str, AgentRequestRecord] = {}
-    for line in lines.splitlines():
+    by_digest: dict[str, AgentRequestRecord] = {}
+    for line in lines.split(b"\n"):
+        if not line:
+            continue
         try:
             data = loads_strict(line, source=source, allow_lone_surrogates=True)
             record = structure(data, AgentRequestRecord, source=source)
         except ContractError:
             continue
         whole[record.request_id] = record
-    restored = [
-        whole.get(item.request_id, item) if item.x_archived else item
-        for item in state.agent_requests
-    ]
+        by_digest[record_line_digest(line)] = record
+    restored = []
+    for number, item in enumerate(state.agent_requests):
+        if not item.x_archived:
+            restored.append(item)
+        elif item.x_archived_sha256 is None:  # archived before digests were kept
+            restored.append(whole.get(item.request_id, item))
+        else:
+            found = by_digest.get(item.x_archived_sha256)
+            if found is None or found.request_id != item.request_id:
+                from .._errors import HistoryDamagedError
+
+                changed = "changed" if item.request_id in whole else "missing"
+                raise HistoryDamagedError(
+                    f"request {item.request_id} is {changed} in the run's history: no line "
+                    f"has the digest the signed state keeps for it (agent_requests[{number}], "
+                    f"sha256 {item.x_archived_sha256[:16]}...)",
+                    source=source,
+                    rule="digest",
+                )
+            restored.append(found)
     return attrs.evolve(state, agent_requests=restored)
 
 

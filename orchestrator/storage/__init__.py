@@ -10,6 +10,8 @@
 - ``runs``: where a work directory keeps its runs;
 - ``signing_key``: the user's signing key, outside any work directory;
 - ``state_key``: the signature over a state's file, made and checked with that key;
+- ``checkpoints``: the last checkpoint that key signed for each run, beside the key, and
+  the work directory a run belongs to (a state rolled back or copied is refused);
 - ``kept_texts``: what a save keeps for the next one (items' texts, segments' hashes),
   so that it encodes and hashes only what changed; and ``ReadMemo``, what one run's
   handling learnt of the state's bytes (checked, parsed), owned and passed by its caller.

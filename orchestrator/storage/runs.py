@@ -111,9 +111,11 @@ def load_run(
         if run_id is not None and own_run != run_id:
             continue
         if signed_only:
+            from .checkpoints import check_checkpoint
             from .state_key import check_signature
 
             check_signature(data, source=str(path), raw=raw)
+            check_checkpoint(data, workdir, source=str(path))
         state = parse_state(data, source=str(path))
         archive = runs / str(own_run) / ARCHIVE_FILE
         if any(r.x_archived for r in state.agent_requests) and archive.exists():
