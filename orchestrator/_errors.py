@@ -131,8 +131,8 @@ class StateRolledBackError(ContractError):
     def __init__(self, message: str, *, source: str = "") -> None:
         trust = f"orchestrate trust --accept-rollback {source}"
         self.advice = (
-            f"nothing was run or changed: if it was put there on purpose, '{trust}' "
-            "accepts it; else put back the run's latest state"
+            f"nothing was run or changed: if it is there on purpose (a state put back, a "
+            f"directory moved), '{trust}' accepts it; else put back the run's latest state"
         )
         super().__init__(message, source=source, json_path="$", rule="rollback")
 

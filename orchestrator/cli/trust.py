@@ -147,7 +147,10 @@ def _sign(path: Path, *, moved: str | None = None, accept_rollback: bool = False
         before_ref = record.workflow
         data["phase_data"]["x_orchestrator"]["workflow"] = moved
         data, record = _reread(path, data)
-        atomic_write(path, signed_bytes(data, {}))
+        if _instance_name(path):  # the project moved, its work directory with it
+            _accepted_here(path, data, record)
+        else:
+            atomic_write(path, signed_bytes(data, {}))
         return printable(
             f"signed {path}, pointed at {moved} (was {before_ref}): {_what(data, record)}; "
             f"with the key {key_file()}"

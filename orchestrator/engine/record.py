@@ -111,7 +111,7 @@ class EngineRecord:
     migrations: list[dict[str, Any]] = attrs.field(factory=list)
     # The SHA-256 of each phase's ``journal.json`` as written, by the phase's directory
     # in the run's evidence: replay takes a journal only when it is as this state says.
-    journals: dict[str, str] = attrs.field(factory=dict)
+    journals: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

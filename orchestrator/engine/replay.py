@@ -171,7 +171,7 @@ def _names_before(done: list[str], name: str) -> set[str]:
 
 
 def _journal_of(
-    run_dir: Path, number: int, name: str, digests: dict[str, str]
+    run_dir: Path, number: int, name: str, digests: dict[str, Any]
 ) -> list[JournalEntry]:
     """A completed phase's journal, from its ``journal.json``: taken only when its bytes
     have the digest the signed state keeps for it (runs recorded before digests were
@@ -188,7 +188,7 @@ def _journal_of(
             rule="required",
         ) from None
     expected = digests.get(phase_dir(number, name))
-    if expected is not None and not hmac.compare_digest(sha256_hex(raw), expected):
+    if isinstance(expected, str) and not hmac.compare_digest(sha256_hex(raw), expected):
         raise HistoryDamagedError(
             f"phase {name}'s journal changed since it was written: its digest is not the "
             f"one the signed state keeps for it (sha256 {expected[:16]}...)",

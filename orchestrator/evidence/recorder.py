@@ -87,7 +87,7 @@ class RunBook(Protocol):
     marks: list[str]
     phase_started_at: str | None
     # The SHA-256 of each phase's ``journal.json``, by the phase's evidence directory.
-    journals: dict[str, str]
+    journals: dict[str, Any]
 
 
 @attrs.frozen(kw_only=True)

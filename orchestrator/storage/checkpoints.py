@@ -38,6 +38,7 @@ __all__ = [
     "last_signed",
     "note_checkpoint",
     "register_directory",
+    "register_entry",
 ]
 
 REGISTER_DIRECTORY = "checkpoints"
@@ -57,7 +58,8 @@ def register_directory() -> Path:
     return key_file().parent / REGISTER_DIRECTORY
 
 
-def _entry_path(run_id: str, started_at: str, home: str) -> Path:
+def register_entry(run_id: str, started_at: str, home: str) -> Path:
+    """The register's file for one run."""
     # One run is its id, when it began and where it lives: a run id given by hand (or
     # made by a test's fixed generator) in two work directories names two runs.
     name = hashlib.sha256(f"{home}\0{run_id}\0{started_at}".encode()).hexdigest()[:40]
@@ -67,7 +69,7 @@ def _entry_path(run_id: str, started_at: str, home: str) -> Path:
 def last_signed(run_id: str, started_at: str, home: str) -> int | None:
     """The last revision noted for the run; ``None`` when the register holds none (a run
     from before the register, or the register was lost or damaged)."""
-    path = _entry_path(run_id, started_at, home)
+    path = register_entry(run_id, started_at, home)
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
@@ -93,7 +95,7 @@ def note_checkpoint(run_id: str, started_at: str, home: str, revision: int) -> N
     """Note ``revision`` as the run's last signed checkpoint (after the state that holds
     it is written), replacing what was noted."""
     directory = register_directory()
-    path = _entry_path(run_id, started_at, home)
+    path = register_entry(run_id, started_at, home)
     data = json.dumps({"run": run_id, "started_at": started_at, "revision": revision}).encode()
     temporary = directory / f".{path.name}.{threading.get_native_id()}.{os.getpid()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)

@@ -391,6 +391,8 @@ def normalised(value: Any, ids: dict[str, str], root: str = "") -> Any:
             # times, digests of bytes with times, and the length of a prompt that names
             # where its board is
             if "duration" in k or k.endswith(("sha256", "_chars"))
+            else "<workdir>"
+            if k == "home"  # the work directory's identity
             else normalised(v, ids, root)
             for k, v in value.items()
             # the signature covers the times; x_store and x_board_id address the store
