@@ -1304,6 +1304,13 @@ def test_a_ledger_without_a_whole_delta_is_refused(case: str) -> None:
     assert fragment in verdict["reason"], verdict
 
 
+def test_a_board_with_no_delta_yet_is_refused_by_its_ledgers_name(tmp_path: Path) -> None:
+    board = Board.create(tmp_path / ".board", run_id=RUN_ID, objective="Nothing yet")
+    verdict = check("ledger", b"", "--board", board.directory)
+    assert (verdict["allow"], verdict["code"]) == (False, "MISSING_REQUIRED_INPUT"), verdict
+    assert verdict["reason"].startswith(f"{board.directory / 'ledger.ndjson'} is empty")
+
+
 def test_an_invalid_whole_line_is_refused_by_its_line_number() -> None:
     # Line 3 is a duplicate (no new sequence number), so only the line count names line 4.
     raw = ndjson(CREATE, START, REPLAYED) + "garbage\n" + ndjson(OTHER)
