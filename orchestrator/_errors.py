@@ -320,6 +320,16 @@ class AnswerRefusedError(UsageError):
         super().__init__(message)
 
 
+class UnfinishedRunError(OrchestratorError):
+    """A run directory given to ``eval compare`` that never recorded some of the cases
+    its ``run.json`` selects (stopped before it finished). ``unfinished`` holds, for each
+    such run, its side (``baseline``, ``new``), its directory and the ids it lacks."""
+
+    def __init__(self, message: str, *, unfinished: list[tuple[str, str, list[str]]]) -> None:
+        self.unfinished = unfinished
+        super().__init__(message)
+
+
 class BoardError(OrchestratorError):
     """The task board refused an operation; ``code`` is its task board error code.
 

@@ -565,23 +565,28 @@ class Fold:
     duplicates: int = 0
 
 
-def fold_ledger(state: LedgerState, data: bytes, *, source: str) -> Fold:
+def fold_ledger(
+    state: LedgerState, data: bytes, *, source: str, first_line: int | None = None
+) -> Fold:
     """Fold the whole lines of ``data`` (ledger bytes from a line start) into ``state``,
     as every reader of a ledger does: the board and ``orchestrate check ledger``.
 
     A torn last line (no newline: a writer killed mid-append) is not folded. A line that
     cannot be read, or holds a delta the board would refuse, is LEDGER_INCONSISTENT: the
     ledger cannot be reconciled; ``details["cause"]`` is the code of the rule it breaks.
+    Errors name a line by its number in ``data`` counted from ``first_line`` when given
+    (a reader of the whole ledger), else by the sequence number it should hold.
     """
     fold = Fold()
     end = data.rfind(b"\n") + 1  # a torn last line is left for the next writer to cut
     # Only "\n" ends a line: a bare "\r" is JSON whitespace, not a line break.
-    for line in data[:end].split(b"\n")[:-1]:
+    for offset, line in enumerate(data[:end].split(b"\n")[:-1]):
         line += b"\n"
         fold.consumed += len(line)
         if not line.strip():
             continue
-        where = f"{source} line {state.seq + 1}"
+        number = state.seq + 1 if first_line is None else first_line + offset
+        where = f"{source} line {number}"
         delta = _parse_line(line, where)
         try:
             if delta.x_seq != state.seq + 1:

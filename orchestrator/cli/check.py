@@ -94,7 +94,9 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         )
     if kind == "ledger" and getattr(args, "board", None):
         try:
-            return _check_ledger(b"".join(line + b"\n" for line in ledger_lines(board_of(args))))
+            board = board_of(args)
+            whole = b"".join(line + b"\n" for line in ledger_lines(board))
+            return _check_ledger(whole, source=board.ledger.location)
         finally:
             close_board_stores()
     raw = sys.stdin.buffer.read()
@@ -167,20 +169,48 @@ def _check_locks(data: Any, *, strict: bool) -> dict[str, Any]:
     return {"allow": True, "code": "OK", "reason": f"{plural(len(locks), 'lock')}, no conflict"}
 
 
-def _check_ledger(raw: bytes) -> dict[str, Any]:
+def _check_ledger(raw: bytes, *, source: str = "<stdin>") -> dict[str, Any]:
     """Fold the deltas (NDJSON) as the board reads its ledger: every rule of D1-D5 and
-    the lock table; a torn last line is left out, as the board leaves it."""
+    the lock table. A torn last line after whole lines is left out, as the board leaves
+    it, and named in ``details.torn_tail``; input without one whole delta is refused."""
     from ..board.ledger import LedgerState, fold_ledger
 
     state = LedgerState()
-    fold = fold_ledger(state, raw, source="<stdin>")
-    torn = " (a torn last line left out)" if raw[fold.consumed :].strip() else ""
+    fold = fold_ledger(state, raw, source=source, first_line=1)
+    tail = raw[fold.consumed :]
+    torn = {"line": raw.count(b"\n", 0, fold.consumed) + 1, "bytes": len(tail)}
+    if not fold.applied and not fold.duplicates:
+        return _no_delta(raw, source, torn if tail.strip() else None)
+    details = {"torn_tail": torn} if tail.strip() else {}
+    left_out = f" (line {torn['line']}, a torn last line of {plural(len(tail), 'byte')}, left out)"
     return {
         "allow": True,
         "code": "OK",
         "reason": f"{plural(fold.applied, 'delta')} apply cleanly "
-        f"({plural(fold.duplicates, 'duplicate')} ignored){torn}; "
+        f"({plural(fold.duplicates, 'duplicate')} ignored){left_out if details else ''}; "
         f"{plural(len(state.rows), 'task')}, {plural(len(state.active_locks()), 'lock')} held",
+        "details": details,
+    }
+
+
+def _no_delta(raw: bytes, source: str, torn: dict[str, int] | None) -> dict[str, Any]:
+    """The refusal of a ledger that holds no whole delta: there is nothing to allow."""
+    if torn is not None:
+        reason = (
+            f"{source} line {torn['line']}: {plural(torn['bytes'], 'byte')} without a newline "
+            "and no whole delta before them; a ledger holds one delta per line, each line "
+            "ending in a newline"
+        )
+        details: dict[str, Any] = {"line": torn["line"]}
+    else:
+        what = "is empty" if not raw else "holds only blank lines"
+        reason = f"{source} {what}: a ledger holds one delta per line; give the whole ledger"
+        details = {}
+    return {
+        "allow": False,
+        "code": "MISSING_REQUIRED_INPUT",
+        "reason": reason,
+        "details": details,
     }
 
 

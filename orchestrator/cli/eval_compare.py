@@ -2,9 +2,10 @@
 regression runs (the ``eval`` group's parser calls :func:`add_compare_commands`).
 
 ``compare`` exits 0 when the gate passes, 1 when a case has a verdict named by
-``--fail-on``, 2 on a usage error (a missing directory, an unknown verdict, a cases file
-that cannot be read), 3 on any other error (the report could not be written), so a CI
-job never takes an error for a failed gate. ``check``
+``--fail-on`` (or, with ``--allow-incomplete``, was never run), 2 on a usage error (a
+missing directory, an unknown verdict, a cases file that cannot be read), 3 on any other
+error (an unfinished run, the report could not be written), so a CI job never takes an
+error for a failed gate. ``check``
 exits 0 when the directory meets the contract's definition of done and 1 on any breach,
 printing each with its file and field.
 """
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._errors import UsageError
+from .._errors import UnfinishedRunError, UsageError
 from .._text import plural, printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -32,8 +33,10 @@ def add_compare_commands(subs: Any, formatter: Any) -> None:
         help="Compare a baseline run with a new run: evaluation.json and report.html.",
         description="Compare a baseline run directory with a new one: judge every case, "
         "write evaluation.json and a self-contained report.html, exit 1 when a case has a "
-        "verdict named by --fail-on. Exit codes: 0 the gate passed, 1 the gate failed, "
-        "2 a usage error, 3 any other error (the report could not be written).",
+        "verdict named by --fail-on. A run that never recorded some of the cases its "
+        "run.json selects (stopped before it finished) is refused, unless "
+        "--allow-incomplete. Exit codes: 0 the gate passed, 1 the gate failed, 2 a usage "
+        "error, 3 any other error (an unfinished run, the report could not be written).",
         formatter_class=formatter,
     )
     compare.set_defaults(run_command=cmd_compare)
@@ -70,6 +73,13 @@ def add_compare_commands(subs: Any, formatter: Any) -> None:
         metavar="VERDICTS",
         help="comma-separated verdicts that fail the gate (exit 1): "
         f"{', '.join(_VERDICT_WORDS)}; 'none' never fails (default: regressed,new-failure)",
+    )
+    compare.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="compare a run that never recorded some of its cases (stopped before it "
+        "finished) instead of refusing it (exit 3): those cases are not_run, and not_run "
+        "fails any gate (exit 1; --fail-on none still passes)",
     )
 
     check = subs.add_parser(
@@ -115,9 +125,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
             cases_file=args.cases,
             fail_on=fail_on,
             generated_at=format_time(SystemClock().now()),
+            allow_incomplete=args.allow_incomplete,
         )
     except UsageError:
         raise
+    except UnfinishedRunError as exc:  # its message says what to do: one line, exit 3
+        print(f"orchestrate: error: {exc}", file=sys.stderr)
+        return EXIT_COMPARE_ERROR
     except Exception as exc:  # whatever it is, it is not a failed gate
         return _compare_error(exc)
     totals = ", ".join(

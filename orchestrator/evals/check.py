@@ -45,6 +45,7 @@ from .reading import (
     manifest_href,
     read_document,
     resolve_ref,
+    unrecorded_cases,
 )
 
 Breach = FileProblem
@@ -148,16 +149,15 @@ def _check_run(run_dir: Path) -> list[Breach]:
             run_dir / MANIFEST_FILE, name=MANIFEST_FILE, kind="assets-manifest"
         )
         breaches += [problem] if problem else _check_manifest(run_dir, manifest)
-    for index, case_id in enumerate(selected):
-        # an id is untrusted: reached without climbing out or following a link
-        if file_inside(run_dir, f"{case_id}.json") is None:
-            breaches.append(
-                Breach(
-                    file=RUN_FILE,
-                    field=f"$.selected_case_ids[{index}]",
-                    message=f"no case file {case_id}.json was written",
-                )
+    # an id is untrusted: looked for without climbing out or following a link
+    for index, case_id in unrecorded_cases(run_dir, selected):
+        breaches.append(
+            Breach(
+                file=RUN_FILE,
+                field=f"$.selected_case_ids[{index}]",
+                message=f"no case file {case_id}.json was written",
             )
+        )
     for name in sorted(os.listdir(run_dir)):
         if name.endswith(".json") and name not in (RUN_FILE, EVALUATION_FILE):
             breaches += _check_case(run_dir, name, manifest)

@@ -2,6 +2,9 @@
 
 How a verdict is judged (``docs/formats/evaluation.md`` says the same for users):
 
+0. A case a run selected but never recorded (the run was stopped before it, and the
+   comparison was asked to go on: ``--allow-incomplete``) is ``not_run``, whatever the
+   other side holds: nothing is known of it, so it fails any gate.
 1. Each side of a case is *failing* when the runner produced no response artifact for it
    (``status: runner_error``), when the run has no file for it, or when its file cannot be
    read as a case artifact. Otherwise it is *ok*.
@@ -89,11 +92,16 @@ def compare_runs(
         for case_id in case_ids
     ]
     cases.sort(key=lambda case: (-case.severity, not case.output_changed, case.case_id))
-    fail_on = [verdict for verdict in VERDICTS if verdict in set(fail_on)]
+    watched = set(fail_on)
+    if watched:
+        watched.add("not_run")  # a case never run passes no gate
+    fail_on = [verdict for verdict in VERDICTS if verdict in watched]
     breaching = [case.case_id for case in cases if case.verdict in fail_on]
-    totals = {"cases": len(cases), **{verdict: 0 for verdict in VERDICTS}}
+    counts = dict.fromkeys(VERDICTS, 0)
     for case in cases:
-        totals[case.verdict] += 1
+        counts[case.verdict] += 1
+    # not_run is counted only when a case has it: a complete comparison reads as it did
+    totals = {"cases": len(cases), **{v: n for v, n in counts.items() if n or v != "not_run"}}
     return Evaluation(
         generated_at=generated_at,
         evaluator_version=evaluator_version,
@@ -146,6 +154,11 @@ def _href(run_dir: Path, name: str, out_dir: Path) -> str:
 
 
 def _side(run: RunDir, case_id: str, out_dir: Path, expected: Expectation | None) -> Side:
+    if case_id in run.unrecorded:
+        return Side(
+            status="not_run",
+            problem=f"the {_which(run)} run stopped before it recorded case {case_id!r}",
+        )
     case = run.cases.get(case_id)
     if case is None:
         return Side(status="missing", problem=f"the {_which(run)} run has no case {case_id!r}")
@@ -318,6 +331,13 @@ def _judge_case(
 
 def judge(baseline: Side, new: Side) -> tuple[str, list[str]]:
     """The verdict of a case from its two sides, and the reasons, in words."""
+    stopped = [
+        name for name, side in (("baseline", baseline), ("new", new)) if side.status == "not_run"
+    ]
+    if stopped:
+        return "not_run", [
+            f"{name}: not run (the run stopped before this case)" for name in stopped
+        ]
     base_ok, new_ok = baseline.status == "ok", new.status == "ok"
     if not base_ok and not new_ok:
         return "both_failing", [f"baseline: {_failing(baseline)}", f"new: {_failing(new)}"]

@@ -16,14 +16,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .._errors import ContractError, OrchestratorError, UsageError
+from .._errors import ContractError, OrchestratorError, UnfinishedRunError, UsageError
+from .._text import plural, printable
 from ..formats.evaluation import EVALUATION_FILE, RISK_LEVELS, Evaluation, unstructure_evaluation
 from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import atomic_write
 from ..storage.files import read_regular_file
 from .cases import CASES_MAX_BYTES
 from .compare import DEFAULT_FAIL_ON, Expectation, compare_runs
-from .reading import FileProblem, RunDir, detail_of, file_inside, manifest_href, read_run_dir
+from .reading import (
+    FileProblem,
+    RunDir,
+    detail_of,
+    file_inside,
+    manifest_href,
+    read_run_dir,
+    unrecorded_in,
+)
 
 REPORT_FILE = "report.html"
 
@@ -45,14 +54,20 @@ def evaluate(
     cases_file: Path | None = None,
     fail_on: Iterable[str] = DEFAULT_FAIL_ON,
     generated_at: str,
+    allow_incomplete: bool = False,
 ) -> tuple[Evaluation, Path]:
     """Compare the runs, write ``evaluation.json`` and ``report.html``; returns the
     evaluation and the folder written. A cases file that cannot be read is a
-    ``UsageError``, raised before anything is written: never taken for a failed gate."""
+    ``UsageError``, raised before anything is written: never taken for a failed gate.
+    A run that never recorded some of its cases is refused
+    (:class:`~orchestrator._errors.UnfinishedRunError`, nothing written) unless
+    ``allow_incomplete``: then those cases are ``not_run`` and fail any gate."""
     given = None if cases_file is None else _given_expectations(cases_file)
     for name, path in (("BASELINE_DIR", baseline_dir), ("NEW_DIR", new_dir)):
         if not path.is_dir() or path.is_symlink():
             raise UsageError(f"{name} {path} is not a directory: name a run directory")
+    if not allow_incomplete:
+        _refuse_unfinished({"baseline": baseline_dir, "new": new_dir})
     if out_dir is None:
         out_dir = _runs_folder(baseline_dir.resolve(), new_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -83,6 +98,46 @@ def evaluate(
     page = render_report(evaluation, exists=lambda href: file_inside(out_dir, href) is not None)
     atomic_write(out_dir / REPORT_FILE, page.encode("utf-8"))
     return evaluation, out_dir
+
+
+#: How many missing case ids the refusal of an unfinished run names before "and N more".
+SHOWN_MISSING = 5
+
+
+def _refuse_unfinished(runs: dict[str, Path]) -> None:
+    """Refuse, in one line, the runs that never recorded some of their cases."""
+    unfinished = [
+        (side, str(path), missing)
+        for side, path in runs.items()
+        if (missing := unrecorded_in(path))
+    ]
+    if not unfinished:
+        return
+    parts = []
+    for side, path, missing in unfinished:
+        shown = ", ".join(printable(case_id) for case_id in missing[:SHOWN_MISSING])
+        more = len(missing) - SHOWN_MISSING
+        listed = f"{shown} and {more} more" if more > 0 else shown
+        parts.append(
+            f"the {side} run {printable(path)} is unfinished, {plural(len(missing), 'case')} "
+            f"never recorded ({listed}): {_how_to_finish(Path(path))}"
+        )
+    raise UnfinishedRunError(
+        f"{'; '.join(parts)}; or pass --allow-incomplete to compare as it is (those "
+        "cases not_run, any gate failed)",
+        unfinished=unfinished,
+    )
+
+
+def _how_to_finish(run_dir: Path) -> str:
+    """A run directory is ``<out>/<version>/<run_id>``; the run's state, while it is
+    unfinished, is in ``<out>/<version>``."""
+    from ..storage.runs import live_state_files
+
+    workdir = run_dir.parent
+    if live_state_files(workdir):
+        return f"finish it with 'orchestrate resume --workdir {printable(str(workdir))}'"
+    return "run it again"
 
 
 def _runs_folder(baseline_dir: Path, new_dir: Path) -> Path:

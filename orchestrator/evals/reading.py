@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,8 @@ class RunDir:
     cases: dict[str, CaseFile]
     manifest: dict[str, Any] | None
     problems: list[FileProblem]
+    #: the cases run.json selects that the run never recorded (:func:`unrecorded_cases`)
+    unrecorded: list[str] = attrs.Factory(list)
 
     @property
     def version(self) -> str | None:
@@ -131,7 +133,25 @@ def read_run_dir(path: Path) -> RunDir:
     for case_id in _selected(run):
         if case_id not in cases:
             cases[case_id] = CaseFile(case_id=case_id, name=f"{case_id}.json")
-    return RunDir(path=path, run=run, cases=cases, manifest=manifest, problems=problems)
+    return RunDir(
+        path=path,
+        run=run,
+        cases=cases,
+        manifest=manifest,
+        problems=problems,
+        unrecorded=_unrecorded_ids(path, run),
+    )
+
+
+def unrecorded_in(run_dir: Path) -> list[str]:
+    """The ids of the cases the run at ``run_dir`` never recorded, read from its
+    ``run.json`` alone (none when it cannot be read: that is a problem of its own)."""
+    run, _ = read_document(run_dir / RUN_FILE, name=RUN_FILE, kind="run")
+    return _unrecorded_ids(run_dir, run)
+
+
+def _unrecorded_ids(run_dir: Path, run: dict[str, Any] | None) -> list[str]:
+    return list(dict.fromkeys(case_id for _, case_id in unrecorded_cases(run_dir, _selected(run))))
 
 
 def _selected(run: dict[str, Any] | None) -> list[str]:
@@ -231,23 +251,45 @@ def _ok_case_problem(
 def file_inside(root: Path, href: Any) -> Path | None:
     """The regular file ``href`` names under ``root``, or ``None``: not a relative path,
     climbing out, through a link, or not there."""
+    found = _entry_inside(root, href)
+    if found is None:
+        return None
+    path, mode = found
+    return path if stat.S_ISREG(mode) else None
+
+
+def _entry_inside(root: Path, href: Any) -> tuple[Path, int] | None:
+    """Whatever ``href`` names under ``root`` (a file, a directory, a link) and its mode
+    (``lstat``), reached without following a link; ``None``: not a relative path,
+    climbing out, through a link, or nothing there."""
     if not isinstance(href, str) or not is_relative_href(href):
         return None
-    current = root
+    current, mode = root, None
     for part in href.replace("\\", "/").split("/"):
         if part in ("", "."):
             continue
+        if mode is not None and stat.S_ISLNK(mode):
+            return None  # a link on the way is never followed
         current = current / part
         try:
             mode = os.lstat(current).st_mode
         except (OSError, ValueError):  # ValueError: a NUL in the href
             return None
-        if stat.S_ISLNK(mode):
-            return None
-    try:
-        return current if stat.S_ISREG(os.lstat(current).st_mode) else None
-    except (OSError, ValueError):
-        return None
+    return None if mode is None else (current, mode)
+
+
+def unrecorded_cases(run_dir: Path, selected: Sequence[str]) -> list[tuple[int, str]]:
+    """``(index, case_id)`` of each case ``run.json`` selects (``selected_case_ids``) that
+    the run never recorded: nothing named ``<case_id>.json`` in the run directory. A run
+    stopped before it finished (killed, or still running) lacks them; ``eval check`` calls
+    such a run a breach and ``eval compare`` refuses it unless told to compare it as it
+    is. A file there that cannot be read (a link, a bad document) is another fault,
+    named where it is read."""
+    return [
+        (index, case_id)
+        for index, case_id in enumerate(selected)
+        if _entry_inside(run_dir, f"{case_id}.json") is None
+    ]
 
 
 def manifest_href(run_dir: Path, href: Any) -> str | None:

@@ -18,6 +18,7 @@ from .._text import plural
 from ..formats.evaluation import VERDICTS, ActionView, CaseEvaluation, Evaluation, Side
 
 LABELS = {
+    "not_run": "Not run",
     "new_failure": "New failure",
     "regressed": "Regressed",
     "both_failing": "Both failing",
@@ -30,13 +31,14 @@ STATUS_LABELS = {
     "runner_error": "runner error",
     "missing": "missing",
     "unreadable": "unreadable",
+    "not_run": "not run",
 }
 #: Shown outputs longer than this are cut; the case file holds the whole.
 MAX_OUTPUT_CHARS = 6000
 
 _STYLE = """
 :root{--ink:#1d2433;--muted:#5d6779;--line:#e3e7ee;--bg:#f6f7f9;--card:#fff;
---new_failure:#b42318;--regressed:#c4320a;--both_failing:#6b4fa8;--fixed:#067647;
+--not_run:#7a2e0e;--new_failure:#b42318;--regressed:#c4320a;--both_failing:#6b4fa8;--fixed:#067647;
 --improved:#0b7285;--unchanged:#667085;--low:#067647;--medium:#b54708;--unknown:#6b4fa8;
 --high:#b42318}
 *{box-sizing:border-box}
@@ -182,6 +184,7 @@ def _totals(evaluation: Evaluation) -> str:
         f'<div class="total" style="border-left-color:var(--{v})"><b>'
         f"{evaluation.totals.get(v, 0)}</b><small>{_e(LABELS[v])}</small></div>"
         for v in VERDICTS
+        if v != "not_run" or evaluation.totals.get(v)  # shown only when a case was not run
     ]
     return f'<div class="totals">{"".join(cells)}</div>'
 

@@ -47,11 +47,21 @@ __all__ = [
 EVALUATION_FILE = "evaluation.json"
 EVALUATION_SCHEMA_VERSION = "evaluation.v1"
 #: The verdicts, most severe first: the report's order and the ``severity`` they get.
-VERDICTS = ("new_failure", "regressed", "both_failing", "fixed", "improved", "unchanged")
+#: ``not_run``: a run stopped before it recorded the case (compared only when asked to);
+#: it fails any gate, and ``totals`` counts it only when a case has it.
+VERDICTS = (
+    "not_run",
+    "new_failure",
+    "regressed",
+    "both_failing",
+    "fixed",
+    "improved",
+    "unchanged",
+)
 #: Risk levels from least to most worrying: ``unknown`` was not shown to be safe, so it
 #: ranks above ``medium``, below a level someone judged ``high``.
 RISK_LEVELS = ("low", "medium", "unknown", "high")
-SIDE_STATUSES = ("ok", "runner_error", "missing", "unreadable")
+SIDE_STATUSES = ("ok", "runner_error", "missing", "unreadable", "not_run")
 ACTION_CHANGES = ("same", "changed", "riskier", "safer", "added", "removed")
 EVIDENCE_KINDS = ("tool_result", "retrieval_doc", "event", "asset")
 _VERSION = re.compile(r"evaluation\.v([0-9]+)(?:\.([0-9]+))?")

@@ -1286,6 +1286,66 @@ def test_a_ledger_out_of_sequence_is_refused() -> None:
     assert (verdict["allow"], verdict["code"]) == (False, "LEDGER_INCONSISTENT")
 
 
+# What check ledger is given is judged: a gate never allows a ledger it did not read.
+NO_DELTA = {
+    "garbage without a newline": (b"garbage", "line 1: 7 bytes without a newline"),
+    "a delta without a newline": (ndjson(CREATE).encode()[:-1], "line 1: "),
+    "empty": (b"", "<stdin> is empty"),
+    "blank lines": (b"\n \n", "<stdin> holds only blank lines"),
+    "a torn line after blank ones": (b"\n\n{oops", "line 3: 5 bytes without a newline"),
+}
+
+
+@pytest.mark.parametrize("case", NO_DELTA)
+def test_a_ledger_without_a_whole_delta_is_refused(case: str) -> None:
+    raw, fragment = NO_DELTA[case]
+    verdict = check("ledger", raw)
+    assert (verdict["allow"], verdict["code"]) == (False, "MISSING_REQUIRED_INPUT"), verdict
+    assert fragment in verdict["reason"], verdict
+
+
+def test_a_board_with_no_delta_yet_is_refused_by_its_ledgers_name(tmp_path: Path) -> None:
+    board = Board.create(tmp_path / ".board", run_id=RUN_ID, objective="Nothing yet")
+    verdict = check("ledger", b"", "--board", board.directory)
+    assert (verdict["allow"], verdict["code"]) == (False, "MISSING_REQUIRED_INPUT"), verdict
+    assert verdict["reason"].startswith(f"{board.directory / 'ledger.ndjson'} is empty")
+
+
+def test_an_invalid_whole_line_is_refused_by_its_line_number() -> None:
+    # Line 3 is a duplicate (no new sequence number), so only the line count names line 4.
+    raw = ndjson(CREATE, START, REPLAYED) + "garbage\n" + ndjson(OTHER)
+    verdict = check("ledger", raw)
+    assert (verdict["allow"], verdict["code"]) == (False, "LEDGER_INCONSISTENT"), verdict
+    assert verdict["reason"].startswith("<stdin> line 4: "), verdict
+
+
+def test_a_torn_last_line_after_whole_deltas_is_allowed_and_named() -> None:
+    raw = ndjson(CREATE, START) + '{"task_id": "T-12", "sta'
+    verdict = check("ledger", raw)
+    assert (verdict["allow"], verdict["code"]) == (True, "OK"), verdict
+    assert verdict["details"] == {"torn_tail": {"line": 3, "bytes": 24}}
+    assert "(line 3, a torn last line of 24 bytes, left out)" in verdict["reason"]
+
+
+@pytest.mark.slow
+def test_the_board_leaves_out_the_torn_tail_the_check_names(workdir: Path) -> None:
+    board = board_of(workdir)
+    board.assign(["T-1"], owner="coder")
+    ledger = workdir / ".board" / "ledger.ndjson"
+    whole = ledger.read_bytes()
+    with ledger.open("ab") as file:
+        file.write(b'{"task_id":"T-2","status":"in_pro')
+    verdict = check("ledger", ledger.read_bytes())
+    assert verdict["allow"] is True
+    assert verdict["details"]["torn_tail"] == {"line": whole.count(b"\n") + 1, "bytes": 33}
+    status = json.loads(orchestrate("board", "status", "--json", "--workdir", workdir).stdout)
+    assert {t["task_id"]: t["status"] for t in status["tasks"]}["T-2"] == "todo"
+    # the next writer cuts the tail; what it appended is whole lines again
+    board_of(workdir).create_tasks([structure(task("T-4", ["tests"]), Task, source="T-4")])
+    assert ledger.read_bytes().startswith(whole)
+    assert "details" not in check("ledger", ledger.read_bytes())
+
+
 # -- the gateway through check --packet ------------------------------------------------
 
 

@@ -134,6 +134,23 @@ def test_a_link_and_a_missing_case_file(
     assert "r-new/run.json: $.selected_case_ids[4]: no case file c-fixed.json was written" in lines
 
 
+def test_a_case_file_that_is_a_link_is_named_as_a_link_not_as_never_written(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run recorded the case (something is there); the link is its own breach.
+    case = evaluated / "new/r-new/c-fixed.json"
+    case.unlink()
+    case.symlink_to(evaluated / "baseline/r-base/c-fixed.json")
+    code, lines = check(evaluated / "new/r-new", capsys)
+    assert (code, lines) == (
+        1,
+        [
+            "c-fixed.json: -: a symbolic link: a copy would not carry what it points to",
+            "c-fixed.json: $: is a symbolic link; write the file itself, not a link",
+        ],
+    )
+
+
 def test_a_failure_without_a_stable_class(
     evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

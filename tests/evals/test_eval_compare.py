@@ -4,7 +4,9 @@ may hold, and ``evaluation.json`` read alike by its JSON Schema and its Python m
 from __future__ import annotations
 
 import copy
+import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import jsonschema
 import pytest
 
 from orchestrator._errors import ContractError
+from orchestrator.cli.main import main
 from orchestrator.evals.compare import judge
 from orchestrator.formats.evaluation import (
     ActionView,
@@ -600,3 +603,145 @@ def test_only_the_first_part_of_a_huge_output_is_diffed_and_the_diff_says_so() -
         "the case files hold the whole @@"
     )
     assert output_diff("a\n", "b\n") == ["--- baseline", "+++ new", "@@ -1 +1 @@", "-a", "+b"]
+
+
+# -- an unfinished run: refused, or compared as it is when asked --------------------------
+
+
+def _stop_before(run: Path, case_ids: list[str]) -> None:
+    """``run`` as a run stopped before it recorded ``case_ids``: their files never written."""
+    for case_id in case_ids:
+        (run / f"{case_id}.json").unlink()
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_a_run_missing_some_of_its_cases_is_refused_with_exit_3(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stop_before(runs / "new" / "r-new", ["c-fixed", "c-html"])
+    assert compare(runs) == 3
+    line = _one_error_line(capsys)
+    assert line.startswith(
+        f"orchestrate: error: the new run {runs / 'new' / 'r-new'} is unfinished, 2 cases "
+        "never recorded (c-fixed, c-html): run it again; or pass --allow-incomplete"
+    ), line
+    assert not (runs / "evaluation.json").exists() and not (runs / "report.html").exists()
+
+
+def test_a_baseline_stopped_before_any_case_is_refused_whatever_the_gate(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = runs / "baseline" / "r-base"
+    _stop_before(baseline, sorted(EXPECTED))
+    # Nothing the default gate watches could happen: every case was fixed or both failing.
+    assert compare(runs, "--fail-on", "regressed,new-failure") == 3
+    line = _one_error_line(capsys)
+    assert (
+        f"the baseline run {baseline} is unfinished, 7 cases never recorded (c-unchanged, "
+        "c-improved, c-regressed, c-new-failure, c-fixed and 2 more)"
+    ) in line, line
+    assert main(["eval", "check", str(baseline)]) == 1  # eval check says the same of it
+
+
+def test_two_unfinished_runs_are_named_in_one_line(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stop_before(runs / "baseline" / "r-base", ["c-html"])
+    _stop_before(runs / "new" / "r-new", ["c-fixed"])
+    assert compare(runs) == 3
+    line = _one_error_line(capsys)
+    assert "the baseline run" in line and "1 case never recorded (c-html)" in line
+    assert "the new run" in line and "1 case never recorded (c-fixed)" in line
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code"), [("regressed,new-failure", 1), ("improved", 1), ("none", 0)]
+)
+def test_allow_incomplete_marks_the_missing_cases_not_run_and_fails_any_gate(
+    runs: Path, capsys: pytest.CaptureFixture[str], fail_on: str, code: int
+) -> None:
+    _stop_before(runs / "baseline" / "r-base", ["c-html"])
+    _stop_before(runs / "new" / "r-new", ["c-fixed"])
+    assert compare(runs, "--allow-incomplete", "--fail-on", fail_on) == code
+    out = capsys.readouterr().out
+    assert out.startswith("7 cases: 2 not run, 1 new failure, 1 regressed, 1 both failing, ")
+    evaluation = evaluation_of(runs)
+    assert {k: v for k, v in verdicts(runs).items() if v == "not_run"} == {
+        "c-fixed": "not_run",
+        "c-html": "not_run",
+    }
+    assert evaluation["totals"]["not_run"] == 2
+    html = next(c for c in evaluation["cases"] if c["case_id"] == "c-html")
+    assert html["baseline"]["status"] == "not_run" and html["new"]["status"] == "ok"
+    assert html["reasons"] == ["baseline: not run (the run stopped before this case)"]
+    assert [c["verdict"] for c in evaluation["cases"]][:2] == ["not_run", "not_run"]
+    gate = evaluation["gate"]
+    assert (gate["failed"], gate["exit_code"]) == (code == 1, code)
+    if code == 1:
+        assert gate["fail_on"][0] == "not_run"
+        assert {"c-fixed", "c-html"} <= set(gate["cases"])
+    _validator().validate(evaluation)
+    assert parse_evaluation(evaluation).cases[0].verdict == "not_run"
+    report = (runs / "report.html").read_text(encoding="utf-8")
+    assert "Not run" in report and "not run" in report
+
+
+def test_a_complete_comparison_counts_no_not_run(runs: Path) -> None:
+    compare(runs, "--allow-incomplete")
+    assert "not_run" not in evaluation_of(runs)["totals"]
+    assert "Not run" not in (runs / "report.html").read_text(encoding="utf-8")
+
+
+KILLER = "sh -c 'kill -9 $PPID'"  # the agent kills the runner: no case is ever recorded
+
+
+@pytest.mark.slow
+def test_a_baseline_killed_before_any_case_is_refused_then_compared_only_when_allowed(
+    tmp_path: Path,
+) -> None:
+    from support.cli import orchestrate
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
+        "from support.eval_agent_server import good_answer\n"
+        "print(json.dumps(good_answer(json.load(sys.stdin))))\n",
+        encoding="utf-8",
+    )
+    ids = ["a", "b", "c", "d"]
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([{"id": i, "input": {"user": i}} for i in ids]), "utf-8")
+    out = tmp_path / "runs"
+
+    def run(version: str, command: str) -> tuple[int, Path]:
+        done = orchestrate(
+            "eval", "run", "--cases", cases, "--agent-command", command,
+            "--version", version, "--out", out, "--concurrency", "1", "--retries", "0",
+        )  # fmt: skip
+        (run_dir,) = [p for p in (out / version).iterdir() if not p.name.startswith(".")]
+        return done.returncode, run_dir
+
+    killed, baseline = run("baseline", KILLER)
+    assert killed == -9 and not list(baseline.glob("[a-d].json"))
+    finished, new = run("new", f"{sys.executable} {agent}")
+    assert finished == 0
+    refused = orchestrate("eval", "compare", baseline, new, "--fail-on", "regressed,new-failure")
+    assert refused.returncode == 3, refused
+    assert refused.stderr == (
+        f"orchestrate: error: the baseline run {baseline} is unfinished, 4 cases never "
+        f"recorded (a, b, c, d): finish it with 'orchestrate resume --workdir {out / 'baseline'}'"
+        "; or pass --allow-incomplete to compare as it is (those cases not_run, any gate "
+        "failed)\n"
+    )
+    assert not (out / "evaluation.json").exists()
+    assert orchestrate("eval", "check", baseline).returncode == 1
+    allowed = orchestrate("eval", "compare", baseline, new, "--allow-incomplete")
+    assert allowed.returncode == 1, allowed
+    assert allowed.stdout.startswith("4 cases: 4 not run\n")
+    assert allowed.stderr == "gate failed: a, b, c, d\n"
