@@ -669,13 +669,18 @@ def _well_formed(signature: Any) -> bool:
 
 
 def signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
-    """Why the signature of the state at ``state_path`` does not hold, in one sentence;
-    ``None`` when it does (what ``status`` shows of a state it will not act on)."""
-    from .._errors import KeyFileError
+    """Why the signature of the state at ``state_path`` (a live instance's) does not
+    hold, or why it is not the run's latest or not this directory's, in one sentence;
+    ``None`` when it is all right (what ``status`` shows of a state it will not act on)."""
+    from .._errors import KeyFileError, StateRolledBackError
+    from .checkpoints import check_checkpoint
 
     try:
         check_key_outside(state_path.parent)
         check_signature(data, source=str(state_path), raw=raw)
+        check_checkpoint(data, state_path.parent, source=str(state_path))
+    except StateRolledBackError as exc:
+        return exc.detail
     except StateUntrustedError as exc:
         where = f" at {exc.json_path}" if exc.json_path != "$" else ""
         others = "".join(f"; and {text} at {path}" for path, _, text in exc.also)

@@ -74,6 +74,9 @@ def test_an_older_signed_state_put_back_is_refused_and_the_answer_kept(tmp_path:
     assert str(state) in line and "rolled back: checkpoint" in line, line
     assert "orchestrate trust --accept-rollback" in line
     assert state.read_bytes() == older, "nothing was run or changed"
+    shown = orchestrate("status", "--workdir", tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "NOT VALID: run " in shown.stdout and "rolled back: checkpoint" in shown.stdout
     for command in ("retry", "cancel"):
         again = orchestrate(command, "--workdir", tmp_path)
         assert again.returncode == 1 and "rolled back" in again.stderr, again.stderr
