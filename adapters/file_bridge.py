@@ -139,6 +139,7 @@ class FileBridge:
         self._encoded = EncodedItems(self._reads)
         beneath.guard(workdir)  # nothing under it is reached through a link
         self._key_checked = False
+        self._home: str | None = None  # the work directory's identity, once worked out
 
     def lock(self) -> InstanceLock:
         # Its directory is made when the lock file cannot be opened for want of it.
@@ -209,9 +210,9 @@ class FileBridge:
         """The state just written is its run's latest: noted beside the key."""
         record = state.phase_data.get(ENGINE_KEY)
         if isinstance(record, dict) and isinstance(record.get("revision"), int):
-            note_checkpoint(
-                record["run_id"], record["started_at"], home_of(self.workdir), record["revision"]
-            )
+            if self._home is None:
+                self._home = home_of(self.workdir)
+            note_checkpoint(record["run_id"], record["started_at"], self._home, record["revision"])
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one
@@ -404,6 +405,7 @@ class FileBridge:
         self._swept, self._requests_listed = previous._swept, previous._requests_listed
         self._known_dirs = previous._known_dirs  # only ever added to, or emptied
         self._key_checked = previous._key_checked
+        self._home = previous._home
         return True
 
     def state_token(self) -> object | None:
