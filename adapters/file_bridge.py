@@ -193,6 +193,9 @@ class FileBridge:
 
     def save_state(self, request: SaveStateInput) -> None:
         self._check_key()
+        record = request.state.phase_data.get(ENGINE_KEY)
+        if isinstance(record, dict) and isinstance(record.get("run_id"), str):
+            record["home"] = self._home_here()  # the run belongs here (signed so)
         data = signed_document(request.state, self._encoded)
         self._saved = None  # until it is written whole
         evidence = request.evidence
@@ -210,9 +213,14 @@ class FileBridge:
         """The state just written is its run's latest: noted beside the key."""
         record = state.phase_data.get(ENGINE_KEY)
         if isinstance(record, dict) and isinstance(record.get("revision"), int):
-            if self._home is None:
-                self._home = home_of(self.workdir)
-            note_checkpoint(record["run_id"], record["started_at"], self._home, record["revision"])
+            home = self._home_here()
+            note_checkpoint(record["run_id"], record["started_at"], home, record["revision"])
+
+    def _home_here(self) -> str:
+        """This work directory's identity (``storage.checkpoints.home_of``), worked out once."""
+        if self._home is None:
+            self._home = home_of(self.workdir)
+        return self._home
 
     def publish(self, request: PublishInput) -> None:
         if not self._swept:  # leftovers come from processes that died before this one

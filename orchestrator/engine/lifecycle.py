@@ -37,7 +37,6 @@ from ..formats.bridge import CheckpointState, HistoryStatus
 from ..formats.bridge_codec import dump_document
 from ..formats.step_names import STATUS_ABSTAIN
 from ..formats.times import format_time
-from ..storage.checkpoints import home_of
 from ..storage.runs import ENGINE_KEY
 from .journal import JournalKept, ReplayRows
 from .mailbox import MailboxMemo
@@ -139,7 +138,6 @@ class Lifecycle:
                 workflow_name=workflow_cls.name,
                 workflow_version=workflow_cls.version,
                 workdir=str(workdir),
-                home=home_of(workdir),
                 started_at=now,
                 inputs=inputs,
                 evidence=True,
@@ -398,7 +396,6 @@ class Lifecycle:
             workflow_name=engine.workflow_cls.name,
             workflow_version=engine.workflow_cls.version,
             workdir=str(workdir),
-            home=home_of(workdir),
             started_at=now,
             inputs=copy_json(origin.inputs),
             status="paused",

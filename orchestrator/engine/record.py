@@ -75,8 +75,9 @@ class EngineRecord:
     workflow_name: str
     workdir: str
     started_at: str
-    # The work directory's identity (``storage.checkpoints.home_of``): a state found in
-    # another directory was copied or moved there. Absent from runs begun before.
+    # The work directory's identity (``storage.checkpoints.home_of``), which the file
+    # bridge writes at each save: a state found in another directory was copied or moved
+    # there. Absent from runs begun before, and from runs in other stores.
     home: str | None = None
     inputs: dict[str, Any] = attrs.field(factory=dict)
     status: str = "running"  # running | paused | failed | completed | cancelled

@@ -599,9 +599,13 @@ def test_a_new_engine_takes_the_state_a_pause_in_this_process_left_without_readi
         outcome = harness.resume()
     assert outcome.status == "paused" and loads == [], "a handed-over state was read again"
 
-    # Another writer put an earlier state back: the next engine reads the file.
+    # Another writer put an earlier state back (accepted on purpose, as 'orchestrate
+    # trust --accept-rollback' does): the next engine reads the file.
+    from orchestrator.cli.trust import trust_state
+
     later_request = outcome.pending[0].request_id
     state_file.write_bytes(first_pause)
+    trust_state(state_file, accept_rollback=True)
     harness.respond(first_request, "answer again")
     outcome = harness.resume()
     assert loads == [1], "a state changed by someone else must be read from its file"
