@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -236,10 +237,14 @@ def test_a_forged_live_state_is_listed_with_a_warning_and_offers_no_form(
     tmp_path: Path,
 ) -> None:
     workdir, run_id = paused_run(tmp_path)
+    untouched = tmp_path / "untouched"
+    shutil.copytree(workdir, untouched, symlinks=True)
     forge_live_state(workdir)
-    with serving(workdir) as served:
+    with serving(workdir, untouched) as served:
         listed = served.request("GET", "/")[2].decode()
-        assert run_id[:8] in listed and "signature NOT VALID" in listed
+        assert run_id[:8] in listed and listed.count("signature NOT VALID") == 1
+        page = served.request("GET", "/run?" + urlencode({"dir": 1, "run": run_id}))[2].decode()
+        assert "action='/answer'" in page and "untrusted" not in page  # the signed copy
         page = served.request("GET", "/run?" + urlencode({"dir": 0, "run": run_id}))[2].decode()
         assert "FORGED" in page  # shown as it is on disk ...
         assert "orchestrate trust" in page and "class='refused untrusted'" in page
@@ -272,13 +277,17 @@ def test_a_forged_kept_state_is_listed_with_a_warning_and_offers_no_form(tmp_pat
     done = orchestrate("run", flow, "--workdir", workdir, "--agent", agent)
     assert done.returncode == 0, done.stderr
     run_id = run_of(workdir)
+    untouched = tmp_path / "untouched"
+    shutil.copytree(workdir, untouched, symlinks=True)
     kept = workdir / ".orchestrator" / "runs" / run_id / "state.json"
     data = json.loads(kept.read_text())
     data["phase_data"]["x_orchestrator"]["status"] = "failed"  # as if to be retried
     kept.write_text(json.dumps(data))
-    with serving(workdir) as served:
+    with serving(workdir, untouched) as served:
         listed = served.request("GET", "/")[2].decode()
-        assert run_id[:8] in listed and "signature NOT VALID" in listed
+        assert run_id[:8] in listed and listed.count("signature NOT VALID") == 1
+        page = served.request("GET", "/run?" + urlencode({"dir": 1, "run": run_id}))[2].decode()
+        assert "badge completed" in page and "untrusted" not in page  # the signed copy
         page = served.request("GET", "/run?" + urlencode({"dir": 0, "run": run_id}))[2].decode()
         assert "class='refused untrusted'" in page
         assert "<form" not in page and "Retry the failed phase" not in page
