@@ -212,8 +212,9 @@ class _Handlers:
             return _not_found()
         if loaded.problem:
             return PlainTextResponse(
-                f"refused, nothing was done: the run's state {loaded.problem}; check it, "
-                f"then sign it with 'orchestrate trust {loaded.source}'",
+                f"refused, nothing was done: the run's signature is NOT VALID "
+                f"({loaded.problem}); check its state, then sign it with "
+                f"'orchestrate trust {loaded.source}'",
                 status_code=409,
             )
         return form, ref
@@ -382,9 +383,10 @@ def _run_html(
 def _untrusted(loaded: LoadedRun) -> str:
     """What the page says of a state whose signature does not hold."""
     return (
-        f"This run's state {loaded.problem}. It is shown as it is on disk, and nothing can "
-        "be done to it from here: no answer, retry, rewind or wake. If you changed it "
-        f"yourself and checked it, sign it with 'orchestrate trust {loaded.source}'."
+        f"signature NOT VALID: {loaded.problem}. This run's state is shown as it is on "
+        "disk, and nothing can be done to it from here: no answer, retry, rewind or wake. "
+        f"If you changed it yourself and checked it, 'orchestrate trust {loaded.source}' "
+        "signs it."
     )
 
 

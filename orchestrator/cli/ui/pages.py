@@ -84,9 +84,7 @@ def _warning(row: RunRow) -> str:
     in its row: the page shows it, and nothing can be done to it from here."""
     if not row.problem or row.status == "damaged":
         return ""
-    return (
-        f"<p class='refused' role='alert'>signature NOT VALID: its state {escape(row.problem)}</p>"
-    )
+    return f"<p class='refused' role='alert'>signature NOT VALID: {escape(row.problem)}</p>"
 
 
 def _waits(count: int) -> str:
