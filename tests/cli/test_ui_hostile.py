@@ -335,6 +335,7 @@ def test_every_hostile_request_is_refused_and_puts_no_traceback(tmp_path: Path) 
     run_dir = workdir / ".orchestrator" / "runs" / run_id
     os.link(secret, run_dir / "hard.txt")
     os.symlink(secret, run_dir / "linked.txt")
+    os.mkfifo(run_dir / "pipe.ndjson")
     os.link(secret, workdir / "runs" / "baseline" / "r-base" / "hard.txt")
     ended = workdir / ".orchestrator" / "runs" / "ended-elsewhere"
     os.symlink(tmp_path, ended)
@@ -353,6 +354,7 @@ def test_every_hostile_request_is_refused_and_puts_no_traceback(tmp_path: Path) 
             ("GET", "/?" + urlencode({"token": token}), {"headers": {"Host": "evil.example"}}),
             ("GET", "/run?" + urlencode({**evidence, "path": "hard.txt"}), {}),
             ("GET", "/run?" + urlencode({**evidence, "path": "linked.txt"}), {}),
+            ("GET", "/run?" + urlencode({**evidence, "path": "pipe.ndjson"}), {}),
             ("GET", "/run?" + urlencode({**evidence, "path": "../../../../users-secret.txt"}), {}),
             ("GET", "/run?" + urlencode({"dir": 0, "run": "ended-elsewhere"}), {}),
             (
