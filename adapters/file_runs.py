@@ -183,6 +183,12 @@ class FileRunStore:
         elif request.live_only:
             self.state_path(request.workflow)  # NoInstanceError: nothing to act on here
             raise NoInstanceError(f"{self.workdir}: run {request.run_id} is not live here")
+        elif request.run_id is not None and _kept(self.workdir, request.run_id):
+            kept = runs_dir(self.workdir) / request.run_id / "state.json"
+            state, problem = read_kept(kept, signed_only=request.signed_only)
+            source = str(kept)
+            if _run_id_of(state) != request.run_id:
+                raise NoInstanceError(f"{kept}: holds another run than {request.run_id}")
         else:
             try:
                 state, source = load_run(
@@ -464,9 +470,9 @@ class FileRunStore:
         return found
 
     def run_files(self, request: RunInput) -> list[str]:
-        run_dir = runs_dir(self.workdir) / str(request.run_id)
-        found = (p for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink())
-        return sorted(str(p.relative_to(run_dir)) for p in found)[:MAX_FILES]
+        """The run's evidence files: regular files with one name each, found with no
+        link followed (a run directory that is a link has none)."""
+        return sorted(_evidence_files(runs_dir(self.workdir) / str(request.run_id)))
 
     def read_run_file(self, request: RunFileInput) -> bytes | None:
         from ..storage import beneath
@@ -535,6 +541,26 @@ def _read_state(path: Path, *, signed_only: bool) -> tuple[CheckpointState, Any,
 def read_live(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState, str | None]:
     """A live instance's state, with every archived request whole again, and why its
     signature does not hold, if so (``signed_only``: then it is refused instead)."""
+    return _read_signed(path, lambda state: runs_dir(path.parent) / _run_id_of(state), signed_only)
+
+
+def read_kept(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState, str | None]:
+    """A kept run's state (``.orchestrator/runs/<run id>/state.json``), as
+    :func:`read_live` reads a live one."""
+    return _read_signed(path, lambda state: path.parent, signed_only)
+
+
+def _kept(workdir: Path, run_id: str) -> bool:
+    """Whether the directory keeps run ``run_id``'s state (a link there is refused when
+    it is read, never followed)."""
+    from ..storage import beneath
+
+    return is_run_id(run_id) and beneath.entry_exists(runs_dir(workdir) / run_id / "state.json")
+
+
+def _read_signed(
+    path: Path, run_dir: Callable[[CheckpointState], Path], signed_only: bool
+) -> tuple[CheckpointState, str | None]:
     from ..formats.bridge_codec import restore_archived
     from ..storage.files import STATE_MAX_BYTES, read_regular_file
     from ..storage.runs import ARCHIVE_FILE
@@ -542,7 +568,7 @@ def read_live(path: Path, *, signed_only: bool = False) -> tuple[CheckpointState
 
     state, data, raw = _read_state(path, signed_only=signed_only)
     problem = None if signed_only else signature_problem(data, raw, path)
-    archive = runs_dir(path.parent) / _run_id_of(state) / ARCHIVE_FILE
+    archive = run_dir(state) / ARCHIVE_FILE
     if any(r.x_archived for r in state.agent_requests) and archive.exists():
         lines = read_regular_file(archive, max_bytes=STATE_MAX_BYTES)
         state = restore_archived(state, lines, source=str(archive))
@@ -594,9 +620,11 @@ def _live_listing(state_path: Path) -> RunListing | None:
 
 def _ended_listing(state: Path) -> RunListing | None:
     from ..storage.files import STATE_MAX_BYTES, read_regular_file
+    from ..storage.state_key import signature_problem
 
     try:
-        data = json.loads(read_regular_file(state, max_bytes=STATE_MAX_BYTES))
+        raw = read_regular_file(state, max_bytes=STATE_MAX_BYTES)
+        data = json.loads(raw)
         record = data["phase_data"][ENGINE_KEY]
         return RunListing(
             run_id=state.parent.name,
@@ -604,6 +632,7 @@ def _ended_listing(state: Path) -> RunListing | None:
             status=str(record.get("status", "?")),
             updated_at=_moment(state),
             phase=str(data.get("phase_name", "")),
+            problem=signature_problem(data, raw, state),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OrchestratorError):
         return None  # being written, a link, or not ours: not listed
@@ -625,3 +654,35 @@ def last_lines(path: Path, count: int, *, window: int = 64 * 1024) -> list[bytes
     if size > window and lines:
         lines = lines[1:]  # the first may be cut
     return lines[-count:]
+
+
+def _evidence_files(run_dir: Path) -> list[str]:
+    """The paths, under ``run_dir``, of its regular files with one name each (at most
+    ``MAX_FILES``), walked from a descriptor of it reached with no link followed; an
+    entry that cannot be read is passed over."""
+    import stat
+
+    from ..storage import beneath
+
+    try:
+        top = beneath.open_directory(run_dir)
+    except (OSError, OrchestratorError):
+        return []
+    found: list[str] = []
+    try:
+        # Left early, the walk closes its descriptors as it is dropped.
+        walk = os.fwalk(".", dir_fd=top, follow_symlinks=False, onerror=lambda _error: None)
+        for where, dirs, files, fd in walk:
+            dirs.sort()
+            for name in sorted(files):
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+                    found.append(os.path.normpath(os.path.join(where, name)))
+            if len(found) >= MAX_FILES:
+                break
+    finally:
+        os.close(top)
+    return found[:MAX_FILES]

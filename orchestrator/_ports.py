@@ -647,11 +647,13 @@ class RunStore(Protocol):
         ...
 
     def run_files(self, request: RunInput) -> list[str]:
-        """The paths of the run's evidence files, relative to its directory, sorted."""
+        """The paths of the run's evidence files, relative to its directory, sorted: on
+        disk, regular files with one name each, none reached through a link."""
         ...
 
     def read_run_file(self, request: RunFileInput) -> bytes | None:
-        """A file of the run's evidence (``None``: there is none by that path)."""
+        """A file of the run's evidence (``None``: there is none by that path, or what is
+        there is a link, a file with another name too, or not a regular file)."""
         ...
 
     def boards(self) -> list[str]:

@@ -320,7 +320,8 @@ def read_file_under(
 ) -> bytes | None:
     """The bytes of ``relative``, a regular file under ``directory`` reached without a link;
     ``None`` for anything else (``..``, an absolute path, a link on the way, a directory,
-    a FIFO, nothing there, more than ``max_bytes``)."""
+    a FIFO, a file with another name too (a hard link, which may be any file of the
+    user's), nothing there, more than ``max_bytes``)."""
     parts = relative.split("/")
     if relative.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
         return None
@@ -330,6 +331,6 @@ def read_file_under(
         return None
     with open(fd, "rb") as file:
         info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > max_bytes:
             return None
         return file.read(max_bytes + 1)[:max_bytes]

@@ -57,9 +57,10 @@ def test_a_run_is_answered_through_the_place_on_either_store(pg_dsn: str, tmp_pa
     places[pg_dsn] = Place(page_store(pg_dsn))
     for dsn, place in places.items():
         run_id = paused_run(dsn, tmp_path)
-        state, _, live = place.load(run_id)
-        (request_id,) = [r.request_id for r in state.agent_requests]
-        assert live and place.answered(run_id, [request_id]) == frozenset()
+        loaded = place.load(run_id)
+        (request_id,) = [r.request_id for r in loaded.state.agent_requests]
+        assert loaded.problem is None
+        assert loaded.live and place.answered(run_id, [request_id]) == frozenset()
         assert place.answer(run_id, request_id, "Waves.") == 0
         assert place.answered(run_id, [request_id]) == {request_id}
         assert place.command(run_id)[0] in ("--workdir", "--store")

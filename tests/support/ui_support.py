@@ -21,6 +21,8 @@ EXAMPLE = REPO / "examples" / "template_create"
 class Served:
     def __init__(self, url: str) -> None:
         self.url = url
+        #: what the server wrote on stderr, once it has stopped (after ``serving``)
+        self.stderr = ""
         parts = urlsplit(url)
         self.host, self.port = str(parts.hostname), int(parts.port or 80)
         self.token = parts.query.removeprefix("token=")
@@ -55,10 +57,14 @@ class Served:
 
 
 @contextmanager
-def serving(*workdirs: Path, store: str | None = None) -> Iterator[Served]:
+def serving(
+    *workdirs: Path, store: str | None = None, options: tuple[str, ...] = ()
+) -> Iterator[Served]:
+    """A server over ``workdirs`` (and ``store``); its stderr is in ``Served.stderr`` once
+    the block has ended and the server has stopped."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_KEY_FILE"] = os.environ["ORCHESTRATOR_KEY_FILE"]
-    argv = command("ui")
+    argv = command("ui", *options)
     for workdir in workdirs:
         argv += ["--workdir", str(workdir)]
     if store is not None:
@@ -66,14 +72,18 @@ def serving(*workdirs: Path, store: str | None = None) -> Iterator[Served]:
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
+    served = None
     try:
         assert process.stdout is not None
         url = process.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
-        yield Served(url)
+        assert url.startswith("http://"), process.stderr.read() if process.stderr else ""
+        served = Served(url)
+        yield served
     finally:
         process.terminate()
-        process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=30)
+        if served is not None:
+            served.stderr = stderr
 
 
 def paused_template_create(workdir: Path) -> None:

@@ -9,10 +9,11 @@ place), resumes a run asleep on a timer when it is due if asked, and shows a tas
 
 - ``runs``: what the pages show, read from the work directories as the commands read
   them (nothing is loaded that a page does not show);
-- ``guard``: the access token, the form token, and paths that never leave a served
-  directory;
+- ``guard``: the access token, the form token, the server's own addresses (any other
+  ``Host`` is refused), and paths that never leave a served directory;
 - ``pages``: the HTML, every text escaped, prompts rendered from a safe Markdown subset;
 - ``places``: where the page finds runs, a work directory's files or a PostgreSQL store;
+- ``reports``: the regression runs served: the files of regression-run folders only;
 - ``shapes``: what the run page says around its forms: the shape an answer must have,
   why the answer before was refused, a run asleep on a timer;
 - ``waker``: the runs to resume when their timer is due, and the thread that does it;

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -39,12 +40,12 @@ from starlette.routing import Route
 
 from ..._errors import OrchestratorError
 from ..._text import plural
-from ...storage.beneath import read_file_under
 from ...storage.runs import is_run_id
 from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard
-from .places import Place
-from .runs import RunRef, RunRow, eval_reports
+from .places import LoadedRun, Place
+from .reports import eval_reports, regression_file
+from .runs import RunRef, RunRow
 from .shapes import Sleep
 from .waker import Waker, spawn_resume, wake_time
 
@@ -64,30 +65,11 @@ def make_app(places: Sequence[Place], guard: Guard) -> Starlette:
 
 
 def _guarded(guard: Guard) -> Any:
-    """The middleware that admits a request only with the token, and sets the headers."""
+    """The middleware that admits a request only at this server's address and with the
+    token, and sets the headers on every answer, an error's too."""
 
     async def guarded(request: Request, call_next: Any) -> Response:
-        token = request.query_params.get("token")
-        if not guard.admits(request.cookies.get(COOKIE), token):
-            return _forbidden("this page needs the link orchestrate ui printed (its token)")
-        if request.method == "POST" and not (
-            guard.same_origin_post(
-                request.headers.get("origin"),
-                request.headers.get("sec-fetch-site"),
-                request.headers.get("host", ""),
-            )
-        ):
-            return _forbidden("a change must come from a page of this server")
-        if token is not None and request.method == "GET":
-            # The token moves into a cookie, and out of the address bar and the history.
-            query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            target = request.url.path + (
-                "?" + "&".join(f"{k}={v}" for k, v in query) if query else ""
-            )
-            response: Response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
-        else:
-            response = await call_next(request)
+        response = await _admitted(request, call_next, guard)
         policy = response.headers.get("x-report-policy")
         if policy is not None:
             del response.headers["x-report-policy"]
@@ -99,6 +81,57 @@ def _guarded(guard: Guard) -> Any:
         return response
 
     return guarded
+
+
+async def _admitted(request: Request, call_next: Any, guard: Guard) -> Response:
+    """The answer to ``request``: a refusal, the token's move into a cookie, or the page."""
+    if not guard.host_ok(request.headers.get("host")):
+        return PlainTextResponse(
+            "misdirected: this server answers to its own address only "
+            f"(http://127.0.0.1:{guard.port}/ or http://localhost:{guard.port}/)",
+            status_code=421,
+        )
+    token = request.query_params.get("token")
+    if not guard.admits(request.cookies.get(COOKIE), token):
+        return _forbidden("this page needs the link orchestrate ui printed (its token)")
+    if request.method == "POST" and not (
+        guard.same_origin_post(
+            request.headers.get("origin"),
+            request.headers.get("sec-fetch-site"),
+            request.headers.get("host", ""),
+        )
+    ):
+        return _forbidden("a change must come from a page of this server")
+    if token is not None and request.method == "GET":
+        return _token_to_cookie(request, guard)
+    try:
+        response: Response = await call_next(request)
+    except Exception as exc:  # a page that failed: one line, never a traceback
+        print(f"orchestrate ui: {request.url.path}: {_one_line(exc)}", file=sys.stderr)
+        return HTMLResponse(
+            pages.page("Error", "<p class='failure'>this page failed; see the server's log</p>"),
+            status_code=500,
+        )
+    return response
+
+
+def _token_to_cookie(request: Request, guard: Guard) -> Response:
+    """The token moves into a cookie, and out of the address bar and the history: the
+    same page again, at a path of this server only (one ``/``, never ``//`` or ``/\\``,
+    which a browser takes for another host)."""
+    path = str(request.scope["path"])  # decoded: "/%2F..." is "//..." here
+    if not path.startswith("/") or path[1:2] in ("/", "\\"):
+        return _not_found()
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+    target = quote(path) + ("?" + urlencode(query) if query else "")
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
+    return response
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:500]
 
 
 class _Handlers:
@@ -146,6 +179,10 @@ class _Handlers:
         place = self.places[ref.directory]
         view = request.query_params.get("view")
         if view == "events":
+            try:
+                await asyncio.to_thread(place.load, ref.run_id)
+            except (OrchestratorError, OSError):
+                return _not_found()
             return StreamingResponse(
                 _events(place, ref, _int(request.query_params.get("after"), 0)),
                 media_type="text/event-stream",
@@ -161,12 +198,26 @@ class _Handlers:
         )
 
     async def posted(self, request: Request) -> tuple[Any, RunRef] | Response:
-        """The form of a POST and the run it names, or the refusal to send back."""
+        """The form of a POST and the run it names, or the refusal to send back: nothing
+        is done to a run whose state does not hold its signature."""
         form = await request.form()
         if not self.guard.form_token_ok(str(form.get("csrf", "")) or None):
             return _forbidden("the form's token is missing or wrong: reload the page")
         ref = _ref(form, self.places)
-        return _not_found() if ref is None else (form, ref)
+        if ref is None:
+            return _not_found()
+        try:
+            loaded = await asyncio.to_thread(self.places[ref.directory].load, ref.run_id)
+        except (OrchestratorError, OSError):
+            return _not_found()
+        if loaded.problem:
+            return PlainTextResponse(
+                f"refused, nothing was done: the run's signature is NOT VALID "
+                f"({loaded.problem}); check its state, then sign it with "
+                f"'orchestrate trust {loaded.source}'",
+                status_code=409,
+            )
+        return form, ref
 
     async def answer(self, request: Request) -> Response:
         taken = await self.posted(request)
@@ -244,7 +295,7 @@ class _Handlers:
         if not 0 <= index < len(self.workdirs):
             return _not_found()
         relative = request.path_params["path"]
-        data = await asyncio.to_thread(read_file_under, self.workdirs[index], relative)
+        data = await asyncio.to_thread(regression_file, self.workdirs[index], relative)
         if data is None:
             return _not_found()
         if relative.endswith(".html"):
@@ -276,14 +327,29 @@ def _run_page(
     drafts: dict[str, str] | None = None,
     waker: Waker | None = None,
 ) -> Response:
+    try:
+        loaded = place.load(ref.run_id)
+        html = _run_html(place, ref, loaded, guard, waker, notice, refused, drafts)
+    except (OrchestratorError, OSError) as exc:
+        return HTMLResponse(pages.page("Run", f"<p class='failure'>{escape(str(exc))}</p>"), 404)
+    return HTMLResponse(html)
+
+
+def _run_html(
+    place: Place,
+    ref: RunRef,
+    loaded: LoadedRun,
+    guard: Guard,
+    waker: Waker | None,
+    notice: str | None,
+    refused: dict[str, str] | None,
+    drafts: dict[str, str] | None,
+) -> str:
     from ...evidence.history import timeline
     from ..event_lines import describe_event
     from ..instance import describe_ended, summarize_state
 
-    try:
-        state, source, _live = place.load(ref.run_id)
-    except (OrchestratorError, OSError) as exc:
-        return HTMLResponse(pages.page("Run", f"<p class='failure'>{escape(str(exc))}</p>"), 404)
+    state, source = loaded.state, loaded.source
     record = state.phase_data.get("x_orchestrator") or {}
     if record.get("status") in ("completed", "cancelled"):
         summary = describe_ended(state, source=source)
@@ -294,10 +360,13 @@ def _run_page(
         (seq, describe_event(json.loads(line), seq=seq))
         for seq, line, _ in place.event_reader(ref.run_id)()[-200:]
     ]
-    html = pages.run_page(
+    # A state whose signature fails is only shown: what of it is answered is not asked
+    # (the store reads nothing more of such a state).
+    answered = frozenset() if loaded.problem else place.answered(ref.run_id, pending)
+    return pages.run_page(
         ref,
         events=events,
-        answered=place.answered(ref.run_id, pending),
+        answered=answered,
         state=state,
         summary=summary,
         timeline=timeline(state),
@@ -307,8 +376,18 @@ def _run_page(
         refused=refused,
         drafts=drafts,
         sleep=_sleep(place, ref, state, waker),
+        untrusted=_untrusted(loaded) if loaded.problem else None,
     )
-    return HTMLResponse(html)
+
+
+def _untrusted(loaded: LoadedRun) -> str:
+    """What the page says of a state whose signature does not hold."""
+    return (
+        f"signature NOT VALID: {loaded.problem}. This run's state is shown as it is on "
+        "disk, and nothing can be done to it from here: no answer, retry, rewind or wake. "
+        f"If you changed it yourself and checked it, 'orchestrate trust {loaded.source}' "
+        "signs it."
+    )
 
 
 def _sleep(place: Place, ref: RunRef, state: Any, waker: Waker | None) -> Sleep | None:
@@ -376,7 +455,12 @@ async def _events(place: Place, ref: RunRef, after: int) -> AsyncIterator[bytes]
     """The run's events after ``after``, then each new one, until ``run.end``."""
     read_new = place.event_reader(ref.run_id)
     while True:
-        for seq, line, name in await asyncio.to_thread(read_new):
+        try:
+            found = await asyncio.to_thread(read_new)
+        except (OrchestratorError, OSError):
+            yield b"event: end\ndata: {}\n\n"  # the events cannot be read (any more)
+            return
+        for seq, line, name in found:
             if seq > after:
                 yield b"data: " + line + b"\n\n"
             if name == "run.end":

@@ -51,7 +51,8 @@ def runs_page(
         f"<tr class='{escape(r.status)}'><td><a href='{escape(run_link(r.ref))}'>"
         f"{escape(r.workflow)}</a></td><td><span class='badge {escape(r.status)}'>"
         f"{escape(r.status)}</span></td><td>{escape(r.phase)}</td>"
-        f"<td>{_waits(r.waiting_for)}</td><td class='mono'>{escape(r.ref.run_id[:8])}</td>"
+        f"<td>{_waits(r.waiting_for)}{_warning(r)}</td>"
+        f"<td class='mono'>{escape(r.ref.run_id[:8])}</td>"
         f"<td class='dim'>{escape(r.where)}</td></tr>"
         for r in window
     )
@@ -78,6 +79,14 @@ def runs_page(
     return page("Runs", body)
 
 
+def _warning(row: RunRow) -> str:
+    """A run whose state cannot be trusted as it is (its signature does not hold), said
+    in its row: the page shows it, and nothing can be done to it from here."""
+    if not row.problem or row.status == "damaged":
+        return ""
+    return f"<p class='refused' role='alert'>signature NOT VALID: {escape(row.problem)}</p>"
+
+
 def _waits(count: int) -> str:
     if not count:
         return ""
@@ -98,18 +107,25 @@ def run_page(
     answered: frozenset[str] = frozenset(),
     events: Sequence[tuple[int, str]] = (),
     sleep: Sleep | None = None,
+    untrusted: str | None = None,
 ) -> str:
+    """A run's page; ``untrusted``: why its state cannot be trusted, said at the top, and
+    then the page offers no form (no answer, retry, rewind or wake)."""
     refused, drafts = refused or {}, drafts or {}
     status = str(summary.get("status", "?"))
     head = (
         f"<h1>{escape(str(summary.get('workflow')))} <span class='badge {escape(status)}'>"
         f"{escape(status)}</span></h1><p class='dim mono'>run {escape(ref.run_id)}</p>"
     )
+    if untrusted:
+        head += f"<p class='refused untrusted' role='alert'>{escape(untrusted)}</p>"
     if notice:
         head += f"<p class='notice' role='status'>{escape(notice)}</p>"
     if summary.get("failure"):
         head += f"<p class='failure'>{escape(str(summary['failure']))}</p>"
     waiting = [r for r in state.agent_requests if r.status.value == "pending"]
+    if untrusted:
+        waiting = []  # its prompts are under "Asks and answers"; no form takes an answer
     asks = "".join(
         _answered_ask(record, refused.get(record.request_id), drafts.get(record.request_id))
         if record.request_id in answered
@@ -123,9 +139,9 @@ def run_page(
             head += f"<p class='refused' role='alert'>{escape(why)}</p>"
     if asks:
         asks = f"<section><h2>Waiting for an answer</h2>{asks}</section>"
-    if sleep is not None and status == "paused" and not waiting:
+    if sleep is not None and status == "paused" and not waiting and not untrusted:
         asks = sleeping(ref, csrf, sleep)
-    actions = _recover(ref, csrf, state) if status == "failed" else ""
+    actions = _recover(ref, csrf, state) if status == "failed" and not untrusted else ""
     last = str(events[-1][0]) if events else "0"
     asked = "".join(_asked(record) for record in state.agent_requests if record.x_request)
     if asked:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from ..._ports import (
     BoardTailInput,
     ListRunsInput,
@@ -29,6 +31,17 @@ from .runs import RunRef, RunRow
 #: An event line: (x_seq, its bytes without the newline, its name).
 EventLine = tuple[int, bytes, str]
 MAX_LISTED = 10_000
+
+
+@attrs.frozen(kw_only=True)
+class LoadedRun:
+    """A run's state as a page shows it: where it was read from, whether the run lives,
+    and why its signature does not hold, if so (then nothing is done to it from here)."""
+
+    state: Any
+    source: str
+    live: bool
+    problem: str | None = None
 
 
 class Place:
@@ -55,14 +68,15 @@ class Place:
             for r in self.store.list_runs(ListRunsInput(limit=MAX_LISTED))
         ]
 
-    def load(self, run_id: str) -> tuple[Any, str, bool]:
-        """The run's state (archived requests whole), where from, and whether it lives."""
+    def load(self, run_id: str) -> LoadedRun:
+        """The run's state (archived requests whole), where from, whether it lives, and
+        why its signature does not hold, if so."""
         run = self.store.read_run(RunInput(run_id=run_id))
         if run.state is None:
             from ..._errors import NoInstanceError
 
             raise NoInstanceError(f"{run.source} is {run.status}: it has no state yet")
-        return run.state, run.source, run.live
+        return LoadedRun(state=run.state, source=run.source, live=run.live, problem=run.problem)
 
     def answered(self, run_id: str, pending: list[str]) -> frozenset[str]:
         return frozenset(self.store.answered(RunInput(run_id=run_id)) & set(pending))

@@ -1,14 +1,10 @@
-"""The runs of the served places, as the pages show them, and the regression reports of
-the served work directories.
+"""The runs of the served places, as the pages show them.
 
 A run is named by the index of its place among those served and its id, never by a path
 the browser sends.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from pathlib import Path
 
 import attrs
 
@@ -31,15 +27,3 @@ class RunRow:
     waiting_for: int
     updated: float
     problem: str | None = None
-
-
-def eval_reports(workdirs: Sequence[Path]) -> list[tuple[int, str]]:
-    """The ``report.html`` of each regression comparison under the served directories
-    (up to three levels down): ``(directory index, path under it)``."""
-    found = []
-    for index, workdir in enumerate(workdirs):
-        for pattern in ("report.html", "*/report.html", "*/*/report.html", "*/*/*/report.html"):
-            for report in sorted(workdir.glob(pattern)):
-                if report.is_file() and not report.is_symlink():
-                    found.append((index, str(report.relative_to(workdir))))
-    return found

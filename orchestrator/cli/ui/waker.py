@@ -107,10 +107,10 @@ class Waker:
 
     def _wake_of(self, ref: RunRef) -> datetime | None:
         try:
-            state, _source, _live = self.places[ref.directory].load(ref.run_id)
+            loaded = self.places[ref.directory].load(ref.run_id)
         except (OrchestratorError, OSError):
             return None
-        return wake_time(state)
+        return None if loaded.problem else wake_time(loaded.state)
 
     def _watch(self) -> None:
         while True:
