@@ -99,8 +99,10 @@ def add_run_command(subs: Any, formatter: Any) -> None:
     run.add_argument(
         "--max-body-bytes",
         type=int,
-        default=1024 * 1024,
-        help="answers are read up to this size (default 1048576)",
+        default=16 * 1024 * 1024,  # formats.runs.Limits' default (not imported for --help)
+        help="answers are read up to this size, on their way to disk, never held whole "
+        "beyond it; a larger answer is a BodyTooLarge failure with its first bytes kept "
+        "(default 16777216)",
     )
 
 

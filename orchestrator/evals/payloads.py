@@ -11,7 +11,6 @@ Nothing is written here: the caller writes the planned assets once the answer is
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -80,11 +79,12 @@ def check_agent_hrefs(data: Any, *, source: str) -> None:
 
 
 def externalize(data: Any, *, case_id: str, limits: Limits) -> Externalized:
-    """``data`` (the agent's answer) with its large payloads and snippets planned as
-    assets; anything not shaped as expected is left for the checks to name."""
+    """``data`` (the agent's answer, changed in place: a large answer is not copied) with
+    its large payloads and snippets planned as assets; anything not shaped as expected is
+    left for the checks to name."""
     if not isinstance(data, dict):
         return Externalized(answer=data, assets=[])
-    answer = copy.deepcopy(data)
+    answer = data
     assets: list[PlannedAsset] = []
     events = answer.get("events")
     if isinstance(events, list):

@@ -2,10 +2,13 @@
 stdlib ``http.client``), a command run as a subprocess (the request on stdin, the answer
 on stdout), or a Python callable in this process.
 
-A transport returns what came back (:class:`Reply`: status, body up to the cap, whether
-it was cut) or raises :class:`TransportFailure` with its error class when nothing usable
-came back (``timeout``, ``network_error``, ``other``). Judging the body (JSON, shape) is
-the caller's (:mod:`orchestrator.evals.attempts`), the same for every transport.
+A transport writes the body into the :class:`~orchestrator.evals.bodies.BodyFile` it is
+given as it arrives (never holding it whole: past the cap it stops reading, or for a
+command reads on, counting) and returns what else came back (:class:`Reply`: status,
+whether the body was cut), or raises :class:`TransportFailure` with its error class when
+nothing usable came back (``timeout``, ``network_error``, ``other``). Judging the body
+(JSON, shape) is the caller's (:mod:`orchestrator.evals.attempts`), the same for every
+transport.
 """
 
 from __future__ import annotations
@@ -22,18 +25,18 @@ import attrs
 from .._errors import UsageError
 from .._http import endpoint_of
 from .._text import plural
+from .bodies import BodyFile
 
 _CHUNK = 64 * 1024
 
 
 @attrs.define(kw_only=True)
 class Reply:
-    """What one try got back: ``body`` holds at most the cap (``truncated`` says whether
-    more came), ``bytes_total`` the full size when known."""
+    """What one try got back besides its body (in the body file): ``truncated`` says
+    whether more came than the cap, ``bytes_total`` the full size when known."""
 
     status: int | None
     status_text: str | None = None
-    body: bytes
     truncated: bool = False
     bytes_total: int | None = None
     content_type: str | None = None
@@ -41,8 +44,9 @@ class Reply:
 
 
 class TransportFailure(Exception):
-    """A try that got no reply to judge: its error class, name and message, and the part
-    of a body that arrived before the connection dropped, if any."""
+    """A try that got no reply to judge: its error class, name and message; ``with_body``
+    says the part of a body in the body file (what arrived before the connection dropped,
+    a failed command's output) belongs to the failure."""
 
     def __init__(
         self,
@@ -50,7 +54,7 @@ class TransportFailure(Exception):
         error_name: str,
         message: str,
         *,
-        partial: bytes | None = None,
+        with_body: bool = False,
         bytes_total: int | None = None,
         status: int | None = None,
         content_type: str | None = None,
@@ -62,7 +66,7 @@ class TransportFailure(Exception):
         self.error_class = error_class
         self.error_name = error_name
         self.message = message
-        self.partial = partial
+        self.with_body = with_body
         self.bytes_total = bytes_total
         self.status = status
         self.content_type = content_type
@@ -70,12 +74,13 @@ class TransportFailure(Exception):
 
 
 class Transport(Protocol):
-    """Sends one request body to the agent and returns its reply."""
+    """Sends one request body to the agent, writes the answer's body into ``sink`` (up to
+    its cap) and returns the rest of the reply."""
 
     #: what ``run.json``'s ``base_url`` and ``runner_failure.url`` show
     url: str
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply: ...
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply: ...
 
 
 # -- HTTP ---------------------------------------------------------------------------------
@@ -84,7 +89,7 @@ class Transport(Protocol):
 class HttpTransport:
     """``POST {base_url}/run-case`` with ``http.client``: one connection per try, a
     deadline over the whole try (connect, send, the headers and the body, together), the
-    body read up to the cap."""
+    body read up to one byte past the cap, never further."""
 
     def __init__(self, base_url: str) -> None:
         from urllib.parse import urlsplit
@@ -107,7 +112,7 @@ class HttpTransport:
         self._path = parts.path.rstrip("/") + "/run-case"
         self.url = endpoint_of(base_url).rstrip("/") + "/run-case"
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         import http.client
 
         connection: http.client.HTTPConnection
@@ -128,15 +133,14 @@ class HttpTransport:
             response = connection.getresponse()
             headers = {k.lower(): v for k, v in response.getheaders()}
             length = _content_length(headers)
-            data, truncated = _read_capped(response, max_body_bytes, length, headers)
+            truncated = _read_capped(response, sink, length, headers)
             if deadline.expired:  # a body read to its end because the watchdog closed it
                 raise TimeoutError
             return Reply(
                 status=response.status,
                 status_text=response.reason,
-                body=data,
                 truncated=truncated,
-                bytes_total=length if length is not None else (None if truncated else len(data)),
+                bytes_total=length if length is not None else (None if truncated else sink.total),
                 content_type=headers.get("content-type"),
                 headers=headers,
             )
@@ -199,9 +203,9 @@ def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailur
         return TransportFailure(
             "network_error",
             "IncompleteRead",
-            f"the connection closed after {plural(len(exc.partial), 'byte')} of the body"
+            f"the connection closed after {plural(exc.received, 'byte')} of the body"
             + (f" of {exc.expected}" if exc.expected is not None else ""),
-            partial=exc.partial,
+            with_body=True,
             bytes_total=exc.expected,
             status=exc.status,
             content_type=exc.headers.get("content-type"),
@@ -215,9 +219,10 @@ def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailur
 
 class _Cut(Exception):
     def __init__(
-        self, partial: bytes, expected: int | None, status: int, headers: dict[str, str]
+        self, received: int, expected: int | None, status: int, headers: dict[str, str]
     ) -> None:
-        self.partial, self.expected, self.status, self.headers = partial, expected, status, headers
+        self.received, self.expected = received, expected
+        self.status, self.headers = status, headers
 
 
 def _content_length(headers: dict[str, str]) -> int | None:
@@ -227,30 +232,27 @@ def _content_length(headers: dict[str, str]) -> int | None:
 
 
 def _read_capped(
-    response: Any, cap: int, length: int | None, headers: dict[str, str]
-) -> tuple[bytes, bool]:
-    """The body, at most ``cap`` bytes (then ``True``: there was more)."""
+    response: Any, sink: BodyFile, length: int | None, headers: dict[str, str]
+) -> bool:
+    """Read the body into ``sink`` piece by piece, stopping one byte past its cap;
+    whether there was more than the cap."""
     import http.client
 
-    chunks: list[bytes] = []
-    size = 0
-    while size <= cap:
+    while sink.room:
         try:
-            chunk = response.read1(min(_CHUNK, cap + 1 - size))
+            chunk = response.read1(min(_CHUNK, sink.room))
         except http.client.IncompleteRead as exc:
-            partial = (b"".join(chunks) + exc.partial)[:cap]
-            raise _Cut(partial, length, response.status, headers) from None
+            sink.write(exc.partial)
+            raise _Cut(sink.total, length, response.status, headers) from None
         if not chunk:
             break
-        chunks.append(chunk)
-        size += len(chunk)
-    data = b"".join(chunks)
-    if len(data) > cap:
-        return data[:cap], True
-    if length is not None and len(data) < length:
+        sink.write(chunk)
+    if sink.truncated:
+        return True
+    if length is not None and sink.total < length:
         # a read returns b"" at an early end of a sized body instead of raising
-        raise _Cut(data, length, response.status, headers)
-    return data, False
+        raise _Cut(sink.total, length, response.status, headers)
+    return False
 
 
 def command_label(command: str) -> str:
@@ -284,7 +286,7 @@ class SubprocessTransport:
             raise UsageError("--agent-command is empty: give the command line of the agent")
         self.url = command_label(command)
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         import signal
         import subprocess
 
@@ -301,8 +303,9 @@ class SubprocessTransport:
             raise TransportFailure(
                 "other", type(exc).__name__, f"cannot start {name}: {exc.strerror or exc}"
             ) from None
-        out = _Drain(child.stdout, keep=max_body_bytes + 1)
-        err = _Drain(child.stderr, keep=500, tail=True)
+        out = _Drain(child.stdout, sink.write)
+        tail = _Tail(500)
+        err = _Drain(child.stderr, tail.write)
         _feed(child, body)
         deadline = time.monotonic() + timeout_s
         try:
@@ -318,42 +321,46 @@ class SubprocessTransport:
             raise TransportFailure(
                 "timeout", "TimeoutError", f"no answer within {timeout_s * 1000:.0f} ms"
             ) from None
-        data, total = out.data[:max_body_bytes], out.total
         if child.returncode != 0:
-            tail = err.data.decode("utf-8", "replace").strip()
+            said = tail.data.decode("utf-8", "replace").strip()
             raise TransportFailure(
                 "other",
                 f"exit status {child.returncode}",
                 f"the agent command exited with status {child.returncode}"
-                + (f": {tail}" if tail else ""),
-                partial=data or None,
-                bytes_total=total,
-                truncated=total > max_body_bytes,
+                + (f": {said}" if said else ""),
+                with_body=sink.kept > 0,
+                bytes_total=sink.total,
+                truncated=sink.truncated,
             )
-        return Reply(status=None, body=data, truncated=total > max_body_bytes, bytes_total=total)
+        return Reply(status=None, truncated=sink.truncated, bytes_total=sink.total)
+
+
+class _Tail:
+    """The last ``keep`` bytes written to it."""
+
+    def __init__(self, keep: int) -> None:
+        self.data = b""
+        self._keep = keep
+
+    def write(self, chunk: bytes) -> None:
+        self.data = (self.data + chunk)[-self._keep :]
 
 
 class _Drain:
-    """Reads a pipe to its end in a thread, keeping only ``keep`` bytes (the first, or
-    the last with ``tail``) and counting them all: output past the cap costs no memory."""
+    """Reads a pipe to its end in a thread, handing each piece to ``take`` (which keeps
+    what it wants and counts the rest: output past the cap costs no memory)."""
 
-    def __init__(self, pipe: Any, *, keep: int, tail: bool = False) -> None:
+    def __init__(self, pipe: Any, take: Callable[[bytes], None]) -> None:
         import threading
 
-        self.data = b""
-        self.total = 0
-        self._pipe, self._keep, self._tail = pipe, keep, tail
+        self._pipe, self._take = pipe, take
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         with contextlib.suppress(OSError, ValueError), self._pipe:
             while chunk := self._pipe.read1(_CHUNK):
-                self.total += len(chunk)
-                if self._tail:
-                    self.data = (self.data + chunk)[-self._keep :]
-                elif len(self.data) < self._keep:
-                    self.data += chunk[: self._keep - len(self.data)]
+                self._take(chunk)
 
     @property
     def alive(self) -> bool:
@@ -390,7 +397,7 @@ class CallableTransport:
         self._function = function
         self.url = f"callable:{name}"
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         started = time.monotonic()
         try:
             answer = self._function(json.loads(body))
@@ -413,12 +420,8 @@ class CallableTransport:
                 raise TransportFailure(
                     "schema_mismatch", type(exc).__name__, f"the answer is not JSON data: {exc}"
                 ) from None
-        return Reply(
-            status=None,
-            body=data[:max_body_bytes],
-            truncated=len(data) > max_body_bytes,
-            bytes_total=len(data),
-        )
+        sink.write(data)
+        return Reply(status=None, truncated=sink.truncated, bytes_total=sink.total)
 
 
 def load_function(reference: str) -> AgentFunction:

@@ -240,6 +240,7 @@ class RegressionRun(Workflow):
         inputs = self.inputs
         return CaseRunner(
             transport=transport_for(inputs["agent"]),
+            bodies=_run_dir(ctx) / ASSETS_DIR,
             version=inputs["version"],
             run_id=ctx.run_id,
             timeout_ms=inputs["timeout_ms"],
@@ -317,6 +318,9 @@ class _Pool:
             return self._write(case, result)
         except ContractError as exc:  # what a reader would refuse is never written
             return self._write(case, _broken(self._runner.timing, exc, "not written", result))
+        finally:  # a body not kept as an asset (kept, this does nothing)
+            if result.failure is not None and result.failure.body is not None:
+                result.failure.body.discard()
 
     def _write(self, case: CaseSpec, result: CaseResult) -> dict[str, Any]:
         inputs = self._workflow.inputs
