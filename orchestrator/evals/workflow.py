@@ -70,16 +70,19 @@ def run_inputs(
     max_delay_ms: int = 5_000,
     limits: Limits | None = None,
 ) -> dict[str, Any]:
-    """The inputs of a :class:`RegressionRun` (absolute paths: a resume may start anywhere)."""
+    """The inputs of a :class:`RegressionRun`. Its paths are relative to the run's work
+    directory, ``out_root/version`` (where the engine keeps its state, in the folder a
+    user copies to share the run): no absolute path of this machine is kept there."""
     limits = limits or Limits()
+    workdir = (out_root / version).resolve()
     if agent.get("kind") == "http":  # credentials in the URL are never sent: never kept
         agent = {**agent, "base_url": endpoint_of(str(agent["base_url"]))}
     return {
         "version": version,
         "agent": agent,
-        "cases_file": str(cases_file.resolve()),
-        "out_root": str(out_root.resolve()),
-        "repo_dir": str(repo_dir.resolve()),
+        "cases_file": _relative(cases_file.resolve(), workdir),
+        "out_root": _relative(out_root.resolve(), workdir),
+        "repo_dir": _relative(repo_dir.resolve(), workdir),
         "timeout_ms": timeout_ms,
         "retries": retries,
         "concurrency": concurrency,
@@ -139,19 +142,21 @@ class RegressionRun(Workflow):
 
     def _plan(self, run_id: str, run_dir: Path, started_at: str) -> dict[str, Any]:
         inputs = self.inputs
-        cases, values, raw = read_cases(Path(inputs["cases_file"]))
+        workdir = run_dir.parent
+        cases_file = input_path(workdir, inputs["cases_file"])
+        cases, values, raw = read_cases(cases_file)
         copy = dumps_canonical(values)
         make_directories(run_dir / ASSETS_DIR)
         atomic_write(run_dir / CASES_COPY, copy)
-        commit, dirty = _repo_state(Path(inputs["repo_dir"]))
+        commit, dirty = _repo_state(input_path(workdir, inputs["repo_dir"]))
         plan: dict[str, Any] = {
             "run_id": run_id,
             "started_at": started_at,
             "selected_case_ids": [c.id for c in cases],
             "cases_sha256": sha256_hex(raw),
             "copy_sha256": sha256_hex(copy),
-            "cases_path": _relative(Path(inputs["cases_file"]), run_dir),
-            "out_dir": _relative(Path(inputs["out_root"]), run_dir),
+            "cases_path": _relative(cases_file, run_dir),
+            "out_dir": _relative(input_path(workdir, inputs["out_root"]), run_dir),
         }
         if commit is not None:
             plan["repo_commit"], plan["dirty"] = commit, dirty
@@ -413,6 +418,14 @@ def _relative(path: Path, start: Path) -> str:
     import os
 
     return os.path.relpath(path, start).replace(os.sep, "/")
+
+
+def input_path(workdir: Path, recorded: str) -> Path:
+    """A path of a run's inputs as a place here: relative to the run's work directory
+    (an absolute one, recorded by an earlier version, as it is)."""
+    import os
+
+    return Path(os.path.normpath(workdir.resolve() / recorded))
 
 
 def _repo_state(directory: Path) -> tuple[str | None, bool]:

@@ -1,0 +1,55 @@
+"""A finished regression-run folder is portable: copied elsewhere (and the original gone),
+no file in it, the engine's own state under ``.orchestrator/`` included, names a place
+of the original, and ``eval compare`` (with its report) and ``eval check`` work on the
+copy."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from support.cli import orchestrate
+from support.eval_agent_server import AgentServer, Good
+
+
+def the_run(out: Path, side: str) -> Path:
+    (run_dir,) = [p for p in (out / side).iterdir() if not p.name.startswith(".")]
+    return run_dir
+
+
+@pytest.mark.slow
+def test_a_run_folder_copied_elsewhere_names_no_place_of_the_original(tmp_path: Path) -> None:
+    work = tmp_path / "original place"
+    work.mkdir()
+    cases = [{"id": i, "input": {"user": f"do {i}"}} for i in ("a", "b")]
+    (work / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
+    with AgentServer({"b": [Good(payload_bytes=40_000)]}) as server:
+        for side in ("baseline", "new"):
+            done = orchestrate(
+                "eval", "run", "--cases", "cases.json", "--base-url", server.base_url,
+                "--version", side, "--out", "runs", cwd=work,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    state = next((work / "runs" / "new" / ".orchestrator").rglob("state.json"))
+    record = json.loads(state.read_text(encoding="utf-8"))["phase_data"]["x_orchestrator"]
+    assert (record["inputs"]["cases_file"], record["inputs"]["repo_dir"], record["workdir"]) == (
+        "../../cases.json",
+        "../..",
+        ".",
+    )
+    copy = tmp_path / "shared" / "runs"
+    shutil.copytree(work / "runs", copy, symlinks=True)
+    shutil.rmtree(work)
+    places = {str(work).encode(), str(work.resolve()).encode(), str(tmp_path).encode()}
+    for path in copy.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(place in data for place in places), path
+    compared = orchestrate("eval", "compare", the_run(copy, "baseline"), the_run(copy, "new"))
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    assert (copy / "evaluation.json").is_file() and (copy / "report.html").is_file()
+    checked = orchestrate("eval", "check", copy)
+    assert (checked.returncode, checked.stdout) == (0, f"{copy}: meets the artifact contract\n")
