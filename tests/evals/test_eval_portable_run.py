@@ -53,3 +53,36 @@ def test_a_run_folder_copied_elsewhere_names_no_place_of_the_original(tmp_path: 
     assert (copy / "evaluation.json").is_file() and (copy / "report.html").is_file()
     checked = orchestrate("eval", "check", copy)
     assert (checked.returncode, checked.stdout) == (0, f"{copy}: meets the artifact contract\n")
+
+
+@pytest.mark.slow
+def test_an_unfinished_run_moved_elsewhere_is_finished_where_it_now_is(tmp_path: Path) -> None:
+    work = tmp_path / "first place"
+    work.mkdir()
+    cases = [{"id": i, "input": {"user": f"do {i}"}} for i in ("a", "b", "c")]
+    (work / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
+    log = tmp_path / "points.log"
+    with AgentServer() as server:
+        run = ("eval", "run", "--cases", "cases.json", "--base-url", server.base_url,
+               "--version", "new", "--out", "runs", "--concurrency", "1")  # fmt: skip
+        counted = orchestrate(
+            *run, cwd=tmp_path / "first place", env={
+                "ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)
+            }
+        )  # fmt: skip
+        assert counted.returncode == 0, counted.stderr
+        points = log.read_text(encoding="utf-8").splitlines()
+        # killed as the second case's artifact is about to be written
+        at = next(line.split()[0] for line in points if line.endswith("before-write b.json"))
+        shutil.rmtree(work / "runs")
+        killed = orchestrate(*run, cwd=work, env={"ORCHESTRATOR_CRASH_AT": at})
+        assert killed.returncode < 0, killed.stderr
+        moved = tmp_path / "moved" / "runs"
+        shutil.copytree(work / "runs", moved, symlinks=True)
+        shutil.rmtree(work)
+        resumed = orchestrate("resume", "--workdir", moved / "new")
+        assert resumed.returncode == 0, resumed.stderr
+    run_dir = the_run(moved, "new")
+    assert {p.name for p in run_dir.glob("*.json")} == {"run.json", "a.json", "b.json", "c.json"}
+    assert json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["x_status"] == "completed"
+    assert not (tmp_path / "first place").exists()  # nothing written back where it was
