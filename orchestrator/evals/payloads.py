@@ -47,9 +47,11 @@ class Externalized:
 
 def encode(value: Any) -> bytes:
     """Compact JSON bytes: what sizes and hashes are measured on."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode(
-        "utf-8"
-    )
+    return _encoded_text(value).encode("utf-8")
+
+
+def _encoded_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def output_hash(content: Any) -> str:
@@ -114,9 +116,16 @@ def _payload_assets(
     key = "payload" if "payload" in event else "payload_summary"
     if key not in event:
         return []
-    data = encode(event[key])
-    if len(data) <= limits.max_payload_inline_bytes:
+    text = _encoded_text(event[key])
+    if len(text) <= limits.max_payload_inline_bytes and (
+        len(text.encode("utf-8")) <= limits.max_payload_inline_bytes
+    ):
         return []
+    # The event lets go of the value before its text is encoded: a large payload is
+    # held at most twice (value and text, then text and bytes), never three times.
+    event[key] = None
+    data = text.encode("utf-8")
+    del text
     asset = PlannedAsset(
         asset_id=f"{case_id}.events-{index}.payload",
         file_name=f"{case_id}.events-{index}.payload.json",

@@ -59,6 +59,7 @@ _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 # An escaped backslash or quote; left to right, so an escaped backslash is consumed
 # before it could escape a quote.
 _ESCAPES = re.compile(rb'\\[\\"]')
+_NOT_JSON_SPACE = re.compile(r"[^ \t\r\n]")
 # Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text \ud800)
 # is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
 _SURROGATE_ESCAPES = re.compile(
@@ -450,10 +451,14 @@ def loads_strict(
     """
     text = _decoded_text(data, source, max_bytes)
     _check_depth(data, source, max_depth)
-    value = _parse_checked(text, source, max_depth)
     # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
     # a document without one, nearly every document, costs two substring searches here.
-    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
+    surrogates = not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data)
+    # The bytes are not needed past here: a caller that handed over its only reference
+    # (``loads_strict(file.read(), ...)``) gets them freed before the value is built.
+    del data
+    value = _parse_checked(text, source, max_depth)
+    if surrogates:
         _check_lone_surrogates(text, value, source)
     return value
 
@@ -487,7 +492,7 @@ def _decoded_text(data: bytes, source: str, max_bytes: int) -> str:
             json_path="$",
             rule="encoding",
         ) from None
-    if not text.strip(" \t\r\n"):
+    if _NOT_JSON_SPACE.search(text) is None:  # no copy of a large text, as strip makes
         what = "empty" if not text else "only whitespace"
         raise UntrustedJSONError(
             f"document is {what}; write one JSON value",

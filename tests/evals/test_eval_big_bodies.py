@@ -126,6 +126,30 @@ def test_a_1_gib_answer_costs_the_cap_and_64_mib_and_is_kept_cut_at_the_cap(
 
 
 @pytest.mark.slow
+def test_an_accepted_large_answer_is_held_at_most_twice_while_it_is_judged(
+    tmp_path: Path,
+) -> None:
+    size = 96 * MiB
+    cases = write_cases(tmp_path / "cases.json", ["large"])
+    out = tmp_path / "runs"
+    done = measured(
+        "eval", "run", "--cases", cases, "--agent-command",
+        f"{sys.executable} {AGENT} valid {size}", "--version", "new", "--out", out,
+        "--retries", "0", "--timeout-ms", "120000", "--max-body-bytes", 128 * MiB,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done["code"] == 0, done["stderr"]
+    run_dir = the_run(out, "new")
+    case = json.loads((run_dir / "large.json").read_text(encoding="utf-8"))
+    assert case["status"] == "ok", case.get("runner_failure")
+    (result,) = [e for e in case["events"] if e["type"] == "tool_result"]
+    assert size - 1024 < (run_dir / result["payload_asset_href"]).stat().st_size < size
+    # the text and the value while it is parsed, then the text and the payload's bytes
+    peak_mib = done["peak_kib"] / 1024
+    assert peak_mib <= 2 * size / MiB + 64, f"peak resident memory {peak_mib:.0f} MiB"
+
+
+@pytest.mark.slow
 def test_a_2_mib_tool_result_is_read_at_the_default_cap_and_its_payload_kept_in_assets(
     tmp_path: Path,
 ) -> None:

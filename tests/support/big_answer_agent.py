@@ -4,11 +4,14 @@
 (its port written to PORT_FILE), answering SIZE bytes of one long JSON string with a
 Content-Length, in 1 MiB pieces; a client that stops reading ends the answer.
 ``python big_answer_agent.py command SIZE``: writes the same SIZE bytes to stdout.
+``python big_answer_agent.py valid SIZE``: writes a valid answer of about SIZE bytes to
+stdout, nearly all of it one tool result's payload.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,9 +57,32 @@ def serve(port_file: Path, size: int) -> None:
     server.serve_forever()
 
 
+def valid(size: int, write: Callable[[bytes], object]) -> None:
+    request = json.loads(sys.stdin.buffer.read())
+    answer = {
+        "case_id": request["case_id"],
+        "version": request["version"],
+        "proposed_actions": [],
+        "final_output": {"content_type": "text", "content": "done"},
+        "events": [
+            {"type": "tool_result", "ts": 1, "call_id": "c1", "status": "ok", "latency_ms": 1,
+             "payload_summary": "@"},
+        ],
+    }  # fmt: skip
+    before, after = json.dumps(answer).encode().split(b"@")
+    write(before)
+    left = size - len(before) - len(after)
+    while left > 0:
+        write(b"y" * min(PIECE, left))
+        left -= PIECE
+    write(after)
+
+
 def main(argv: list[str]) -> None:
     if argv[0] == "http":
         serve(Path(argv[1]), int(argv[2]))
+    elif argv[0] == "valid":
+        valid(int(argv[1]), sys.stdout.buffer.write)
     else:
         sys.stdin.buffer.read()
         stream(int(argv[1]), sys.stdout.buffer.write)
