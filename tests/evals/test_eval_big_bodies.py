@@ -6,6 +6,7 @@ answer with a 2 MiB tool result is read whole at the default cap, its payload mo
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -123,6 +124,7 @@ def test_a_1_gib_answer_costs_the_cap_and_64_mib_and_is_kept_cut_at_the_cap(
     # the body file the answer was read into is gone: only what the manifest lists is left
     listed = {i["href"] for i in manifest["items"]} | {"manifest.json"}
     assert {p.name for p in (run_dir / "assets").iterdir()} == listed
+    shutil.rmtree(out)  # pytest keeps the last runs' folders: not a quarter GiB each
 
 
 @pytest.mark.slow
@@ -147,6 +149,7 @@ def test_an_accepted_large_answer_is_held_at_most_twice_while_it_is_judged(
     # the text and the value while it is parsed, then the text and the payload's bytes
     peak_mib = done["peak_kib"] / 1024
     assert peak_mib <= 2 * size / MiB + 64, f"peak resident memory {peak_mib:.0f} MiB"
+    shutil.rmtree(out)
 
 
 @pytest.mark.slow
