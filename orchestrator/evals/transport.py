@@ -18,6 +18,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -255,16 +256,46 @@ def _read_capped(
     return False
 
 
+def portable_command(command: str, home: Path) -> str:
+    """``command`` with each absolute path inside ``home`` written relative to it
+    (``./agent.py``), for a command run in ``home``: a run's files then name no place on
+    this machine. A command that cannot be split is left as it is (it is refused later)."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    base = os.path.normpath(home)
+    changed = [_inside(argument, base) for argument in argv]
+    if changed == argv:
+        return command
+    return shlex.join(changed)
+
+
+def _inside(argument: str, base: str) -> str:
+    if not os.path.isabs(argument):
+        return argument
+    path = os.path.normpath(argument)
+    if path != base and not path.startswith(base.rstrip("/") + "/"):
+        return argument
+    relative = os.path.relpath(path, base)
+    return "." if relative == "." else "./" + relative
+
+
 def command_label(command: str) -> str:
     """What a run's files say of a command agent: ``subprocess:`` and the command with
-    each absolute path cut to its name (a run directory names no place on this machine)."""
+    each path that is absolute, or made relative by :func:`portable_command` (``./...``),
+    cut to its name (a run directory names no place on this machine)."""
     import shlex
 
     try:
         argv = shlex.split(command)
     except ValueError:
         return f"subprocess:{os.path.basename(command)}"
-    return "subprocess:" + shlex.join(os.path.basename(a) if os.path.isabs(a) else a for a in argv)
+    return "subprocess:" + shlex.join(
+        os.path.basename(a) if os.path.isabs(a) or a.startswith("./") else a for a in argv
+    )
 
 
 # -- a subprocess -------------------------------------------------------------------------
@@ -273,9 +304,10 @@ def command_label(command: str) -> str:
 class SubprocessTransport:
     """Runs ``command`` once per try: the request JSON on stdin, the answer JSON on stdout.
     Exit status 0 is an answer to judge; another is an ``other`` failure (stderr's tail
-    in its message). The child runs in a session of its own, killed whole on a timeout."""
+    in its message). The child runs in ``cwd`` (default: this process's current directory),
+    in a session of its own, killed whole on a timeout."""
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, *, cwd: Path | None = None) -> None:
         import shlex
 
         try:
@@ -285,6 +317,7 @@ class SubprocessTransport:
         if not self._argv:
             raise UsageError("--agent-command is empty: give the command line of the agent")
         self.url = command_label(command)
+        self._cwd = cwd
 
     def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         import signal
@@ -296,6 +329,7 @@ class SubprocessTransport:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                cwd=self._cwd,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -446,15 +480,15 @@ def load_function(reference: str) -> AgentFunction:
     return found  # type: ignore[no-any-return]
 
 
-def transport_for(agent: dict[str, Any]) -> Transport:
+def transport_for(agent: dict[str, Any], *, cwd: Path | None = None) -> Transport:
     """The transport an agent description of a run's inputs names: ``{"kind": "http",
-    "base_url": ...}``, ``{"kind": "subprocess", "command": ...}`` or ``{"kind":
-    "callable", "ref": "pkg.module:function"}``."""
+    "base_url": ...}``, ``{"kind": "subprocess", "command": ...}`` (run in ``cwd``) or
+    ``{"kind": "callable", "ref": "pkg.module:function"}``."""
     kind = agent.get("kind")
     if kind == "http":
         return HttpTransport(str(agent["base_url"]))
     if kind == "subprocess":
-        return SubprocessTransport(str(agent["command"]))
+        return SubprocessTransport(str(agent["command"]), cwd=cwd)
     if kind == "callable":
         reference = str(agent["ref"])
         return CallableTransport(load_function(reference), name=reference)

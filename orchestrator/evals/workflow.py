@@ -49,7 +49,7 @@ from ..storage.files import read_json_file
 from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
 from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
-from .transport import command_label, transport_for
+from .transport import command_label, portable_command, transport_for
 
 WORKFLOW_REFERENCE = "orchestrator.evals.workflow:RegressionRun"
 CASES_COPY = f"{ASSETS_DIR}/cases.json"
@@ -72,11 +72,14 @@ def run_inputs(
 ) -> dict[str, Any]:
     """The inputs of a :class:`RegressionRun`. Its paths are relative to the run's work
     directory, ``out_root/version`` (where the engine keeps its state, in the folder a
-    user copies to share the run): no absolute path of this machine is kept there."""
+    user copies to share the run): no absolute path of this machine is kept there. A
+    command agent runs in ``repo_dir``, its absolute paths inside it written relative."""
     limits = limits or Limits()
     workdir = (out_root / version).resolve()
     if agent.get("kind") == "http":  # credentials in the URL are never sent: never kept
         agent = {**agent, "base_url": endpoint_of(str(agent["base_url"]))}
+    if agent.get("kind") == "subprocess":  # run in repo_dir: its paths written relative
+        agent = {**agent, "command": portable_command(str(agent["command"]), repo_dir.resolve())}
     return {
         "version": version,
         "agent": agent,
@@ -244,7 +247,9 @@ class RegressionRun(Workflow):
     def _runner(self, ctx: PhaseContext) -> CaseRunner:
         inputs = self.inputs
         return CaseRunner(
-            transport=transport_for(inputs["agent"]),
+            transport=transport_for(
+                inputs["agent"], cwd=input_path(ctx.workdir, inputs["repo_dir"])
+            ),
             bodies=_run_dir(ctx) / ASSETS_DIR,
             version=inputs["version"],
             run_id=ctx.run_id,

@@ -6,7 +6,9 @@ copy."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,20 +28,35 @@ def test_a_run_folder_copied_elsewhere_names_no_place_of_the_original(tmp_path: 
     work.mkdir()
     cases = [{"id": i, "input": {"user": f"do {i}"}} for i in ("a", "b")]
     (work / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
+    agent = work / "agent.py"  # the new side's agent: a command, named by its absolute path
+    agent.write_text(
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
+        "from support.eval_agent_server import good_answer\n"
+        "print(json.dumps(good_answer(json.load(sys.stdin), payload_bytes=40_000)))\n",
+        encoding="utf-8",
+    )
     with AgentServer({"b": [Good(payload_bytes=40_000)]}) as server:
-        for side in ("baseline", "new"):
-            done = orchestrate(
-                "eval", "run", "--cases", "cases.json", "--base-url", server.base_url,
-                "--version", side, "--out", "runs", cwd=work,
-            )  # fmt: skip
-            assert done.returncode == 0, done.stderr
+        done = orchestrate(
+            "eval", "run", "--cases", "cases.json", "--base-url", server.base_url,
+            "--version", "baseline", "--out", "runs", cwd=work,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    done = orchestrate(
+        "eval", "run", "--cases", work / "cases.json", "--agent-command",
+        shlex.join([sys.executable, str(agent)]), "--version", "new", "--out", work / "runs",
+        cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
     state = next((work / "runs" / "new" / ".orchestrator").rglob("state.json"))
     record = json.loads(state.read_text(encoding="utf-8"))["phase_data"]["x_orchestrator"]
-    assert (record["inputs"]["cases_file"], record["inputs"]["repo_dir"], record["workdir"]) == (
+    inputs = record["inputs"]
+    assert (inputs["cases_file"], inputs["repo_dir"], record["workdir"]) == (
         "../../cases.json",
         "../..",
         ".",
     )
+    assert inputs["agent"]["command"].endswith(" ./agent.py")  # run in repo_dir
     copy = tmp_path / "shared" / "runs"
     shutil.copytree(work / "runs", copy, symlinks=True)
     shutil.rmtree(work)
