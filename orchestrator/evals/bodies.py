@@ -119,7 +119,12 @@ class BodyFile:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        rename(self.path, path)
+        try:
+            rename(self.path, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                unlink(self.path)
+            raise
         if durable:
             fsync_directory(path.parent)
 
