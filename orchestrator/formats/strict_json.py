@@ -449,9 +449,7 @@ def loads_strict(
     read back equal. Anything a host or an agent wrote keeps the default.
     """
     _check_size(data, source, max_bytes)
-    # Before the text is made: the depth check may copy the bytes (escapes cut out), and
-    # a large document is then held twice at most, not three times.
-    _check_depth(data, source, max_depth)
+    _check_depth(data, source, max_depth)  # before the text is made: it reads the bytes
     text = _decoded_text(data, source)
     # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
     # a document without one, nearly every document, costs two substring searches here.
@@ -723,14 +721,11 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
 
 
 def _structure(data: bytes) -> bytes:
-    """``data`` with escaped backslashes and quotes cut out, then everything but quotes
-    and brackets (braces written as brackets).
-
-    Made a block at a time, so a large document costs a block more, never a copy of
-    itself or an object per escape (as ``re.sub`` makes). Two ``replace`` passes do what
-    one left-to-right scan does: the first cuts a run of backslashes to its odd one out,
-    which the second cuts with the quote after it. No block ends in a backslash, so no
-    run, and no escape, is split between two."""
+    """``data`` without escaped backslashes and quotes, then only quotes and brackets
+    (braces as brackets), made a block at a time: no copy of a large document, no object
+    per escape (as ``re.sub`` makes). Two ``replace`` passes do what one left-to-right
+    scan does: the first cuts a run of backslashes to its odd one out, which the second
+    cuts with the quote after it; no block ends in a backslash, so no run is split."""
     if b"\\" not in data:
         return data.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
     pieces: list[bytes] = []
