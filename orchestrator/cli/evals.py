@@ -99,8 +99,10 @@ def add_run_command(subs: Any, formatter: Any) -> None:
     run.add_argument(
         "--max-body-bytes",
         type=int,
-        default=1024 * 1024,
-        help="answers are read up to this size (default 1048576)",
+        default=16 * 1024 * 1024,  # formats.runs.Limits' default (not imported for --help)
+        help="answers are read up to this size, on their way to disk, never held whole "
+        "beyond it; a larger answer is a BodyTooLarge failure with its first bytes kept "
+        "(default 16777216)",
     )
 
 
@@ -176,7 +178,11 @@ def _start_or_resume(workdir: Path, inputs: dict[str, Any]) -> int:
         print(f"carrying on the unfinished run in {workdir}", file=sys.stderr)
         outcome = engine.resume()
     else:
-        outcome = engine.start(workflow_ref=WORKFLOW_REFERENCE, workdir=workdir, inputs=inputs)
+        # The engine keeps its state in the folder a user copies to share the run: it
+        # records the work directory as "." (the bridge's directory), no place here.
+        outcome = engine.start(
+            workflow_ref=WORKFLOW_REFERENCE, workdir=Path("."), output_path=".", inputs=inputs
+        )
     if outcome.status != "completed":
         print(f"orchestrate: error: {outcome.message}", file=sys.stderr)
         return EXIT_ERROR
@@ -201,13 +207,23 @@ def _check_same_run(state_path: Path, inputs: dict[str, Any], workdir: Path) -> 
         recorded = data["phase_data"]["x_orchestrator"]["inputs"]
     except (KeyError, TypeError):
         recorded = {}
-    changed = [k for k in _SAME_RUN_KEYS if recorded.get(k) != inputs[k]]
+    changed = [k for k in _SAME_RUN_KEYS if not _same(k, recorded.get(k), inputs[k], workdir)]
     if changed:
         raise UsageError(
             f"{workdir} holds an unfinished run with another {', '.join(changed)}; "
             f"'orchestrate resume --workdir {workdir}' finishes it, 'orchestrate cancel "
             f"--workdir {workdir}' drops it"
         )
+
+
+def _same(key: str, recorded: Any, given: Any, workdir: Path) -> bool:
+    """Whether an input recorded by the unfinished run is the one given now (a path
+    compared as the place it names: an earlier version recorded it absolute)."""
+    if key != "cases_file" or not isinstance(recorded, str):
+        return bool(recorded == given)
+    from ..evals.workflow import input_path
+
+    return input_path(workdir, recorded) == input_path(workdir, given)
 
 
 def _declare_eval(group: argparse.ArgumentParser) -> None:

@@ -80,8 +80,8 @@ class PhaseContext:
         self.run_id: str = record.run_id
         self.clock: Clock = engine.clock
         self.inputs: dict[str, Any] = copy_json(record.inputs)
-        self.workdir = Path(record.workdir)
-        self.output_path = Path(state.output_path)
+        self.workdir = engine.located(record.workdir)
+        self.output_path = engine.located(state.output_path)
         # How this phase's plain asks answered before come back (one method: text()).
         self._replay = PhaseReplay(engine, spec)
 

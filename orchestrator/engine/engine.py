@@ -210,6 +210,18 @@ class Engine:
         assert self._record is not None, "engine has no record attached"
         return self._record
 
+    def located(self, recorded: str) -> Path:
+        """A path the run recorded (its work directory, its output path), as a place on
+        this machine: one recorded relative (a run that keeps no absolute path, such as a
+        regression run, whose folder is copied to be shared) is taken from the directory
+        its bridge keeps the instance in, or from the current directory."""
+        path = Path(recorded)
+        if path.is_absolute():
+            return path
+        # Only a bridge that keeps an instance in a directory has ``workdir``.
+        home = getattr(self.bridge, "workdir", None)
+        return (Path(home) if home is not None else Path.cwd()) / path
+
     def attach(self, state: CheckpointState, record: EngineRecord, *, published: int = 0) -> None:
         """Run ``state`` (whose record is ``record``) from here on; ``published``: the
         last event known to be in its log (0: asked when it publishes)."""

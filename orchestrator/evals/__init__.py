@@ -3,7 +3,8 @@
 v1 lays them out (``run.json``, ``<caseId>.json``, ``assets/``), then two runs compared.
 
 Owns reading a cases file (``cases``), the transports that reach an agent under test
-(``transport``: HTTP ``/run-case``, a subprocess, a callable), judging each try into
+(``transport``: HTTP ``/run-case``, a subprocess, a callable), the file each answer's
+body is written to as it arrives (``bodies``), judging each try into
 an error class and retrying it (``attempts``), what moves to ``assets/``
 (``payloads``), the files of a run directory (``artifacts``), and the run itself as a
 workflow on the engine (``workflow``), so a run survives ``kill -9`` and resumes without

@@ -1,7 +1,8 @@
 """The files of a run directory: ``<caseId>.json``, its assets and failure meta files,
 ``assets/manifest.json`` and ``run.json``. Every file is written whole by rename
-(``storage.durable.atomic_write``), a case's assets before the case file that names
-them, and every path written is relative to the directory of the file that holds it.
+(``storage.durable.atomic_write``; a failure's body, already on disk in its body file, is
+renamed into place), a case's assets before the case file that names them, and every
+path written is relative to the directory of the file that holds it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._errors import ContractError
 from ..formats.runs import (
     ASSETS_DIR,
     CASE_SCHEMA_VERSION,
@@ -25,12 +27,14 @@ from ..formats.runs import (
     parse_manifest,
 )
 from ..formats.strict_json import dumps_canonical
-from ..storage.durable import atomic_write, sha256_hex
+from ..storage.durable import atomic_write
 from .attempts import CaseResult, Failure
+from .bodies import BodyFile
 from .payloads import PlannedAsset
 
 #: no asset is larger: bodies are capped, payloads come from a capped body
 ASSET_MAX_BYTES = 1 << 32
+_MEASURE_PIECE = 1 << 20
 _SECRET_HEADER_WORDS = ("authorization", "cookie", "key", "token", "secret", "password")
 
 
@@ -48,6 +52,7 @@ def write_case(
     """Write ``case``'s artifact (and its assets first); return the step's record of it:
     ``case_id``, ``status``, ``error_class``, ``attempts`` and the manifest items."""
     attempts = [_attempt(a) for a in result.attempts]
+    body: tuple[BodyFile, str] | None = None
     if result.answer is not None:
         planned = result.answer.assets
         document = answer_artifact(
@@ -59,7 +64,7 @@ def write_case(
         )
     else:
         assert result.failure is not None
-        planned, failure = _failure_files(case.id, version, result, url, timeout_ms, limits)
+        planned, body, failure = _failure_files(case.id, version, result, url, timeout_ms, limits)
         document = {
             "schema_version": CASE_SCHEMA_VERSION,
             "case_id": case.id,
@@ -71,6 +76,8 @@ def write_case(
         document["attempts"] = attempts
         document["runner_failure"] = failure
     parse_case_artifact(document, source=f"{case.id}.json")  # never write what a reader refuses
+    if body is not None:
+        body[0].keep_as(run_dir / ASSETS_DIR / body[1], durable=durable)
     for asset in planned:
         atomic_write(run_dir / ASSETS_DIR / asset.file_name, asset.data, durable=durable)
     atomic_write(run_dir / f"{case.id}.json", dumps_canonical(document), durable=durable)
@@ -78,8 +85,9 @@ def write_case(
     record: dict[str, Any] = {"case_id": case.id, "status": document["status"]}
     if result.failure is not None:
         record["error_class"] = result.failure.error_class
-    if planned:
-        record["assets"] = [asset.file_name for asset in planned]
+    names = ([body[1]] if body is not None else []) + [asset.file_name for asset in planned]
+    if names:
+        record["assets"] = names
     return record
 
 
@@ -97,28 +105,29 @@ def _attempt(attempt: Any) -> dict[str, Any]:
 
 def _failure_files(
     case_id: str, version: str, result: CaseResult, url: str, timeout_ms: int, limits: Limits
-) -> tuple[list[PlannedAsset], dict[str, Any]]:
+) -> tuple[list[PlannedAsset], tuple[BodyFile, str] | None, dict[str, Any]]:
+    """The failure's meta file to write, its body file and the name to keep it as, and
+    ``runner_failure``."""
     failure = result.failure
     assert failure is not None
     planned: list[PlannedAsset] = []
+    body: tuple[BodyFile, str] | None = None
     snippet = body_href = meta_href = None
-    if failure.body:
-        body_asset = PlannedAsset(
-            asset_id=f"{case_id}.full_body",
-            file_name=f"{case_id}.full_body{_extension(failure.body)}",
-            kind="full_body",
-            data=failure.body,
-        )
-        meta = _meta(case_id, version, failure)
+    if failure.body is not None and failure.body.kept:
+        # ``.txt`` for a body that is UTF-8 text, else ``.bin``: never ``.json``, since a
+        # failed body is often not (or not whole) JSON
+        name = f"{case_id}.full_body{'.txt' if failure.body.is_text() else '.bin'}"
+        body = (failure.body, name)
+        meta = _meta(case_id, version, failure, failure.body)
         meta_asset = PlannedAsset(
             asset_id=f"{case_id}.full_body.meta",
             file_name=f"{case_id}.full_body.meta.json",
             kind="failure_meta",
             data=dump_document(meta),
         )
-        planned = [body_asset, meta_asset]
-        snippet = failure.body[: limits.max_inline_snippet_bytes].decode("utf-8", "replace")
-        body_href, meta_href = body_asset.href, meta_asset.href
+        planned = [meta_asset]
+        snippet = failure.body.head(limits.max_inline_snippet_bytes).decode("utf-8", "replace")
+        body_href, meta_href = f"{ASSETS_DIR}/{name}", meta_asset.href
     document = RunFailure(
         error_class=failure.error_class,
         url=url,
@@ -136,34 +145,23 @@ def _failure_files(
         full_body_saved_to=body_href,
         full_body_meta_saved_to=meta_href,
     )
-    return planned, failure_dict(document)
+    return planned, body, failure_dict(document)
 
 
-def _meta(case_id: str, version: str, failure: Failure) -> FailureMeta:
-    body = failure.body or b""
+def _meta(case_id: str, version: str, failure: Failure, body: BodyFile) -> FailureMeta:
     return FailureMeta(
         case_id=case_id,
         version=version,
         error_class=failure.error_class,
         content_type=failure.content_type,
         encoding=_charset(failure.content_type),
-        bytes_written=len(body),
-        bytes_total=failure.bytes_total if failure.truncated else len(body),
+        bytes_written=body.kept,
+        bytes_total=failure.bytes_total if failure.truncated else body.kept,
         truncated=failure.truncated,
-        sha256=sha256_hex(body),
+        sha256=body.sha256,
         headers=_sanitized(failure.headers) or None,
         note=failure.note,
     )
-
-
-def _extension(body: bytes) -> str:
-    """``.txt`` for a body that is UTF-8 text, else ``.bin``: never ``.json``, since a
-    failed body is often not (or not whole) JSON."""
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return ".bin"
-    return ".txt"
 
 
 def _charset(content_type: str | None) -> str | None:
@@ -194,11 +192,10 @@ _KIND_BY_SUFFIX = (
 def manifest_item(
     run_dir: Path, file_name: str, case_id: str | None, side: str | None
 ) -> dict[str, Any]:
-    """The manifest entry of ``assets/file_name``, measured on disk; ``href`` is relative
-    to ``assets/`` (the manifest's directory), the id is the name without its extension."""
-    from ..storage.files import read_regular_file
-
-    data = read_regular_file(run_dir / ASSETS_DIR / file_name, max_bytes=ASSET_MAX_BYTES)
+    """The manifest entry of ``assets/file_name``, measured on disk (read in pieces: a
+    body kept up to a large cap is never held whole); ``href`` is relative to ``assets/``
+    (the manifest's directory), the id is the name without its extension."""
+    size, digest = _measure(run_dir / ASSETS_DIR / file_name)
     kind = next((k for suffix, k in _KIND_BY_SUFFIX if file_name.endswith(suffix)), "other")
     return {
         "asset_id": file_name.rsplit(".", 1)[0],
@@ -206,9 +203,35 @@ def manifest_item(
         "kind": kind,
         "case_id": case_id,
         "side": side,
-        "size_bytes": len(data),
-        "sha256": sha256_hex(data),
+        "size_bytes": size,
+        "sha256": digest,
     }
+
+
+def _measure(path: Path) -> tuple[int, str]:
+    """The size and sha256 of the regular file ``path`` (never through a link)."""
+    import os
+
+    from ..storage.beneath import open_file
+    from ..storage.durable import sha256_constructor
+
+    digest = sha256_constructor()()
+    size = 0
+    fd = open_file(path, os.O_RDONLY)
+    try:
+        while size <= ASSET_MAX_BYTES and (piece := os.read(fd, _MEASURE_PIECE)):
+            digest.update(piece)
+            size += len(piece)
+    finally:
+        os.close(fd)
+    if size > ASSET_MAX_BYTES:
+        raise ContractError(
+            f"more than {ASSET_MAX_BYTES} bytes, more than any asset of a run; remove it "
+            "and run the case again",
+            source=f"{ASSETS_DIR}/{path.name}",
+            rule="too-large",
+        )
+    return size, digest.hexdigest()
 
 
 def write_manifest(run_dir: Path, items: list[dict[str, Any]], *, generated_at: str) -> None:

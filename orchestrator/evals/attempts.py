@@ -12,6 +12,7 @@ import json
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -29,6 +30,7 @@ from ..formats.runs import (
 )
 from ..formats.strict_json import loads_strict
 from ..formats.times import SystemClock, format_time
+from .bodies import BodyFile
 from .payloads import Externalized, check_agent_hrefs, externalize
 from .transport import Reply, Transport, TransportFailure
 
@@ -45,14 +47,15 @@ class Timing:
 
 @attrs.define(kw_only=True)
 class Failure:
-    """Why a try gave no usable answer, with what came back of its body."""
+    """Why a try gave no usable answer, with what came back of its body (in a body file,
+    up to the cap)."""
 
     error_class: str
     error_name: str | None = None
     error_message: str | None = None
     status: int | None = None
     status_text: str | None = None
-    body: bytes | None = None
+    body: BodyFile | None = None
     truncated: bool = False
     bytes_total: int | None = None
     content_type: str | None = None
@@ -72,9 +75,11 @@ class CaseResult:
 
 @attrs.define(kw_only=True)
 class CaseRunner:
-    """Tries cases against one transport under one policy."""
+    """Tries cases against one transport under one policy; each try's body is written
+    to a file in ``bodies`` (the run's ``assets/``) as it arrives."""
 
     transport: Transport
+    bodies: Path
     version: str
     run_id: str
     timeout_ms: int
@@ -110,6 +115,14 @@ class CaseRunner:
             )
             return outcome
 
+        outcomes: list[Externalized | Failure] = []
+
+        def kept_try() -> Externalized | Failure:
+            if outcomes:  # a try given up on: its body is never written
+                _drop_body(outcomes.pop())
+            outcomes.append(one_try())
+            return outcomes[-1]
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.retries + 1),
             wait=self._wait,
@@ -118,7 +131,7 @@ class CaseRunner:
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
             reraise=True,
         )
-        outcome = retrying(one_try)
+        outcome = retrying(kept_try)
         if isinstance(outcome, Failure):
             return CaseResult(attempts=attempts, failure=outcome, latency_ms=last[0])
         return CaseResult(attempts=attempts, answer=outcome, latency_ms=last[0])
@@ -134,34 +147,43 @@ class CaseRunner:
             )
 
     def _ask(self, case: CaseSpec, body: bytes) -> Externalized | Failure:
+        """One try; its body file goes with a failure that keeps it, else is removed."""
+        sink = BodyFile(self.bodies, f"{case.id}.answer", cap=self.limits.max_body_bytes)
         try:
-            reply = self.transport.call(
-                body,
-                timeout_s=self.timeout_ms / 1000,
-                max_body_bytes=self.limits.max_body_bytes,
-            )
+            outcome = self._call(case, body, sink)
+        except BaseException:
+            sink.discard()
+            raise
+        if not (isinstance(outcome, Failure) and outcome.body is sink):
+            sink.discard()
+        return outcome
+
+    def _call(self, case: CaseSpec, body: bytes, sink: BodyFile) -> Externalized | Failure:
+        try:
+            reply = self.transport.call(body, timeout_s=self.timeout_ms / 1000, sink=sink)
         except TransportFailure as failure:
+            kept = sink if failure.with_body and sink.kept else None
             return Failure(
                 error_class=failure.error_class,
                 error_name=failure.error_name,
                 error_message=failure.message,
                 status=failure.status,
-                body=failure.partial,
+                body=kept,
                 truncated=failure.truncated,
                 bytes_total=failure.bytes_total,
                 content_type=failure.content_type,
                 headers=failure.headers,
                 note="the connection closed before the whole body arrived"
-                if failure.partial is not None and failure.error_class == "network_error"
+                if failure.with_body and failure.error_class == "network_error"
                 else None,
             )
-        return self._judge(case, reply)
+        return self._judge(case, reply, sink)
 
-    def _judge(self, case: CaseSpec, reply: Reply) -> Externalized | Failure:
+    def _judge(self, case: CaseSpec, reply: Reply, sink: BodyFile) -> Externalized | Failure:
         facts: dict[str, Any] = {
             "status": reply.status,
             "status_text": reply.status_text,
-            "body": reply.body,
+            "body": sink if sink.kept else None,
             "truncated": reply.truncated,
             "bytes_total": reply.bytes_total,
             "content_type": reply.content_type,
@@ -170,17 +192,19 @@ class CaseRunner:
         if reply.status is not None and not 200 <= reply.status < 300:
             return Failure(error_class="http_error", **facts)
         if reply.truncated:
+            cap = self.limits.max_body_bytes
             return Failure(
                 error_class="other",
                 error_name="BodyTooLarge",
-                error_message=f"the answer is larger than max_body_bytes "
-                f"({self.limits.max_body_bytes}); raise --max-body-bytes to read it",
+                error_message=f"the answer is larger than max_body_bytes ({cap} bytes); its "
+                f"first {cap} bytes are kept in assets/; to read it whole, run again with "
+                "--max-body-bytes set above its size",
                 note="cut at max_body_bytes",
                 **facts,
             )
         source = f"answer to case {case.id}"
         try:
-            data = loads_strict(reply.body, source=source, max_bytes=self.limits.max_body_bytes)
+            data = _parse(sink, source=source, max_bytes=self.limits.max_body_bytes)
         except ContractError as exc:
             return Failure(
                 error_class="invalid_json", error_name=exc.rule, error_message=str(exc), **facts
@@ -236,6 +260,18 @@ class CaseRunner:
         if self.policy.jitter:
             step = step / 2 + self.timing.random() * step / 2
         return float(step) / 1000
+
+
+def _parse(sink: BodyFile, *, source: str, max_bytes: int) -> Any:
+    """The answer in ``sink`` as JSON data: its bytes are read once and let go as soon
+    as they are parsed."""
+    return loads_strict(sink.read(), source=source, max_bytes=max_bytes)
+
+
+def _drop_body(outcome: Externalized | Failure) -> None:
+    if isinstance(outcome, Failure) and outcome.body is not None:
+        outcome.body.discard()
+        outcome.body = None
 
 
 def _request_body(case: CaseSpec, version: str, run_id: str) -> bytes:

@@ -11,7 +11,6 @@ Nothing is written here: the caller writes the planned assets once the answer is
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -48,9 +47,11 @@ class Externalized:
 
 def encode(value: Any) -> bytes:
     """Compact JSON bytes: what sizes and hashes are measured on."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode(
-        "utf-8"
-    )
+    return _encoded_text(value).encode("utf-8")
+
+
+def _encoded_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def output_hash(content: Any) -> str:
@@ -80,11 +81,12 @@ def check_agent_hrefs(data: Any, *, source: str) -> None:
 
 
 def externalize(data: Any, *, case_id: str, limits: Limits) -> Externalized:
-    """``data`` (the agent's answer) with its large payloads and snippets planned as
-    assets; anything not shaped as expected is left for the checks to name."""
+    """``data`` (the agent's answer, changed in place: a large answer is not copied) with
+    its large payloads and snippets planned as assets; anything not shaped as expected is
+    left for the checks to name."""
     if not isinstance(data, dict):
         return Externalized(answer=data, assets=[])
-    answer = copy.deepcopy(data)
+    answer = data
     assets: list[PlannedAsset] = []
     events = answer.get("events")
     if isinstance(events, list):
@@ -114,9 +116,16 @@ def _payload_assets(
     key = "payload" if "payload" in event else "payload_summary"
     if key not in event:
         return []
-    data = encode(event[key])
-    if len(data) <= limits.max_payload_inline_bytes:
+    text = _encoded_text(event[key])
+    if len(text) <= limits.max_payload_inline_bytes and (
+        len(text.encode("utf-8")) <= limits.max_payload_inline_bytes
+    ):
         return []
+    # The event lets go of the value before its text is encoded: a large payload is
+    # held at most twice (value and text, then text and bytes), never three times.
+    event[key] = None
+    data = text.encode("utf-8")
+    del text
     asset = PlannedAsset(
         asset_id=f"{case_id}.events-{index}.payload",
         file_name=f"{case_id}.events-{index}.payload.json",

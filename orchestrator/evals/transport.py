@@ -2,10 +2,13 @@
 stdlib ``http.client``), a command run as a subprocess (the request on stdin, the answer
 on stdout), or a Python callable in this process.
 
-A transport returns what came back (:class:`Reply`: status, body up to the cap, whether
-it was cut) or raises :class:`TransportFailure` with its error class when nothing usable
-came back (``timeout``, ``network_error``, ``other``). Judging the body (JSON, shape) is
-the caller's (:mod:`orchestrator.evals.attempts`), the same for every transport.
+A transport writes the body into the :class:`~orchestrator.evals.bodies.BodyFile` it is
+given as it arrives (never holding it whole: past the cap it stops reading, or for a
+command reads on, counting) and returns what else came back (:class:`Reply`: status,
+whether the body was cut), or raises :class:`TransportFailure` with its error class when
+nothing usable came back (``timeout``, ``network_error``, ``other``). Judging the body
+(JSON, shape) is the caller's (:mod:`orchestrator.evals.attempts`), the same for every
+transport.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -22,18 +26,18 @@ import attrs
 from .._errors import UsageError
 from .._http import endpoint_of
 from .._text import plural
+from .bodies import BodyFile
 
 _CHUNK = 64 * 1024
 
 
 @attrs.define(kw_only=True)
 class Reply:
-    """What one try got back: ``body`` holds at most the cap (``truncated`` says whether
-    more came), ``bytes_total`` the full size when known."""
+    """What one try got back besides its body (in the body file): ``truncated`` says
+    whether more came than the cap, ``bytes_total`` the full size when known."""
 
     status: int | None
     status_text: str | None = None
-    body: bytes
     truncated: bool = False
     bytes_total: int | None = None
     content_type: str | None = None
@@ -41,8 +45,9 @@ class Reply:
 
 
 class TransportFailure(Exception):
-    """A try that got no reply to judge: its error class, name and message, and the part
-    of a body that arrived before the connection dropped, if any."""
+    """A try that got no reply to judge: its error class, name and message; ``with_body``
+    says the part of a body in the body file (what arrived before the connection dropped,
+    a failed command's output) belongs to the failure."""
 
     def __init__(
         self,
@@ -50,7 +55,7 @@ class TransportFailure(Exception):
         error_name: str,
         message: str,
         *,
-        partial: bytes | None = None,
+        with_body: bool = False,
         bytes_total: int | None = None,
         status: int | None = None,
         content_type: str | None = None,
@@ -62,7 +67,7 @@ class TransportFailure(Exception):
         self.error_class = error_class
         self.error_name = error_name
         self.message = message
-        self.partial = partial
+        self.with_body = with_body
         self.bytes_total = bytes_total
         self.status = status
         self.content_type = content_type
@@ -70,12 +75,13 @@ class TransportFailure(Exception):
 
 
 class Transport(Protocol):
-    """Sends one request body to the agent and returns its reply."""
+    """Sends one request body to the agent, writes the answer's body into ``sink`` (up to
+    its cap) and returns the rest of the reply."""
 
     #: what ``run.json``'s ``base_url`` and ``runner_failure.url`` show
     url: str
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply: ...
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply: ...
 
 
 # -- HTTP ---------------------------------------------------------------------------------
@@ -84,7 +90,7 @@ class Transport(Protocol):
 class HttpTransport:
     """``POST {base_url}/run-case`` with ``http.client``: one connection per try, a
     deadline over the whole try (connect, send, the headers and the body, together), the
-    body read up to the cap."""
+    body read up to one byte past the cap, never further."""
 
     def __init__(self, base_url: str) -> None:
         from urllib.parse import urlsplit
@@ -107,7 +113,7 @@ class HttpTransport:
         self._path = parts.path.rstrip("/") + "/run-case"
         self.url = endpoint_of(base_url).rstrip("/") + "/run-case"
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         import http.client
 
         connection: http.client.HTTPConnection
@@ -128,15 +134,14 @@ class HttpTransport:
             response = connection.getresponse()
             headers = {k.lower(): v for k, v in response.getheaders()}
             length = _content_length(headers)
-            data, truncated = _read_capped(response, max_body_bytes, length, headers)
+            truncated = _read_capped(response, sink, length, headers)
             if deadline.expired:  # a body read to its end because the watchdog closed it
                 raise TimeoutError
             return Reply(
                 status=response.status,
                 status_text=response.reason,
-                body=data,
                 truncated=truncated,
-                bytes_total=length if length is not None else (None if truncated else len(data)),
+                bytes_total=length if length is not None else (None if truncated else sink.total),
                 content_type=headers.get("content-type"),
                 headers=headers,
             )
@@ -199,9 +204,9 @@ def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailur
         return TransportFailure(
             "network_error",
             "IncompleteRead",
-            f"the connection closed after {plural(len(exc.partial), 'byte')} of the body"
+            f"the connection closed after {plural(exc.received, 'byte')} of the body"
             + (f" of {exc.expected}" if exc.expected is not None else ""),
-            partial=exc.partial,
+            with_body=True,
             bytes_total=exc.expected,
             status=exc.status,
             content_type=exc.headers.get("content-type"),
@@ -215,9 +220,10 @@ def _failure(exc: Exception, expired: bool, timeout_s: float) -> TransportFailur
 
 class _Cut(Exception):
     def __init__(
-        self, partial: bytes, expected: int | None, status: int, headers: dict[str, str]
+        self, received: int, expected: int | None, status: int, headers: dict[str, str]
     ) -> None:
-        self.partial, self.expected, self.status, self.headers = partial, expected, status, headers
+        self.received, self.expected = received, expected
+        self.status, self.headers = status, headers
 
 
 def _content_length(headers: dict[str, str]) -> int | None:
@@ -227,42 +233,69 @@ def _content_length(headers: dict[str, str]) -> int | None:
 
 
 def _read_capped(
-    response: Any, cap: int, length: int | None, headers: dict[str, str]
-) -> tuple[bytes, bool]:
-    """The body, at most ``cap`` bytes (then ``True``: there was more)."""
+    response: Any, sink: BodyFile, length: int | None, headers: dict[str, str]
+) -> bool:
+    """Read the body into ``sink`` piece by piece, stopping one byte past its cap;
+    whether there was more than the cap."""
     import http.client
 
-    chunks: list[bytes] = []
-    size = 0
-    while size <= cap:
+    while sink.room:
         try:
-            chunk = response.read1(min(_CHUNK, cap + 1 - size))
+            chunk = response.read1(min(_CHUNK, sink.room))
         except http.client.IncompleteRead as exc:
-            partial = (b"".join(chunks) + exc.partial)[:cap]
-            raise _Cut(partial, length, response.status, headers) from None
+            sink.write(exc.partial)
+            raise _Cut(sink.total, length, response.status, headers) from None
         if not chunk:
             break
-        chunks.append(chunk)
-        size += len(chunk)
-    data = b"".join(chunks)
-    if len(data) > cap:
-        return data[:cap], True
-    if length is not None and len(data) < length:
+        sink.write(chunk)
+    if sink.truncated:
+        return True
+    if length is not None and sink.total < length:
         # a read returns b"" at an early end of a sized body instead of raising
-        raise _Cut(data, length, response.status, headers)
-    return data, False
+        raise _Cut(sink.total, length, response.status, headers)
+    return False
+
+
+def portable_command(command: str, home: Path) -> str:
+    """``command`` with each absolute path inside ``home`` written relative to it
+    (``./agent.py``), for a command run in ``home``: a run's files then name no place on
+    this machine. A command that cannot be split is left as it is (it is refused later)."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    base = os.path.normpath(home)
+    changed = [_inside(argument, base) for argument in argv]
+    if changed == argv:
+        return command
+    return shlex.join(changed)
+
+
+def _inside(argument: str, base: str) -> str:
+    if not os.path.isabs(argument):
+        return argument
+    path = os.path.normpath(argument)
+    if path != base and not path.startswith(base.rstrip("/") + "/"):
+        return argument
+    relative = os.path.relpath(path, base)
+    return "." if relative == "." else "./" + relative
 
 
 def command_label(command: str) -> str:
     """What a run's files say of a command agent: ``subprocess:`` and the command with
-    each absolute path cut to its name (a run directory names no place on this machine)."""
+    each path that is absolute, or made relative by :func:`portable_command` (``./...``),
+    cut to its name (a run directory names no place on this machine)."""
     import shlex
 
     try:
         argv = shlex.split(command)
     except ValueError:
         return f"subprocess:{os.path.basename(command)}"
-    return "subprocess:" + shlex.join(os.path.basename(a) if os.path.isabs(a) else a for a in argv)
+    return "subprocess:" + shlex.join(
+        os.path.basename(a) if os.path.isabs(a) or a.startswith("./") else a for a in argv
+    )
 
 
 # -- a subprocess -------------------------------------------------------------------------
@@ -271,9 +304,10 @@ def command_label(command: str) -> str:
 class SubprocessTransport:
     """Runs ``command`` once per try: the request JSON on stdin, the answer JSON on stdout.
     Exit status 0 is an answer to judge; another is an ``other`` failure (stderr's tail
-    in its message). The child runs in a session of its own, killed whole on a timeout."""
+    in its message). The child runs in ``cwd`` (default: this process's current directory),
+    in a session of its own, killed whole on a timeout."""
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, *, cwd: Path | None = None) -> None:
         import shlex
 
         try:
@@ -283,8 +317,9 @@ class SubprocessTransport:
         if not self._argv:
             raise UsageError("--agent-command is empty: give the command line of the agent")
         self.url = command_label(command)
+        self._cwd = cwd
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         import signal
         import subprocess
 
@@ -294,6 +329,7 @@ class SubprocessTransport:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                cwd=self._cwd,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -301,8 +337,9 @@ class SubprocessTransport:
             raise TransportFailure(
                 "other", type(exc).__name__, f"cannot start {name}: {exc.strerror or exc}"
             ) from None
-        out = _Drain(child.stdout, keep=max_body_bytes + 1)
-        err = _Drain(child.stderr, keep=500, tail=True)
+        out = _Drain(child.stdout, sink.write)
+        tail = _Tail(500)
+        err = _Drain(child.stderr, tail.write)
         _feed(child, body)
         deadline = time.monotonic() + timeout_s
         try:
@@ -318,42 +355,46 @@ class SubprocessTransport:
             raise TransportFailure(
                 "timeout", "TimeoutError", f"no answer within {timeout_s * 1000:.0f} ms"
             ) from None
-        data, total = out.data[:max_body_bytes], out.total
         if child.returncode != 0:
-            tail = err.data.decode("utf-8", "replace").strip()
+            said = tail.data.decode("utf-8", "replace").strip()
             raise TransportFailure(
                 "other",
                 f"exit status {child.returncode}",
                 f"the agent command exited with status {child.returncode}"
-                + (f": {tail}" if tail else ""),
-                partial=data or None,
-                bytes_total=total,
-                truncated=total > max_body_bytes,
+                + (f": {said}" if said else ""),
+                with_body=sink.kept > 0,
+                bytes_total=sink.total,
+                truncated=sink.truncated,
             )
-        return Reply(status=None, body=data, truncated=total > max_body_bytes, bytes_total=total)
+        return Reply(status=None, truncated=sink.truncated, bytes_total=sink.total)
+
+
+class _Tail:
+    """The last ``keep`` bytes written to it."""
+
+    def __init__(self, keep: int) -> None:
+        self.data = b""
+        self._keep = keep
+
+    def write(self, chunk: bytes) -> None:
+        self.data = (self.data + chunk)[-self._keep :]
 
 
 class _Drain:
-    """Reads a pipe to its end in a thread, keeping only ``keep`` bytes (the first, or
-    the last with ``tail``) and counting them all: output past the cap costs no memory."""
+    """Reads a pipe to its end in a thread, handing each piece to ``take`` (which keeps
+    what it wants and counts the rest: output past the cap costs no memory)."""
 
-    def __init__(self, pipe: Any, *, keep: int, tail: bool = False) -> None:
+    def __init__(self, pipe: Any, take: Callable[[bytes], None]) -> None:
         import threading
 
-        self.data = b""
-        self.total = 0
-        self._pipe, self._keep, self._tail = pipe, keep, tail
+        self._pipe, self._take = pipe, take
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         with contextlib.suppress(OSError, ValueError), self._pipe:
             while chunk := self._pipe.read1(_CHUNK):
-                self.total += len(chunk)
-                if self._tail:
-                    self.data = (self.data + chunk)[-self._keep :]
-                elif len(self.data) < self._keep:
-                    self.data += chunk[: self._keep - len(self.data)]
+                self._take(chunk)
 
     @property
     def alive(self) -> bool:
@@ -390,7 +431,7 @@ class CallableTransport:
         self._function = function
         self.url = f"callable:{name}"
 
-    def call(self, body: bytes, *, timeout_s: float, max_body_bytes: int) -> Reply:
+    def call(self, body: bytes, *, timeout_s: float, sink: BodyFile) -> Reply:
         started = time.monotonic()
         try:
             answer = self._function(json.loads(body))
@@ -413,12 +454,8 @@ class CallableTransport:
                 raise TransportFailure(
                     "schema_mismatch", type(exc).__name__, f"the answer is not JSON data: {exc}"
                 ) from None
-        return Reply(
-            status=None,
-            body=data[:max_body_bytes],
-            truncated=len(data) > max_body_bytes,
-            bytes_total=len(data),
-        )
+        sink.write(data)
+        return Reply(status=None, truncated=sink.truncated, bytes_total=sink.total)
 
 
 def load_function(reference: str) -> AgentFunction:
@@ -443,15 +480,15 @@ def load_function(reference: str) -> AgentFunction:
     return found  # type: ignore[no-any-return]
 
 
-def transport_for(agent: dict[str, Any]) -> Transport:
+def transport_for(agent: dict[str, Any], *, cwd: Path | None = None) -> Transport:
     """The transport an agent description of a run's inputs names: ``{"kind": "http",
-    "base_url": ...}``, ``{"kind": "subprocess", "command": ...}`` or ``{"kind":
-    "callable", "ref": "pkg.module:function"}``."""
+    "base_url": ...}``, ``{"kind": "subprocess", "command": ...}`` (run in ``cwd``) or
+    ``{"kind": "callable", "ref": "pkg.module:function"}``."""
     kind = agent.get("kind")
     if kind == "http":
         return HttpTransport(str(agent["base_url"]))
     if kind == "subprocess":
-        return SubprocessTransport(str(agent["command"]))
+        return SubprocessTransport(str(agent["command"]), cwd=cwd)
     if kind == "callable":
         reference = str(agent["ref"])
         return CallableTransport(load_function(reference), name=reference)

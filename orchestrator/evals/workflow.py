@@ -49,7 +49,7 @@ from ..storage.files import read_json_file
 from .artifacts import manifest_item, sweep_assets, write_case, write_manifest
 from .attempts import CaseResult, CaseRunner, Failure, Timing
 from .cases import CASES_MAX_BYTES, read_cases
-from .transport import command_label, transport_for
+from .transport import command_label, portable_command, transport_for
 
 WORKFLOW_REFERENCE = "orchestrator.evals.workflow:RegressionRun"
 CASES_COPY = f"{ASSETS_DIR}/cases.json"
@@ -70,16 +70,22 @@ def run_inputs(
     max_delay_ms: int = 5_000,
     limits: Limits | None = None,
 ) -> dict[str, Any]:
-    """The inputs of a :class:`RegressionRun` (absolute paths: a resume may start anywhere)."""
+    """The inputs of a :class:`RegressionRun`. Its paths are relative to the run's work
+    directory, ``out_root/version`` (where the engine keeps its state, in the folder a
+    user copies to share the run): no absolute path of this machine is kept there. A
+    command agent runs in ``repo_dir``, its absolute paths inside it written relative."""
     limits = limits or Limits()
+    workdir = (out_root / version).resolve()
     if agent.get("kind") == "http":  # credentials in the URL are never sent: never kept
         agent = {**agent, "base_url": endpoint_of(str(agent["base_url"]))}
+    if agent.get("kind") == "subprocess":  # run in repo_dir: its paths written relative
+        agent = {**agent, "command": portable_command(str(agent["command"]), repo_dir.resolve())}
     return {
         "version": version,
         "agent": agent,
-        "cases_file": str(cases_file.resolve()),
-        "out_root": str(out_root.resolve()),
-        "repo_dir": str(repo_dir.resolve()),
+        "cases_file": _relative(cases_file.resolve(), workdir),
+        "out_root": _relative(out_root.resolve(), workdir),
+        "repo_dir": _relative(repo_dir.resolve(), workdir),
         "timeout_ms": timeout_ms,
         "retries": retries,
         "concurrency": concurrency,
@@ -139,19 +145,21 @@ class RegressionRun(Workflow):
 
     def _plan(self, run_id: str, run_dir: Path, started_at: str) -> dict[str, Any]:
         inputs = self.inputs
-        cases, values, raw = read_cases(Path(inputs["cases_file"]))
+        workdir = run_dir.parent
+        cases_file = input_path(workdir, inputs["cases_file"])
+        cases, values, raw = read_cases(cases_file)
         copy = dumps_canonical(values)
         make_directories(run_dir / ASSETS_DIR)
         atomic_write(run_dir / CASES_COPY, copy)
-        commit, dirty = _repo_state(Path(inputs["repo_dir"]))
+        commit, dirty = _repo_state(input_path(workdir, inputs["repo_dir"]))
         plan: dict[str, Any] = {
             "run_id": run_id,
             "started_at": started_at,
             "selected_case_ids": [c.id for c in cases],
             "cases_sha256": sha256_hex(raw),
             "copy_sha256": sha256_hex(copy),
-            "cases_path": _relative(Path(inputs["cases_file"]), run_dir),
-            "out_dir": _relative(Path(inputs["out_root"]), run_dir),
+            "cases_path": _relative(cases_file, run_dir),
+            "out_dir": _relative(input_path(workdir, inputs["out_root"]), run_dir),
         }
         if commit is not None:
             plan["repo_commit"], plan["dirty"] = commit, dirty
@@ -239,7 +247,10 @@ class RegressionRun(Workflow):
     def _runner(self, ctx: PhaseContext) -> CaseRunner:
         inputs = self.inputs
         return CaseRunner(
-            transport=transport_for(inputs["agent"]),
+            transport=transport_for(
+                inputs["agent"], cwd=input_path(ctx.workdir, inputs["repo_dir"])
+            ),
+            bodies=_run_dir(ctx) / ASSETS_DIR,
             version=inputs["version"],
             run_id=ctx.run_id,
             timeout_ms=inputs["timeout_ms"],
@@ -317,6 +328,9 @@ class _Pool:
             return self._write(case, result)
         except ContractError as exc:  # what a reader would refuse is never written
             return self._write(case, _broken(self._runner.timing, exc, "not written", result))
+        finally:  # a body not kept as an asset (kept, this does nothing)
+            if result.failure is not None and result.failure.body is not None:
+                result.failure.body.discard()
 
     def _write(self, case: CaseSpec, result: CaseResult) -> dict[str, Any]:
         inputs = self._workflow.inputs
@@ -409,6 +423,14 @@ def _relative(path: Path, start: Path) -> str:
     import os
 
     return os.path.relpath(path, start).replace(os.sep, "/")
+
+
+def input_path(workdir: Path, recorded: str) -> Path:
+    """A path of a run's inputs as a place here: relative to the run's work directory
+    (an absolute one, recorded by an earlier version, as it is)."""
+    import os
+
+    return Path(os.path.normpath(workdir.resolve() / recorded))
 
 
 def _repo_state(directory: Path) -> tuple[str | None, bool]:

@@ -539,7 +539,8 @@ class RetryPolicy:
 class Limits:
     """Body cap and inline limits, in bytes."""
 
-    max_body_bytes: int = 1024 * 1024
+    #: an agent's answer with its tool results fits (a large payload then moves to assets/)
+    max_body_bytes: int = 16 * 1024 * 1024
     max_inline_snippet_bytes: int = 2048
     max_payload_inline_bytes: int = 16 * 1024
 

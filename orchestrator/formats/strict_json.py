@@ -56,9 +56,9 @@ _BRACKET_WEIGHTS = bytes.maketrans(b"[]", b"\x02\x00")
 # json.dumps leaves these raw with ensure_ascii=False, yet splitlines() breaks on them.
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
-# An escaped backslash or quote; left to right, so an escaped backslash is consumed
-# before it could escape a quote.
-_ESCAPES = re.compile(rb'\\[\\"]')
+#: the depth check reads a large document in blocks of this size (see ``_structure``)
+_STRUCTURE_BLOCK = 1 << 20
+_NOT_JSON_SPACE = re.compile(r"[^ \t\r\n]")
 # Left to right: an escaped backslash is consumed first, so "\\\\ud800" (the text \ud800)
 # is no escape; a pair is consumed whole; what is left of D800-DFFF is lone.
 _SURROGATE_ESCAPES = re.compile(
@@ -448,19 +448,23 @@ def loads_strict(
     ``surrogateescape``, is written by :func:`dumps_canonical` as such an escape and must
     read back equal. Anything a host or an agent wrote keeps the default.
     """
-    text = _decoded_text(data, source, max_bytes)
-    _check_depth(data, source, max_depth)
-    value = _parse_checked(text, source, max_depth)
+    _check_size(data, source, max_bytes)
+    _check_depth(data, source, max_depth)  # before the text is made: it reads the bytes
+    text = _decoded_text(data, source)
     # Only a \uD... escape can make a surrogate (the UTF-8 decoder refuses encoded ones), so
     # a document without one, nearly every document, costs two substring searches here.
-    if not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data):
+    surrogates = not allow_lone_surrogates and (b"\\ud" in data or b"\\uD" in data)
+    # The bytes are not needed past here: a caller that handed over its only reference
+    # (``loads_strict(file.read(), ...)``) gets them freed before the value is built.
+    del data
+    value = _parse_checked(text, source, max_depth)
+    if surrogates:
         _check_lone_surrogates(text, value, source)
     return value
 
 
-def _decoded_text(data: bytes, source: str, max_bytes: int) -> str:
-    """The text of ``data``, refused when too large (``too-large``), marked with a BOM
-    (``bom``), not UTF-8 (``encoding``) or empty (``syntax``)."""
+def _check_size(data: bytes, source: str, max_bytes: int) -> None:
+    """Refuse more than ``max_bytes`` (``too-large``)."""
     if len(data) > max_bytes:
         raise UntrustedJSONError(
             f"document is {plural(len(data), 'byte')}, more than the limit of {max_bytes}; "
@@ -469,6 +473,11 @@ def _decoded_text(data: bytes, source: str, max_bytes: int) -> str:
             json_path="$",
             rule="too-large",
         )
+
+
+def _decoded_text(data: bytes, source: str) -> str:
+    """The text of ``data``, refused when marked with a BOM (``bom``), not UTF-8
+    (``encoding``) or empty (``syntax``)."""
     for mark, encoding in _BOMS:
         if data.startswith(mark):
             raise UntrustedJSONError(
@@ -487,7 +496,7 @@ def _decoded_text(data: bytes, source: str, max_bytes: int) -> str:
             json_path="$",
             rule="encoding",
         ) from None
-    if not text.strip(" \t\r\n"):
+    if _NOT_JSON_SPACE.search(text) is None:  # no copy of a large text, as strip makes
         what = "empty" if not text else "only whitespace"
         raise UntrustedJSONError(
             f"document is {what}; write one JSON value",
@@ -669,8 +678,7 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
     innermost ``[]`` pairs are removed once per level; within ``max_depth`` levels that
     empties the text.
     """
-    scanned = _ESCAPES.sub(b"", data) if b"\\" in data else data
-    reduced = scanned.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
+    reduced = _structure(data)
     # Each '""' is an empty string or the seam between two strings with nothing between them,
     # so dropping it keeps what lies outside strings; quotes left enclose bracket-holding text.
     outside = reduced.replace(b'""', b"")
@@ -710,6 +718,27 @@ def _check_depth(data: bytes, source: str, max_depth: int) -> None:
         json_path=path,
         rule="depth",
     )
+
+
+def _structure(data: bytes) -> bytes:
+    """``data`` without escaped backslashes and quotes, then only quotes and brackets
+    (braces as brackets), made a block at a time: no copy of a large document, no object
+    per escape (as ``re.sub`` makes). Two ``replace`` passes do what one left-to-right
+    scan does: the first cuts a run of backslashes to its odd one out, which the second
+    cuts with the quote after it; no block ends in a backslash, so no run is split."""
+    if b"\\" not in data:
+        return data.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL)
+    pieces: list[bytes] = []
+    start, size = 0, len(data)
+    while start < size:
+        end = min(start + _STRUCTURE_BLOCK, size)
+        while end < size and data[end - 1] == 0x5C:  # a backslash: take the next one too
+            end += 1
+        block = data[start:end] if (start, end) != (0, size) else data
+        block = block.replace(b"\\\\", b"").replace(b'\\"', b"")
+        pieces.append(block.translate(_BRACES_AS_BRACKETS, _NOT_STRUCTURAL))
+        start = end
+    return b"".join(pieces)
 
 
 def _max_prefix_depth(brackets: bytes) -> int:

@@ -23,6 +23,7 @@ from jsonschema import Draft7Validator, FormatChecker
 from orchestrator import ContractError, Engine
 from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.evals.attempts import Timing
+from orchestrator.evals.bodies import BodyFile
 from orchestrator.evals.transport import HttpTransport, SubprocessTransport, TransportFailure
 from orchestrator.evals.workflow import RegressionRun, run_inputs
 from orchestrator.formats.runs import (
@@ -561,14 +562,14 @@ def test_an_unexpected_error_in_a_try_is_the_cases_other_failure(tmp_path: Path)
 
 
 @pytest.mark.parametrize("close", [False, True], ids=["keep-alive", "http-1.0"])
-def test_the_time_limit_is_a_deadline_for_the_whole_try(close: bool) -> None:
+def test_the_time_limit_is_a_deadline_for_the_whole_try(close: bool, tmp_path: Path) -> None:
     limit = 0.3  # the body takes a minute at a byte per 50 ms
     with AgentServer({"drip": [Drip(interval=0.05, close=close)]}) as server:
         body = json.dumps({"case_id": "drip", "version": "new", "input": {"user": "u"}})
         started = time.monotonic()
         with pytest.raises(TransportFailure) as failed:
             HttpTransport(server.base_url).call(
-                body.encode(), timeout_s=limit, max_body_bytes=1 << 20
+                body.encode(), timeout_s=limit, sink=BodyFile(tmp_path, "drip", cap=1 << 20)
             )
         took = time.monotonic() - started
     assert failed.value.error_class == "timeout"
@@ -693,10 +694,12 @@ def test_a_commands_output_is_kept_to_the_cap_and_counted_whole(tmp_path: Path) 
             assert "agent" in failure["error_message"]
 
 
-def test_a_command_past_the_limit_is_killed_as_a_timeout() -> None:
+def test_a_command_past_the_limit_is_killed_as_a_timeout(tmp_path: Path) -> None:
     command = f'{sys.executable} -c "import time; time.sleep(30)"'
     with pytest.raises(TransportFailure) as failed:
-        SubprocessTransport(command).call(b"{}", timeout_s=0.3, max_body_bytes=1024)
+        SubprocessTransport(command).call(
+            b"{}", timeout_s=0.3, sink=BodyFile(tmp_path, "sleep", cap=1024)
+        )
     assert failed.value.error_class == "timeout"
 
 

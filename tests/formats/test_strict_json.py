@@ -837,3 +837,42 @@ def test_a_long_list_of_plain_objects_is_split() -> None:
     encode = strict_json._compact_encoder(ensure_ascii=False, default=None)
     assert strict_json._split_items(entries, encode) == [encode(entry) for entry in entries]
     assert strict_json._split_items(entries[:5], encode) is None  # short: item by item
+
+
+def _structure_by_one_scan(data: bytes) -> bytes:
+    """What the depth check reads of ``data``, the plain way: escaped backslashes and
+    quotes cut out in one left-to-right regex scan, then all but quotes and brackets."""
+    import re
+
+    scanned = re.sub(rb'\\[\\"]', b"", data)
+    kept = bytes(b for b in scanned if b in b'"[]{}')
+    return kept.replace(b"{", b"[").replace(b"}", b"]")
+
+
+@given(
+    st.binary(max_size=60)
+    | st.lists(st.sampled_from([b"\\", b'"', b"[", b"}", b"a"])).map(b"".join)
+)
+@settings(max_examples=400)
+def test_the_depth_checks_blocks_read_as_one_scan_does(data: bytes) -> None:
+    from unittest import mock
+
+    for block in (1, 2, 3, 7, 1 << 20):
+        with mock.patch.object(strict_json, "_STRUCTURE_BLOCK", block):
+            assert strict_json._structure(data) == _structure_by_one_scan(data), block
+
+
+def test_a_document_dense_with_escaped_quotes_costs_no_object_per_escape() -> None:
+    import tracemalloc
+
+    size = 4 << 20
+    holder = [b'{"a": "' + b'a\\"b' * (size // 4) + b'"}']
+    tracemalloc.start()
+    try:
+        loads_strict(holder.pop(), source="dense", max_bytes=2 * size)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the text and the value, each about the document's size; an object per escape
+    # (a million here) would cost tens of times more
+    assert peak < 3 * size, peak
