@@ -70,7 +70,13 @@ from ..formats.bridge_codec import (
 from ..formats.state_signature import with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
-from ..storage.checkpoints import check_checkpoint, home_of, note_checkpoint
+from ..storage.checkpoints import (
+    ANYWHERE,
+    check_checkpoint,
+    home_of,
+    note_checkpoint,
+    portable,
+)
 from ..storage.durable import (
     InstanceLock,
     atomic_write,
@@ -195,7 +201,7 @@ class FileBridge:
         self._check_key()
         record = request.state.phase_data.get(ENGINE_KEY)
         if isinstance(record, dict) and isinstance(record.get("run_id"), str):
-            record["home"] = self._home_here()  # the run belongs here (signed so)
+            record["home"] = self._home_for(record)  # the run belongs here (signed so)
         data = signed_document(request.state, self._encoded)
         self._saved = None  # until it is written whole
         evidence = request.evidence
@@ -213,11 +219,14 @@ class FileBridge:
         """The state just written is its run's latest: noted beside the key."""
         record = state.phase_data.get(ENGINE_KEY)
         if isinstance(record, dict) and isinstance(record.get("revision"), int):
-            home = self._home_here()
+            home = self._home_for(record)
             note_checkpoint(record["run_id"], record["started_at"], home, record["revision"])
 
-    def _home_here(self) -> str:
-        """This work directory's identity (``storage.checkpoints.home_of``), worked out once."""
+    def _home_for(self, record: dict[str, Any]) -> str:
+        """The home of the run ``record`` is of, here (``storage.checkpoints.home_for``);
+        this directory's identity is worked out once."""
+        if portable(record):
+            return ANYWHERE
         if self._home is None:
             self._home = home_of(self.workdir)
         return self._home

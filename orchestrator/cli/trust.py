@@ -65,14 +65,14 @@ def _accepted_here(path: Path, data: dict[str, Any], record: EngineRecord) -> st
     """``data`` made this work directory's latest state of its run: its home is here, its
     next event number follows the run's event log, and the register notes its
     revision. Returns what was accepted, in words."""
-    from ..storage.checkpoints import home_of, last_signed, note_checkpoint
+    from ..storage.checkpoints import home_for, last_signed, note_checkpoint
     from ..storage.ndjson import last_line
     from ..storage.runs import EVENTS_FILE
 
     # A live state lives in the work directory; a run's history state in its run's own.
     workdir = path.parent if _instance_name(path) else path.parent.parent.parent.parent
     engine = data["phase_data"]["x_orchestrator"]
-    here = home_of(workdir)
+    here = home_for(engine, workdir)
     was_elsewhere = engine.get("home") not in (None, here)
     engine["home"] = here
     events = workdir / ".orchestrator" / "runs" / record.run_id / EVENTS_FILE

@@ -32,11 +32,14 @@ from .runs import ENGINE_KEY
 from .signing_key import key_file
 
 __all__ = [
+    "ANYWHERE",
     "REGISTER_DIRECTORY",
     "check_checkpoint",
+    "home_for",
     "home_of",
     "last_signed",
     "note_checkpoint",
+    "portable",
     "register_directory",
     "register_entry",
 ]
@@ -44,6 +47,8 @@ __all__ = [
 REGISTER_DIRECTORY = "checkpoints"
 _ENTRY_MAX_BYTES = 4096
 _HOME_DIGITS = 32
+#: The home of a run that may live anywhere (it records its work directory relative).
+ANYWHERE = "anywhere"
 
 
 def home_of(workdir: Path | str) -> str:
@@ -51,6 +56,20 @@ def home_of(workdir: Path | str) -> str:
     directory's real path (links resolved), in hex, cut short."""
     real = os.path.realpath(os.path.abspath(os.fspath(workdir)))
     return hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:_HOME_DIGITS]
+
+
+def home_for(record: dict[str, Any], workdir: Path | str) -> str:
+    """The home a run's record should hold in ``workdir``: the directory's identity; or
+    :data:`ANYWHERE` for a run that records its work directory relative (a regression
+    run's, whose folder is made to be moved and shared). Copies of such a run share one
+    register entry: the first to go on makes the others rolled back."""
+    return ANYWHERE if portable(record) else home_of(workdir)
+
+
+def portable(record: dict[str, Any]) -> bool:
+    """Whether a run's record keeps its work directory relative: it may live anywhere."""
+    recorded = record.get("workdir")
+    return isinstance(recorded, str) and not os.path.isabs(recorded)
 
 
 def register_directory() -> Path:
@@ -129,7 +148,7 @@ def check_checkpoint(data: Any, workdir: Path | str, *, source: str) -> None:
     run_id, started_at, revision = (record.get(k) for k in ("run_id", "started_at", "revision"))
     if not isinstance(run_id, str) or not isinstance(started_at, str):
         return
-    here = home_of(workdir)
+    here = home_for(record, workdir)
     home = record.get("home")
     if isinstance(home, str) and home != here:
         raise StateRolledBackError(
