@@ -239,6 +239,11 @@ def test_a_forged_live_state_is_listed_with_a_warning_and_offers_no_form(
     workdir, run_id = paused_run(tmp_path)
     untouched = tmp_path / "untouched"
     shutil.copytree(workdir, untouched, symlinks=True)
+    # A copy is refused as one until it is accepted here on purpose; then it is signed.
+    from orchestrator.cli.trust import trust_state
+
+    (copied,) = untouched.glob(".*-state.json")
+    trust_state(copied, accept_rollback=True)
     forge_live_state(workdir)
     with serving(workdir, untouched) as served:
         listed = served.request("GET", "/")[2].decode()

@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from orchestrator.storage.durable import sha256_constructor
 from support.cli import PATIENCE, child_env, command, orchestrate
 from support.eval_agent_server import AgentServer, Good
+from support.eval_support import agent_on_a_port
 
 AGENT = Path(__file__).resolve().parents[1] / "support" / "big_answer_agent.py"
 MiB = 1 << 20
@@ -70,16 +70,9 @@ def the_run(out: Path, side: str) -> Path:
 @pytest.fixture
 def http_agent(tmp_path: Path) -> Iterator[str]:
     port_file = tmp_path / "agent.port"
-    server = subprocess.Popen([sys.executable, str(AGENT), "http", str(port_file), str(1 << 30)])
-    try:
-        for _ in range(400):
-            if port_file.exists():
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    argv = [sys.executable, str(AGENT), "http", str(port_file), str(1 << 30)]
+    with agent_on_a_port(argv, port_file) as base_url:
+        yield base_url
 
 
 @pytest.mark.slow

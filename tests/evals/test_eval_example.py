@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from support.cli import orchestrate
+from support.eval_support import agent_on_a_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_regression"
 
@@ -21,16 +20,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_regression"
 @pytest.fixture
 def agent(tmp_path: Path):  # type: ignore[no-untyped-def]
     port_file = tmp_path / "agent.port"
-    server = subprocess.Popen([sys.executable, str(EXAMPLE / "agent_server.py"), str(port_file)])
-    try:
-        for _ in range(200):
-            if port_file.exists():
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port_file.read_text()}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    argv = [sys.executable, str(EXAMPLE / "agent_server.py"), str(port_file)]
+    with agent_on_a_port(argv, port_file) as base_url:
+        yield base_url
 
 
 @pytest.mark.slow

@@ -336,6 +336,24 @@ def explore_template(base: Path, budget: int, swap: Callable[[], Any] | None = N
     return judged("template-create", rec, workdir, budget, started, judge_template, reference)
 
 
+def forget_checkpoints(workdir: Path) -> None:
+    """The checkpoint register (beside the key, outside the simulated disk) as it would be
+    at the power cut: it notes a checkpoint only once the state holding it is durable, so
+    it never holds a later one than the disk's. The recording left its last one there:
+    each disk starts without it, as after a lost register (which the engine accepts)."""
+    from orchestrator.storage.checkpoints import home_for, register_entry
+
+    for state_file in workdir.glob(".*-state.json"):
+        try:
+            record = json.loads(state_file.read_bytes())["phase_data"]["x_orchestrator"]
+            entry = register_entry(
+                record["run_id"], record["started_at"], home_for(record, workdir)
+            )
+        except (ValueError, KeyError, TypeError):
+            continue  # a disk whose state is not whole: the recovery judges it
+        entry.unlink(missing_ok=True)
+
+
 def judged(
     subject: str,
     rec: powercut.Recording,
@@ -352,6 +370,7 @@ def judged(
     disks = powercut.explore(rec, seed=SEED, budget=budget or report.crash_points)
     for crash in disks:
         powercut.materialise(crash.disk, workdir)
+        forget_checkpoints(workdir)
         try:
             with powercut.syncs_skipped():
                 problems = judge(workdir, *args)

@@ -3,14 +3,33 @@ hand-made run directories (``tests/fixtures/runs``) and the commands run in-proc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchestrator.cli.main import main
 
 FIXTURE_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+
+
+@contextlib.contextmanager
+def agent_on_a_port(argv: Sequence[str], port_file: Path, *, wait: float = 20.0) -> Iterator[str]:
+    """An agent server started as ``argv``, which writes its port to ``port_file``: its
+    base URL while the block runs; stopped after."""
+    server = subprocess.Popen(list(argv))
+    try:
+        deadline = time.monotonic() + wait
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def copy_runs(target: Path) -> Path:
