@@ -293,6 +293,8 @@ def pending_item(
         "deadline": within.get((run_id, request["request_id"])),
         "attempt": int(request.get("retry_count") or 0) + 1,
         "x_previous_error": context.get("x_previous_error"),
+        # what else the request carries (a task's id, board and packet for a subagent)
+        "context": {k: v for k, v in context.items() if k != "x_answer_schema"},
     }
 
 
