@@ -38,8 +38,8 @@ OPTIONAL_EXTRAS = {
 OPTIONAL_EXTRA_PACKAGES = {
     "orchestrator.adapters.postgres": {"psycopg", "psycopg_pool"},
     "orchestrator.cli.ui": {"starlette", "uvicorn"},
-    # the official MCP SDK and what it brings (its types, its event loop)
-    "orchestrator.cli.mcp": {"mcp", "mcp_types", "anyio"},
+    # the official MCP SDK and what it brings (its types, its event loop, its HTTP server)
+    "orchestrator.cli.mcp": {"mcp", "mcp_types", "anyio", "uvicorn"},
 }
 
 

@@ -24,14 +24,25 @@ from support.process_support import example_answer
 
 
 @asynccontextmanager
-async def mcp_session(*args: object) -> AsyncIterator[ClientSession]:
-    """A client session with a fresh ``orchestrate mcp ARGS`` process over stdio."""
+async def mcp_session(
+    *args: object, heard: list[Any] | None = None
+) -> AsyncIterator[ClientSession]:
+    """A client session with a fresh ``orchestrate mcp ARGS`` process over stdio; the
+    server's notifications are appended to ``heard``."""
+
+    async def listen(message: Any) -> None:
+        if heard is not None:
+            heard.append(message)
+
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "orchestrator", "mcp", *map(str, args)],
         env=child_env(),
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, message_handler=listen) as session,
+    ):
         await session.initialize()
         yield session
 

@@ -13,7 +13,8 @@ from urllib.parse import quote, unquote
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp import MCPError
+from mcp.server.lowlevel import NotificationOptions, Server
 
 from ..._errors import AnswerRefusedError, OrchestratorError
 from ..._text import printable
@@ -22,6 +23,8 @@ from .run_tools import RunTools
 from .tool_schemas import BOARD_TOOLS, RUN_TOOLS
 
 SCHEME = "orchestrator"
+#: JSON-RPC's "invalid params": a resource or prompt not served here
+INVALID_PARAMS = -32602
 #: Tools after which the runs (their list, a run's summary) may have changed.
 CHANGING = {"start_run", "respond", "resume", "cancel", "retry", "rewind"}
 
@@ -41,6 +44,20 @@ You drive workflow runs of checkpoint-orchestrator through this server's tools.
 5. Repeat from 2 until the run's status is `completed` or `failed`; then report the
    outcome (`status`, `output`).
 """
+
+
+class ChangingServer(Server[Any]):
+    """The SDK's server, saying in its capabilities that the list of resources changes
+    (a run started, paused or ended: see :func:`notify_changed`)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        options = notification_options or NotificationOptions(resources_changed=True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
 def tool_list() -> list[types.Tool]:
@@ -95,7 +112,7 @@ def build_server(runs: RunTools, board: BoardTools) -> Server[Any]:
         )
 
     list_resources, read_resource = resource_handlers(runs)
-    return Server(
+    return ChangingServer(
         "checkpoint-orchestrator",
         instructions=HOST_LOOP,
         on_list_tools=list_tools,
@@ -120,7 +137,10 @@ def resource_handlers(runs: RunTools) -> tuple[Any, Any]:
         ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        text, mime = await anyio.to_thread.run_sync(lambda: read_uri(runs, uri))
+        try:
+            text, mime = await anyio.to_thread.run_sync(lambda: read_uri(runs, uri))
+        except (OrchestratorError, OSError) as exc:
+            raise MCPError(INVALID_PARAMS, f"{uri}: {printable(str(exc))}") from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
         )
@@ -138,7 +158,7 @@ async def list_prompts(
 
 async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
     if params.name != "host loop":
-        raise ValueError(f"no prompt {params.name!r}; prompts: host loop")
+        raise MCPError(INVALID_PARAMS, f"no prompt {params.name!r}; prompts: host loop")
     message = types.PromptMessage(
         role="user", content=types.TextContent(type="text", text=HOST_LOOP)
     )
@@ -206,7 +226,7 @@ def read_uri(runs: RunTools, uri: str) -> tuple[str, str]:
     read by its store (nothing outside the run's directory)."""
     prefix = f"{SCHEME}://runs/"
     if not uri.startswith(prefix):
-        raise ValueError(f"{uri}: not a resource of this server ({prefix}...)")
+        raise MCPError(INVALID_PARAMS, f"{uri}: not a resource of this server ({prefix}...)")
     run_part, _, rest = uri.removeprefix(prefix).partition("/")
     run_id = unquote(run_part)
     with runs.lock:
@@ -216,9 +236,9 @@ def read_uri(runs: RunTools, uri: str) -> tuple[str, str]:
             path = unquote(rest.removeprefix("files/"))
             data = runs.run_file(run_id, path)
             if data is None:
-                raise ValueError(f"{uri}: run {run_id} has no file {path}")
+                raise MCPError(INVALID_PARAMS, f"{uri}: run {run_id} has no file {path}")
             return data.decode("utf-8", errors="replace"), "text/plain"
-    raise ValueError(f"{uri}: name a run's summary or one of its files")
+    raise MCPError(INVALID_PARAMS, f"{uri}: name a run's summary or one of its files")
 
 
 async def serve_stdio(server: Server[Any]) -> None:
@@ -229,7 +249,69 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 
 def serve_http(server: Server[Any], port: int) -> None:
-    """Streamable HTTP on 127.0.0.1 (not yet offered)."""
-    from ..._errors import UsageError
+    """Streamable HTTP on 127.0.0.1:``port`` (0: a free one) under an access token, with
+    the browser page's rules: the token on every request (``Authorization: Bearer``, or
+    ``?token=`` in the URL printed), the Host this server listens as, and no Origin but
+    its own. Prints the URL (with the token) and serves until interrupted."""
+    import socket
 
-    raise UsageError("--http is not offered yet: serve over stdio (leave --http out)")
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from ..._errors import UsageError
+    from ..ui.guard import Guard
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise UsageError(
+            f"--http {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
+        ) from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    hosts = [f"127.0.0.1:{bound}", f"localhost:{bound}"]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts],
+    )
+    inner = server.streamable_http_app(transport_security=security, host="127.0.0.1")
+    guard = Guard()
+    app = guarded(inner, guard, hosts)
+    print(f"http://127.0.0.1:{bound}/mcp?token={guard.token}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def guarded(app: Any, guard: Any, hosts: list[str]) -> Any:
+    """``app`` behind the access token, the Host and the Origin rules (403 otherwise)."""
+    from urllib.parse import parse_qs
+
+    async def refuse(send: Any, status: int, why: str) -> None:
+        body = json.dumps({"error": why}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if headers.get("host") not in hosts:
+            await refuse(send, 403, "the Host is not this server's")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin not in {f"http://{h}" for h in hosts}:
+            await refuse(send, 403, "requests from another origin are refused")
+            return
+        bearer = headers.get("authorization", "").removeprefix("Bearer ").strip() or None
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [None])[0]
+        if not guard.admits(bearer, query):
+            await refuse(send, 403, "the access token is missing or wrong")
+            return
+        await app(scope, receive, send)
+
+    return asgi
