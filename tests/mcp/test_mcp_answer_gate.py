@@ -60,3 +60,41 @@ def test_a_malformed_answer_is_a_tool_error_naming_the_field(tmp_path: Path) -> 
             assert "arguments.extra" in bad["message"]
 
     anyio.run(scenario)
+
+
+def test_errors_documents_and_resume_true_go_through_the_same_gate(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with mcp_session("--workflow", WORKFLOW, "--workdir", tmp_path) as session:
+            outside = await call(
+                session,
+                "start_run",
+                {"workflow": WORKFLOW, "inputs": INPUTS, "output": str(tmp_path.parent / "x")},
+                error=True,
+            )
+            assert "outside the work directory" in outside["message"]
+            started = await call(session, "start_run", {"workflow": WORKFLOW, "inputs": INPUTS})
+            run_id = started["run_id"]
+            [item] = (await call(session, "list_pending", {"run_id": run_id}))["pending"]
+            broken = {"request_id": item["request_id"], "version": "1.0", "status": "success"}
+            refused = await call(
+                session, "respond", {"run_id": run_id, "document": broken}, error=True
+            )
+            assert "nothing was written" in refused["message"]
+            error = {"type": "TIMEOUT", "message": "the agent did not answer in time"}
+            answered = await call(
+                session,
+                "respond",
+                {
+                    "run_id": run_id,
+                    "request_id": item["request_id"],
+                    "error": error,
+                    "resume": True,
+                },
+            )
+            assert answered["still_pending"] == []
+            resumed = answered["resumed"]
+            assert resumed["status"] == "paused", resumed
+            [again] = (await call(session, "list_pending", {"run_id": run_id}))["pending"]
+            assert again["request_id"] != item["request_id"] and again["attempt"] == 2
+
+    anyio.run(scenario)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from support.mcp_support import call, mcp_session
 
@@ -65,41 +66,46 @@ async def do_task(
 
 
 def test_a_subagent_does_its_task_through_the_board_tools(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with mcp_session("--workflow", WORKFLOW, "--workdir", tmp_path) as session:
-            started = await call(session, "start_run", {"workflow": WORKFLOW})
-            assert started["status"] == "paused", started
-            pending = (await call(session, "list_pending", {"run_id": started["run_id"]}))[
-                "pending"
-            ]
-            assigned = {p["context"].get("x_task_id") for p in pending}
-            assert {"T-1", "T-5"} <= assigned, assigned
-            workspace = tmp_path / "repo"
+    anyio.run(lambda: board_scenario(tmp_path, board_dir=tmp_path / ".board"))
 
-            done = await do_task(
-                session, "T-1", workspace, {"src/api.py": "def put(key, value):\n    pass\n"}
-            )
-            assert not done["is_error"], done
-            assert done["verdict"]["verdict"] == "PASS"
-            assert done["packet"]["task"]["lock_scope"] == ["src/api.py"]
-            worklog = (tmp_path / ".board" / "worklogs" / "T-1.jsonl").read_text(encoding="utf-8")
+
+@pytest.mark.slow
+def test_the_board_tools_on_postgresql(tmp_path: Path, pg_dsn: str) -> None:
+    anyio.run(lambda: board_scenario(tmp_path, "--store", pg_dsn, board_dir=None))
+
+
+async def board_scenario(tmp_path: Path, *store: object, board_dir: Path | None) -> None:
+    async with mcp_session("--workflow", WORKFLOW, "--workdir", tmp_path, *store) as session:
+        started = await call(session, "start_run", {"workflow": WORKFLOW})
+        assert started["status"] == "paused", started
+        pending = (await call(session, "list_pending", {"run_id": started["run_id"]}))["pending"]
+        assigned = {p["context"].get("x_task_id") for p in pending}
+        assert {"T-1", "T-5"} <= assigned, assigned
+        workspace = tmp_path / "repo"
+
+        done = await do_task(
+            session, "T-1", workspace, {"src/api.py": "def put(key, value):\n    pass\n"}
+        )
+        assert not done["is_error"], done
+        assert done["verdict"]["verdict"] == "PASS"
+        assert done["packet"]["task"]["lock_scope"] == ["src/api.py"]
+        if board_dir is not None:
+            worklog = (board_dir / "worklogs" / "T-1.jsonl").read_text(encoding="utf-8")
             assert json.loads(worklog.splitlines()[-1])["decision"] == "edit src/api.py"
 
-            strayed = await do_task(
-                session,
-                "T-5",
-                workspace,
-                {"CHANGELOG.md": "# Changelog\n", "README.md": "# strayed\n"},
-            )
-            assert strayed["is_error"], strayed
-            assert strayed["code"] == "SCOPE_VIOLATION", strayed
-            assert strayed["verdict"]["verdict"] == "FAIL"
-            assert "README.md" in strayed["message"]
+        strayed = await do_task(
+            session,
+            "T-5",
+            workspace,
+            {"CHANGELOG.md": "# Changelog\n", "README.md": "# strayed\n"},
+        )
+        assert strayed["is_error"], strayed
+        assert strayed["code"] == "SCOPE_VIOLATION", strayed
+        assert strayed["verdict"]["verdict"] == "FAIL"
+        assert "README.md" in strayed["message"]
 
-            resumed = await call(session, "resume", {"run_id": started["run_id"]})
-            assert resumed["status"] == "paused", resumed
-            after = (await call(session, "list_pending", {"run_id": started["run_id"]}))["pending"]
-            attempts = {p["context"]["x_task_id"]: p["context"]["x_attempt"] for p in after}
-            assert "T-1" not in attempts and attempts["T-5"] == 2, attempts
-
-    anyio.run(scenario)
+        resumed = await call(session, "resume", {"run_id": started["run_id"]})
+        assert resumed["status"] == "paused", resumed
+        after = (await call(session, "list_pending", {"run_id": started["run_id"]}))["pending"]
+        attempts = {p["context"]["x_task_id"]: p["context"]["x_attempt"] for p in after}
+        assert "T-1" not in attempts and attempts["T-5"] == 2, attempts

@@ -111,7 +111,7 @@ class RunTools:
         inputs = arguments.get("inputs") or {}
         if not isinstance(inputs, dict):
             raise UsageError("inputs: give an object of input names and values")
-        output = arguments.get("output")
+        output = self._output_path(arguments.get("output"))
         store = self.stores[0]
         reference, workflow_cls = locate_workflow(workflow, base_dir=Path.cwd())
         run_id = str(uuid.uuid4())
@@ -120,10 +120,22 @@ class RunTools:
             workflow_ref=reference,
             workdir=self.workdir,
             inputs=dict(inputs),
-            output_path=str((self.workdir / str(output)).resolve()) if output else None,
+            output_path=output,
             run_id=run_id,
         )
         return outcome_document(run_id, outcome)
+
+    def _output_path(self, given: Any) -> str | None:
+        """``start_run``'s output path, which must be inside the work directory served."""
+        if not given:
+            return None
+        path = (self.workdir / str(given)).resolve()
+        if not path.is_relative_to(self.workdir):
+            raise UsageError(
+                f"output {given!r} is outside the work directory {self.workdir}: name a "
+                "path inside it"
+            )
+        return str(path)
 
     def list_pending(self, arguments: dict[str, Any]) -> dict[str, Any]:
         run_id = arguments.get("run_id")
