@@ -176,6 +176,7 @@ COMMANDS = {
     "db": "store",
     "export": "store",
     "ui": "ui.serve",
+    "mcp": "mcp.command",
 }
 
 

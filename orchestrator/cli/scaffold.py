@@ -90,9 +90,8 @@ def test_it_pauses_for_the_host_and_resumes(workflow_harness):
 '''
 
 
-def scaffold(name: str, directory: Path) -> list[Path]:
-    """Write ``<module>.py`` and ``<module>_test.py`` for workflow ``name`` in
-    ``directory``; nothing is overwritten."""
+def names_of(name: str) -> tuple[str, str]:
+    """The module and the class of workflow ``name``."""
     if re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name) is None:
         raise UsageError(
             f"workflow name {name!r}: write lower-case words joined by '-' (for example "
@@ -101,7 +100,13 @@ def scaffold(name: str, directory: Path) -> list[Path]:
     module = name.replace("-", "_")
     if keyword.iskeyword(module):
         raise UsageError(f"workflow name {name!r} is a Python keyword; choose another")
-    cls = "".join(part.capitalize() for part in name.split("-"))
+    return module, "".join(part.capitalize() for part in name.split("-"))
+
+
+def scaffold(name: str, directory: Path) -> list[Path]:
+    """Write ``<module>.py`` and ``<module>_test.py`` for workflow ``name`` in
+    ``directory``; nothing is overwritten."""
+    module, cls = names_of(name)
     files = {
         directory / f"{module}.py": WORKFLOW_TEMPLATE,
         directory / f"{module}_test.py": TEST_TEMPLATE,
@@ -122,12 +127,21 @@ def _declare_init(init: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the two files (default: the current directory)",
     )
+    init.add_argument(
+        "--host",
+        choices=["claude-code", "codex", "generic"],
+        default=None,
+        help="also write what this coding agent needs to drive the workflow through "
+        "'orchestrate mcp' (see docs/hosts.md); a workflow file already there is kept",
+    )
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
     directory = (args.directory or Path.cwd()).resolve()
     if not directory.is_dir():
         raise UsageError(f"directory {directory} does not exist")
+    if args.host is not None:
+        return _init_host(args.name, args.host, directory)
     workflow, test = scaffold(args.name, directory)
     print(workflow)
     print(test)
@@ -135,6 +149,23 @@ def _cmd_init(args: argparse.Namespace) -> int:
         f"orchestrate: wrote {workflow.name} and {test.name}; run the tests with "
         f"'pytest {test.name}', the workflow with 'orchestrate run {workflow.name}:"
         f"{workflow.stem.title().replace('_', '')} --input topic=owls'",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _init_host(name: str, host: str, directory: Path) -> int:
+    """The workflow's files (unless the workflow is there already), then the host's."""
+    from .host_recipes import write_recipe
+
+    module, cls = names_of(name)
+    written = [] if (directory / f"{module}.py").exists() else scaffold(name, directory)
+    written += write_recipe(host, name, f"{module}.py:{cls}", directory)
+    for path in written:
+        print(path)
+    print(
+        f"orchestrate: wrote what {host} needs to drive {name} through 'orchestrate mcp' "
+        "(docs/hosts.md tells the loop)",
         file=sys.stderr,
     )
     return EXIT_OK

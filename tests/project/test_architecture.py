@@ -38,12 +38,14 @@ OPTIONAL_EXTRAS = {
 OPTIONAL_EXTRA_PACKAGES = {
     "orchestrator.adapters.postgres": {"psycopg", "psycopg_pool"},
     "orchestrator.cli.ui": {"starlette", "uvicorn"},
+    # the official MCP SDK and what it brings (its types, its event loop, its HTTP server)
+    "orchestrator.cli.mcp": {"mcp", "mcp_types", "anyio", "uvicorn"},
 }
 
 
 #: Modules of those subpackages that import their extra at the top: each is imported only
 #: by its package, once the feature runs (a test below holds that the CLI does not load it).
-EXTRA_AT_TOP = {"orchestrator.cli.ui.app"}
+EXTRA_AT_TOP = {"orchestrator.cli.ui.app", "orchestrator.cli.mcp.server"}
 
 
 def extras_of(module: str) -> set[str]:
@@ -296,7 +298,7 @@ def test_the_cli_loads_no_optional_extra_until_a_command_needs_it() -> None:
         "for name in main.COMMANDS:\n"
         "    main.build_parser(name)\n"
         "loaded = {m.split('.')[0] for m in sys.modules}\n"
-        "print(sorted(loaded & {'starlette', 'uvicorn', 'psycopg', 'opentelemetry'}))\n"
+        "print(sorted(loaded & {'starlette', 'uvicorn', 'psycopg', 'opentelemetry', 'mcp'}))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO

@@ -108,9 +108,12 @@ def test_the_wheel_names_each_extra(wheel: Path) -> None:
         (meta,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         metadata = email.parser.Parser().parsestr(archive.read(meta).decode())
     extras = set(metadata.get_all("Provides-Extra") or [])
-    assert {"postgres", "ui", "otel"} <= extras, extras
+    assert {"postgres", "ui", "otel", "mcp"} <= extras, extras
     required = metadata.get_all("Requires-Dist") or []
-    for extra, package in [("postgres", "psycopg"), ("ui", "starlette"), ("otel", "opentelemetry")]:
+    named = [
+        ("postgres", "psycopg"), ("ui", "starlette"), ("otel", "opentelemetry"), ("mcp", "mcp"),
+    ]  # fmt: skip
+    for extra, package in named:
         assert any(r.startswith(package) and f'extra == "{extra}"' in r for r in required), extra
 
 
