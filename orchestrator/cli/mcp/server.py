@@ -278,7 +278,7 @@ def serve_http(server: Server[Any], port: int) -> None:
         allowed_origins=[f"http://{h}" for h in hosts],
     )
     inner = server.streamable_http_app(transport_security=security, host="127.0.0.1")
-    guard = Guard()
+    guard = Guard(port=bound)
     app = guarded(inner, guard, hosts)
     print(f"http://127.0.0.1:{bound}/mcp?token={guard.token}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
