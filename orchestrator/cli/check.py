@@ -1,9 +1,10 @@
-"""``orchestrate check KIND``: judge one task board document, as the board would.
+"""``orchestrate check KIND``: judge one task board document, as the board would, or a
+run's evidence.
 
 It reads the document on standard input (``check ledger --board`` folds a board's own
-ledger instead) and prints one line of compact JSON, ``{"allow": .., "code": ..,
-"reason": .., "details": ..}``, exiting 0 only when allowed: a gate for hosts and
-subagents in any language.
+ledger instead; ``check evidence --run DIR`` reads the run's directory) and prints one
+line of compact JSON, ``{"allow": .., "code": .., "reason": .., "details": ..}``, exiting
+0 only when allowed: a gate for hosts and subagents in any language.
 """
 
 from __future__ import annotations
@@ -35,11 +36,23 @@ CHECK_KINDS = {
     "handoff": "handoff-bundle",
     "output": "orchestrator-output",
     "delta": "ledger-delta",
+    "evidence": "step evidence",
 }
 
 
 def _declare_check(check: argparse.ArgumentParser) -> None:
-    check.add_argument("kind", choices=list(CHECK_KINDS), help="which document is on stdin")
+    check.add_argument(
+        "kind",
+        choices=list(CHECK_KINDS),
+        help="which document is on stdin (evidence: a run's, named by --run)",
+    )
+    check.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="evidence: the run's directory (.orchestrator/runs/<run_id>, or a copy of one)",
+    )
     add_board_arguments(
         check,
         board_help="ledger: fold this board's ledger instead of stdin (a directory, or with "
@@ -87,6 +100,23 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     from ..formats.strict_json import loads_strict
 
     kind = args.kind
+    if (kind == "evidence") != (args.run is not None):
+        raise UsageError(
+            "'check evidence' needs --run DIR (a run's directory), and --run goes only with "
+            "'check evidence'"
+        )
+    if kind == "evidence":
+        from ..evidence.verify import verify_run_evidence
+
+        found = verify_run_evidence(args.run)
+        return {
+            "allow": True,
+            "code": "OK",
+            "reason": f"{args.run}: the run's evidence is whole "
+            f"({plural(found['events'], 'event')}, {plural(found['results'], 'results file')}, "
+            f"{plural(found['journals'], 'journal')} checked)",
+            "details": found,
+        }
     if getattr(args, "board", None) and kind != "ledger":
         raise UsageError(
             f"--board names the board whose ledger 'check ledger' folds; 'check "
@@ -216,7 +246,8 @@ def _no_delta(raw: bytes, source: str, torn: dict[str, int] | None) -> dict[str,
 
 COMMANDS = {
     "check": Command(
-        "Validate a board document on stdin: one line of JSON; exit 0 only if allowed.",
+        "Validate a board document on stdin, or a run's evidence (--run DIR): one line of "
+        "JSON; exit 0 only if allowed.",
         _declare_check,
         _cmd_check,
     ),

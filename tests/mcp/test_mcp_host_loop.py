@@ -46,11 +46,19 @@ async def drive_example(*server_args: object, output: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+def passes_orchestrate_check(run_dir: Path) -> None:
+    checked = orchestrate("check", "evidence", "--run", run_dir)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    verdict = json.loads(checked.stdout)
+    assert verdict["allow"] is True and verdict["details"]["events"] > 10, verdict
+
+
 def test_a_host_drives_a_run_to_completion_over_stdio(tmp_path: Path) -> None:
     done = anyio.run(lambda: drive_example("--workdir", tmp_path, output=tmp_path / "template"))
     assert done["outputs"]
     assert (tmp_path / "template").is_dir()
     check_run_evidence(run_dir_of(tmp_path))
+    passes_orchestrate_check(run_dir_of(tmp_path))
     shown = orchestrate("status", "--workdir", tmp_path, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["run_id"] == done["run_id"]
@@ -69,3 +77,4 @@ def test_a_host_drives_a_run_to_completion_on_postgresql(tmp_path: Path, pg_dsn:
     )
     assert exported.returncode == 0, exported.stderr
     check_run_evidence(tmp_path / "export" / ".orchestrator" / "runs" / done["run_id"])
+    passes_orchestrate_check(tmp_path / "export" / ".orchestrator" / "runs" / done["run_id"])
