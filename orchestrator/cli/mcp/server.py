@@ -1,7 +1,7 @@
-"""The MCP server itself, on the official MCP Python SDK's low-level ``Server``: the tools
-of :mod:`.schemas` served by :mod:`.runs` and :mod:`.board`, each run's summary and
-evidence files as resources, the "host loop" prompt, and notifications when a tool
-changed a run. Imported only by ``orchestrate mcp`` once it runs.
+"""The MCP server itself, on the official MCP Python SDK's low-level ``Server``: the
+tools of :mod:`.tool_schemas` served by :mod:`.run_tools` and :mod:`.board_tools`, each
+run's summary and evidence files as resources, the "host loop" prompt, and notifications
+when a tool changed a run. Imported only by ``orchestrate mcp`` once it runs.
 """
 
 from __future__ import annotations
