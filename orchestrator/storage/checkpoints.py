@@ -20,6 +20,7 @@ the runs it held (``docs/security.md``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -130,6 +131,8 @@ def note_checkpoint(run_id: str, started_at: str, home: str, revision: int) -> N
             os.close(fd)
         os.replace(temporary, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)  # a write that failed leaves nothing behind
         raise KeyFileError(
             f"{directory}: cannot note the run's checkpoint there ({exc.strerror or exc}): "
             "it lives beside the signing key and must be writable; fix its permissions, or "
