@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ContractError
+from ..formats.step_names import RESULTS_FILE
 from ..formats.steps import parse_event, parse_results
 from ..formats.strict_json import loads_strict
 from ..storage.durable import sha256_hex
 from ..storage.files import STATE_MAX_BYTES, read_json_file, read_regular_file
 from ..storage.runs import ENGINE_KEY, EVENTS_FILE
-from .documents import JOURNAL_FILE, RESULTS_FILE
+from .documents import JOURNAL_FILE
 
 __all__ = ["verify_run_evidence"]
 
