@@ -45,7 +45,9 @@ def _declare_output(output: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--json",
         action="store_true",
-        help="print JSON even for a phase whose output is text (default: text as it is)",
+        help="print JSON even for a phase whose output is text (default: text as it is); "
+        "without PHASE, the run's facts go beside the outputs under 'x_run' (status, "
+        "failure and where it was raised)",
     )
 
 

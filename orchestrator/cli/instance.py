@@ -11,6 +11,7 @@ from .._errors import (
     StorageError,
     UsageError,
 )
+from ..engine.failure_trace import describe_trace
 from ..engine.record import load_record
 from ..formats.bridge import (
     REQUESTS_DIR,
@@ -116,6 +117,7 @@ def summarize_state(
         "run_id": record.run_id,
         "status": record.status,
         "failure": record.failure,
+        "failure_trace": record.failure_trace,
         "phase": state.phase,
         "phase_name": state.phase_name,
         "checkpoint_name": state.checkpoint_name,
@@ -407,6 +409,9 @@ def format_status(summary: dict[str, Any]) -> str:
         f"  (checkpoint {summary['checkpoint_name']})",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
     ]
+    raised = describe_trace(summary.get("failure_trace"))
+    if raised:
+        lines.insert(2, f"where      {raised}")
     for request in summary["pending"]:
         lines.append(
             f"pending    {request['request_id']}  {request['agent_name']}"

@@ -464,12 +464,28 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_facts(state: Any, *, source: str) -> dict[str, Any]:
+    """What ``output --json`` tells of the run beside its outputs: its id, status, and
+    how it failed (the failure and where it was raised)."""
+    from ..engine.record import load_record
+
+    record = load_record(state, source=source)
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "failure": record.failure,
+        "failure_trace": record.failure_trace,
+    }
+
+
 def cmd_output(args: argparse.Namespace) -> int:
     from ..storage.runs import ENGINE_KEY
 
     state, source = load_run(args)
     outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
     if args.phase is None:
+        if args.json:  # no phase is named x_...: the run's own facts go beside the outputs
+            outputs["x_run"] = run_facts(state, source=source)
         print(json.dumps(outputs, indent=2, ensure_ascii=False))
     elif args.phase not in outputs:
         done = ", ".join(outputs) or "none yet"

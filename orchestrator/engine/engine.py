@@ -40,12 +40,14 @@ from ..evidence.recorder import PhaseTally, Recorder
 from ..formats.bridge import CheckpointState, CompletedPhase, ErrorType, HistoryStatus
 from ..formats.bridge_codec import encode_record_line, record_line_digest
 from ..formats.convert import unstructure
+from ..formats.secrets import redact
 from ..formats.step_names import EVENT_DECISION, EVENT_ERROR, STATUS_ERROR, STATUS_PASS
 from ..formats.strict_json import SettledItems
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage.runs import ENGINE_KEY
 from .context import PhaseContext
 from .dispatcher import TaskDispatcher
+from .failure_trace import failure_trace
 from .journal import Journal
 from .lifecycle import Lifecycle, PauseHandoff
 from .mailbox import Mailbox
@@ -336,10 +338,16 @@ class Engine:
             except (StorageError, UnsafePathError):
                 raise  # the instance's own files, not the phase: nothing to fail the run for
             except OrchestratorError as exc:
-                return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)
+                return self._fail(
+                    f"phase {spec.number} ({spec.name}): {exc}",
+                    spec=spec,
+                    trace=failure_trace(exc, workflow_cls=self.workflow_cls),
+                )
             except Exception as exc:  # the user's phase raised: fail with its words
                 return self._fail(
-                    f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}", spec=spec
+                    f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}",
+                    spec=spec,
+                    trace=failure_trace(exc, workflow_cls=self.workflow_cls),
                 )
             if next_spec is None:
                 return self.finish()
@@ -445,19 +453,34 @@ class Engine:
             history_path=history,
         )
 
-    def _fail(self, failure: str, *, spec: PhaseSpec | None = None) -> Outcome:
-        """Record the run as failed, durably, and withdraw its requests."""
+    def _fail(
+        self,
+        failure: str,
+        *,
+        spec: PhaseSpec | None = None,
+        trace: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Record the run as failed, durably, and withdraw its requests; ``trace``: where
+        it was raised (see ``failure_trace``). Secrets in the words are scrubbed: the
+        failure is kept in the state, the events and every face."""
         record = self.record
+        failure = redact(failure)
         self.recorder.withdraw(self.mailbox.pending(), "the run failed")
         self.recorder.emit(
             EVENT_ERROR,
-            {"skill": None if spec is None else spec.name, "message": failure, "fatal": True},
+            {
+                "skill": None if spec is None else spec.name,
+                "message": failure,
+                "fatal": True,
+                "trace": trace,
+            },
         )
         if spec is not None:
             self.close_phase(spec, status=STATUS_ERROR, summary=failure)
         record.status = "failed"
         record.failure = failure
-        self.recorder.run_end("failed", failure=failure)
+        record.failure_trace = trace
+        self.recorder.run_end("failed", failure=failure, trace=trace)
         self.save("run_failed")
         self.mailbox.flush_consumed()
         self.bridge.publish(PublishInput(pending=()))

@@ -82,6 +82,8 @@ class EngineRecord:
     inputs: dict[str, Any] = attrs.field(factory=dict)
     status: str = "running"  # running | paused | failed | completed | cancelled
     failure: str | None = None
+    # Where the failure was raised: type, message and innermost frames (``failure_trace``).
+    failure_trace: dict[str, Any] | None = None
     revision: int = 0
     journal: list[JournalEntry] = attrs.field(factory=list)
     # Whether this run writes evidence: a run started by a version without it does not.

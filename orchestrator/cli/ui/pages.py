@@ -123,6 +123,7 @@ def run_page(
         head += f"<p class='notice' role='status'>{escape(notice)}</p>"
     if summary.get("failure"):
         head += f"<p class='failure'>{escape(str(summary['failure']))}</p>"
+        head += _trace_html(summary.get("failure_trace"))
     waiting = [r for r in state.agent_requests if r.status.value == "pending"]
     if untrusted:
         waiting = []  # its prompts are under "Asks and answers"; no form takes an answer
@@ -432,3 +433,21 @@ def _inline(text: str) -> str:
     for pattern, replacement in _INLINE:
         html = pattern.sub(replacement, html)
     return html
+
+
+def _trace_html(trace: Any) -> str:
+    """Where a failed phase raised: its frames, innermost last."""
+    if not isinstance(trace, dict) or not trace.get("frames"):
+        return ""
+    rows = "".join(
+        f"<li class='mono'>{escape(str(f.get('file')))}:{escape(str(f.get('line')))} in "
+        f"{escape(str(f.get('function')))}</li>"
+        for f in trace["frames"]
+        if isinstance(f, dict)
+    )
+    kind = escape(str(trace.get("type", "")))
+    return (
+        f"<details class='trace' open><summary>{kind} raised at "
+        f"{escape(str(trace['frames'][-1].get('file')))}:"
+        f"{escape(str(trace['frames'][-1].get('line')))}</summary><ol>{rows}</ol></details>"
+    )
