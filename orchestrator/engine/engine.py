@@ -20,6 +20,7 @@ import attrs
 
 from .._errors import (
     AgentFailedError,
+    BudgetExceededError,
     NonDeterminismError,
     OrchestratorError,
     StorageError,
@@ -37,6 +38,7 @@ from .._ports import (
 )
 from .._text import plural
 from ..evidence.recorder import PhaseTally, Recorder
+from ..evidence.usage import add_tallies, parse_prices, tally_of, tally_spent
 from ..formats.bridge import CheckpointState, CompletedPhase, ErrorType, HistoryStatus
 from ..formats.bridge_codec import encode_record_line, record_line_digest
 from ..formats.convert import unstructure
@@ -238,6 +240,36 @@ class Engine:
         :meth:`mark_fatal`)."""
         return self._fatal
 
+    def check_budget(self, agents: list[str]) -> None:
+        """Refuse an ask to ``agents`` that would start once the run's answers have used
+        the workflow's ``budget_tokens`` or ``budget_usd``: the phase fails with
+        BUDGET_EXCEEDED, even if it catches the error (a retry with a raised budget goes
+        on)."""
+        cls = self.workflow_cls
+        if cls.budget_tokens is None and cls.budget_usd is None:
+            return
+        live = [r for r in self.state.agent_requests if not r.x_archived]
+        tally = add_tallies(self.record.archived_usage, tally_of(live))
+        tokens, cost, _ = tally_spent(tally, parse_prices(cls.prices, source="prices"))
+        asked = ", ".join(repr(a) for a in agents)
+        if cls.budget_tokens is not None and tokens >= cls.budget_tokens:
+            spent, budget, unit = float(tokens), float(cls.budget_tokens), "budget_tokens"
+            said = f"{tokens} tokens, and its budget_tokens is {cls.budget_tokens}"
+        elif cls.budget_usd is not None and cost >= cls.budget_usd:
+            spent, budget, unit = cost, float(cls.budget_usd), "budget_usd"
+            said = f"${cost:.4f}, and its budget_usd is ${cls.budget_usd}"
+        else:
+            return
+        error = BudgetExceededError(
+            f"BUDGET_EXCEEDED: the run's answers have used {said}; the ask to {asked} was "
+            f"not made: raise the workflow's {unit}",
+            spent=spent,
+            budget=budget,
+            unit=unit,
+        )
+        self.mark_fatal(error)
+        raise error
+
     def mark_fatal(self, error: OrchestratorError) -> None:
         """Fail the run with ``error`` when the phase returns or pauses (an agent not
         found, a request the host cancelled), whatever the phase does with it."""
@@ -296,6 +328,7 @@ class Engine:
             return
         run_id = self.record.run_id
         self.bridge.archive(ArchiveInput(records=tuple(finished), run_id=run_id))
+        self.record.archived_usage = add_tallies(self.record.archived_usage, tally_of(finished))
         for record in finished:
             # The line's digest stays in the signed state, which thus vouches for it.
             record.x_archived_sha256 = record_line_digest(encode_record_line(record))
@@ -338,10 +371,11 @@ class Engine:
             except (StorageError, UnsafePathError):
                 raise  # the instance's own files, not the phase: nothing to fail the run for
             except OrchestratorError as exc:
+                trace = failure_trace(exc, workflow_cls=self.workflow_cls)
+                if isinstance(exc, (BudgetExceededError, AgentFailedError)):
+                    trace["error_type"] = exc.error_type
                 return self._fail(
-                    f"phase {spec.number} ({spec.name}): {exc}",
-                    spec=spec,
-                    trace=failure_trace(exc, workflow_cls=self.workflow_cls),
+                    f"phase {spec.number} ({spec.name}): {exc}", spec=spec, trace=trace
                 )
             except Exception as exc:  # the user's phase raised: fail with its words
                 return self._fail(
@@ -472,6 +506,7 @@ class Engine:
                 "skill": None if spec is None else spec.name,
                 "message": failure,
                 "fatal": True,
+                "error_type": None if trace is None else trace.get("error_type"),
                 "trace": trace,
             },
         )

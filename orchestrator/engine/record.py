@@ -115,6 +115,9 @@ class EngineRecord:
     # The SHA-256 of each phase's ``journal.json`` as written, by the phase's directory
     # in the run's evidence: replay takes a journal only when it is as this state says.
     journals: dict[str, Any] = attrs.field(factory=dict)
+    # The tokens of the answers moved to the run's history, by model (see
+    # ``evidence.usage.tally_of``): what a budget needs of them once their text is gone.
+    archived_usage: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

@@ -24,9 +24,12 @@ import attrs
 __all__ = [
     "AnswerTokens",
     "Prices",
+    "add_tallies",
     "answer_tokens",
     "describe_usage",
     "parse_prices",
+    "tally_of",
+    "tally_spent",
     "usage_of",
 ]
 
@@ -107,6 +110,59 @@ def usage_of(records: Iterable[Any], *, prices: Prices | None = None) -> dict[st
         "by_model": {k: v.data(priced) for k, v in by["model"].items()},
         **({"unpriced_models": sorted(unpriced)} if priced else {}),
     }
+
+
+def tally_of(records: Iterable[Any]) -> dict[str, dict[str, int]]:
+    """The tokens of the answers among ``records`` by model (``{"input", "output",
+    "unsplit", "answers"}`` each): all a budget needs of answers whose text has left the
+    state (the engine keeps this of the requests it moves to the run's history)."""
+    tally: dict[str, dict[str, int]] = {}
+    for record in records:
+        response = record.x_response
+        used = answer_tokens(None if response is None else response.metadata)
+        if used is None:
+            continue
+        part = tally.setdefault(used.model or "", dict.fromkeys(_TALLY_KEYS, 0))
+        part["input"] += used.input
+        part["output"] += used.output
+        part["unsplit"] += used.unsplit
+        part["answers"] += 1
+    return tally
+
+
+def add_tallies(*tallies: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """The sum of :func:`tally_of`'s results."""
+    total: dict[str, dict[str, int]] = {}
+    for tally in tallies:
+        for model, part in tally.items():
+            into = total.setdefault(model, dict.fromkeys(_TALLY_KEYS, 0))
+            for key in _TALLY_KEYS:
+                into[key] += int(part.get(key, 0))
+    return total
+
+
+def tally_spent(
+    tally: Mapping[str, Mapping[str, int]], prices: Prices
+) -> tuple[int, float, list[str]]:
+    """A tally's tokens, its cost in US dollars, and its models that have no price."""
+    tokens, cost, unpriced = 0, 0.0, []
+    for model, part in tally.items():
+        used = AnswerTokens(
+            model=model or None,
+            input=part["input"],
+            output=part["output"],
+            unsplit=part["unsplit"],
+        )
+        tokens += used.total
+        priced = used.cost(prices)
+        if priced is None:
+            unpriced.append(model or "(no model)")
+        else:
+            cost += priced
+    return tokens, cost, unpriced
+
+
+_TALLY_KEYS = ("input", "output", "unsplit", "answers")
 
 
 def describe_usage(usage: dict[str, Any]) -> list[str]:
