@@ -14,41 +14,14 @@ from pathlib import Path
 import pytest
 
 from support.cli import orchestrate
+from support.run_facts import FAILING_FLOW, RAISE_LINE, write_failing_flow
 
 pytestmark = pytest.mark.slow
 
-FLOW = """
-from orchestrator import Workflow, phase
-
-
-def check_count(items):
-    if len(items) != 3:
-        raise ValueError("the count is off; token=" + "Zx8qL2vN9rT4wY6pK3mB7cJ5")
-    return len(items)
-
-
-class Counter(Workflow):
-    name = "counter"
-
-    @phase(1)
-    def count(self, ctx):
-        return check_count(COUNT)
-"""
-
-RAISE_LINE = 7  # the line of the raise in FLOW (its first line is empty)
-
-
-def write_flow(workdir: Path, items: list[int]) -> Path:
-    flows = workdir / "flows"
-    flows.mkdir(exist_ok=True)
-    path = flows / "counting.py"
-    path.write_text(FLOW + f"\n\nCOUNT = {items!r}\n")
-    return path
-
 
 def test_status_names_the_file_and_line_of_the_raise(tmp_path: Path) -> None:
-    flow = write_flow(tmp_path, [1, 2])
-    assert FLOW.splitlines()[RAISE_LINE - 1].strip().startswith("raise ValueError")
+    flow = write_failing_flow(tmp_path, [1, 2])
+    assert FAILING_FLOW.splitlines()[RAISE_LINE - 1].strip().startswith("raise ValueError")
     ran = orchestrate("run", f"{flow}:Counter", "--workdir", tmp_path)
     assert ran.returncode == 1, ran.stderr
 
@@ -77,7 +50,7 @@ def test_status_names_the_file_and_line_of_the_raise(tmp_path: Path) -> None:
     assert len(kept) == 2 and all(t == trace for t in kept)
 
     # Fixed, the retry goes on and the failure's trace is gone from status.
-    write_flow(tmp_path, [1, 2, 3])
+    write_failing_flow(tmp_path, [1, 2, 3])
     retried = orchestrate("retry", "--workdir", tmp_path)
     assert retried.returncode == 0, retried.stderr
     ended = orchestrate("status", "--workdir", tmp_path)

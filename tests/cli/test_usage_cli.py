@@ -10,73 +10,22 @@ their cost (tokens not split into input and output priced as input).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from support.cli import orchestrate
+from support.run_facts import CREW_FLOW, answer
 
 pytestmark = pytest.mark.slow
 
-FLOW = """
-from orchestrator import Workflow, phase
-
-
-ROLE = (
-    "You are the writer or the critic of a small test workflow about the sea. Answer in "
-    "one plain sentence, with no preamble and no list. "
-)
-
-
-class Crew(Workflow):
-    name = "crew"
-    agents = ("writer", "critic")
-
-    @phase(1)
-    def draft(self, ctx):
-        return ctx.ask("writer", ROLE + "Write one plain sentence about the tides, no preamble.")
-
-    @phase(2)
-    def review(self, ctx):
-        verdict = ctx.ask("critic", ROLE + "Say in one word whether this sentence is clear: tides.")
-        again = ctx.ask("writer", ROLE + "Write the sentence about the tides again, shorter.")
-        return [verdict, again]
-"""
-
 PRICES = {"model-a": {"input": 3.0, "output": 15.0}, "model-b": {"input": 1.0, "output": 5.0}}
-
-
-def pending_one(workdir: Path) -> dict[str, Any]:
-    listed = orchestrate("pending", "--workdir", workdir, "--json")
-    assert listed.returncode == 0, listed.stderr
-    (item,) = json.loads(listed.stdout)
-    return dict(item["request"])
-
-
-def answer(workdir: Path, text: str, metadata: dict[str, Any]) -> None:
-    request = pending_one(workdir)
-    document = {
-        "version": "1.0",
-        "request_id": request["request_id"],
-        "status": "success",
-        "response": text,
-        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "metadata": metadata,
-    }
-    path = workdir.parent / f"answer-{request['request_id']}.json"
-    path.write_text(json.dumps(document))
-    given = orchestrate("respond", "--workdir", workdir, "--document", path)
-    assert given.returncode == 0, given.stderr
-    resumed = orchestrate("resume", "--workdir", workdir)
-    assert resumed.returncode in (0, 42), resumed.stderr
 
 
 def test_tokens_and_cost_are_summed_per_phase_and_agent(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
-    (tmp_path / "crew.py").write_text(FLOW)
+    (tmp_path / "crew.py").write_text(CREW_FLOW)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps(PRICES))
     started = orchestrate("run", f"{tmp_path / 'crew.py'}:Crew", "--workdir", workdir)
