@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from .._text import plural
+
 __all__ = [
     "AnswerTokens",
     "Prices",
@@ -179,7 +181,7 @@ def describe_usage(usage: dict[str, Any]) -> list[str]:
 
 def _line(part: dict[str, Any]) -> str:
     text = f"{part['tokens']} ({part['input_tokens']} in, {part['output_tokens']} out"
-    text += f", {part['answers']} answers)"
+    text += f", {plural(part['answers'], 'answer')})"
     if "cost_usd" in part:
         text += f"  ${part['cost_usd']:.4f}"
     return text
