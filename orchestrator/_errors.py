@@ -278,6 +278,17 @@ class RunFailedError(OrchestratorError):
     """The run cannot continue; the state file is kept for inspection."""
 
 
+class BudgetExceededError(RunFailedError):
+    """An ask would start after the run's answers used its workflow's ``budget_tokens``
+    or ``budget_usd``: the phase fails with BUDGET_EXCEEDED before the ask is made."""
+
+    error_type = "BUDGET_EXCEEDED"
+
+    def __init__(self, message: str, *, spent: float, budget: float, unit: str) -> None:
+        super().__init__(message)
+        self.spent, self.budget, self.unit = spent, budget, unit
+
+
 class StepFailedError(OrchestratorError):
     """On replay: a ``ctx.step`` that raised when it ran, whose exception could not be
     made again from its record (its class, with the recorded message)."""

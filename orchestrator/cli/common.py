@@ -65,6 +65,35 @@ def add_instance(sub: Any) -> None:
     )
 
 
+def add_prices(sub: Any) -> None:
+    sub.add_argument(
+        "--prices",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='a JSON price list, model -> {"input": USD, "output": USD} per million '
+        "tokens: the tokens are shown with their cost (tokens not split into input and "
+        "output are priced as input)",
+    )
+
+
+def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
+    """``--prices``' list, or ``None`` without one; a bad one is a usage error."""
+    if path is None:
+        return None
+    from ..evidence.usage import parse_prices
+    from ..storage.files import read_json_file
+
+    try:
+        return parse_prices(read_json_file(path), source=str(path))
+    except ContractError as exc:
+        raise UsageError(f"--prices {path}: {exc}") from None
+    except FileNotFoundError:
+        raise UsageError(f"--prices {path}: no such file; name a JSON price list") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
     add_store_argument(sub, run=run, needed=needed)
 

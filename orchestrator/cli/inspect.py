@@ -14,6 +14,7 @@ def _declare_status(status: argparse.ArgumentParser) -> None:
     common.add_workdir(status)
     common.add_instance(status)
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    common.add_prices(status)
     common.add_store(status)
 
 
@@ -24,6 +25,7 @@ def _declare_history(history: argparse.ArgumentParser) -> None:
         default=None,
         help="a finished run's id (default: the live instance, else the latest run)",
     )
+    common.add_prices(history)
     common.add_store(history, run=False)
 
 
@@ -42,10 +44,13 @@ def _declare_output(output: argparse.ArgumentParser) -> None:
         help="a run's id (default: the live instance, else the latest finished run)",
     )
     common.add_store(output, run=False)
+    common.add_prices(output)
     output.add_argument(
         "--json",
         action="store_true",
-        help="print JSON even for a phase whose output is text (default: text as it is)",
+        help="print JSON even for a phase whose output is text (default: text as it is); "
+        "without PHASE, the run's facts go beside the outputs under 'x_run' (status, "
+        "failure and where it was raised, tokens and cost)",
     )
 
 

@@ -11,7 +11,9 @@ from .._errors import (
     StorageError,
     UsageError,
 )
+from ..engine.failure_trace import describe_trace
 from ..engine.record import load_record
+from ..evidence.usage import Prices, describe_usage, usage_of
 from ..formats.bridge import (
     REQUESTS_DIR,
     RESPONSE_FILE,
@@ -88,11 +90,13 @@ def summarize_state(
     store_run: str | None = None,
     options: str | None = None,
     mode: Mode = Mode.CLI,
+    prices: Prices | None = None,
 ) -> dict[str, Any]:
     """A JSON-ready summary of a live run's state, for ``status`` on either store;
     ``answer_at(request_id)``: where, or how, a host answers that request; ``store_run``:
     the run's id, for a run of a store of many, and ``options``, the options that name
-    it; ``mode``: the face that shows the summary (its ``next`` fits it)."""
+    it; ``mode``: the face that shows the summary (its ``next`` fits it); ``prices``:
+    turns the tokens into cost."""
     record = load_record(state, source=source)
     pending = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
     if signature is not None:
@@ -116,6 +120,7 @@ def summarize_state(
         "run_id": record.run_id,
         "status": record.status,
         "failure": record.failure,
+        "failure_trace": record.failure_trace,
         "phase": state.phase,
         "phase_name": state.phase_name,
         "checkpoint_name": state.checkpoint_name,
@@ -136,6 +141,7 @@ def summarize_state(
         ],
         "request_counts": counts,
         "sleeping_until": None if pending else record.waiting_until,
+        "usage": usage_of(state.agent_requests, prices=prices),
         "signature": "valid" if signature is None else "not valid",
         "signature_problem": signature,
         "next": then,
@@ -159,8 +165,9 @@ def describe_ended_run(workdir: Path) -> dict[str, Any]:
     return describe_ended(state, source=source)
 
 
-def describe_ended(state: Any, *, source: str) -> dict[str, Any]:
-    """How a run ended, from its last state (its history)."""
+def describe_ended(state: Any, *, source: str, prices: Prices | None = None) -> dict[str, Any]:
+    """How a run ended, from its last state (its history); ``prices``: turns the tokens
+    into cost."""
     from ..storage.runs import ENGINE_KEY
 
     record = load_record(state, source=source)
@@ -174,6 +181,7 @@ def describe_ended(state: Any, *, source: str) -> dict[str, Any]:
         "completed_phases": [p.phase_name for p in state.completed_phases],
         "outputs": outputs,  # JSON values, as 'orchestrate output --json' prints them
         "history": source,
+        "usage": usage_of(state.agent_requests, prices=prices),
         "next": "'orchestrate output [PHASE]' prints the outputs; 'orchestrate history' "
         "tells the run; 'orchestrate run WORKFLOW' starts a new one here",
     }
@@ -392,6 +400,7 @@ def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
     ]
     for name, value in summary["outputs"].items():
         lines.append(f"output     {name}: {printable(in_short(value))}")
+    lines += describe_usage(summary.get("usage") or {})
     lines.append(f"history    {summary['history']}")
     lines.append(f"next       {summary['next']}")
     return "\n".join(lines)
@@ -407,6 +416,9 @@ def format_status(summary: dict[str, Any]) -> str:
         f"  (checkpoint {summary['checkpoint_name']})",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
     ]
+    raised = describe_trace(summary.get("failure_trace"))
+    if raised:
+        lines.insert(2, f"where      {raised}")
     for request in summary["pending"]:
         lines.append(
             f"pending    {request['request_id']}  {request['agent_name']}"
@@ -421,4 +433,5 @@ def format_status(summary: dict[str, Any]) -> str:
         lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
     lines.append(f"requests   {counts or 'none yet'}")
+    lines += describe_usage(summary.get("usage") or {})
     return "\n".join(lines)

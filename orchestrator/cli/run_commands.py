@@ -28,11 +28,13 @@ from .._ports import (
     RunNotNamedError,
 )
 from .._text import printable
+from .common import read_prices
 from .run_store import open_run_store, workdir_of
 
 if TYPE_CHECKING:
     from .._ports import RunStore, StoredRun
     from ..engine.record import Outcome
+    from ..evidence.usage import Prices
     from ..formats.bridge import CheckpointState
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -292,7 +294,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             found = store.read_run(RunInput(run_id=args.run, workflow=args.workflow))
         except RunNotNamedError:
             return _list_runs(store, as_json=args.json)
-        summary = describe_run(store, found)
+        summary = describe_run(store, found, prices=read_prices(args.prices))
         named = store.named_run(found.run_id) is not None
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -327,9 +329,11 @@ def _list_runs(store: RunStore, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-def describe_run(store: RunStore, found: StoredRun) -> dict[str, Any]:
+def describe_run(
+    store: RunStore, found: StoredRun, *, prices: Prices | None = None
+) -> dict[str, Any]:
     """``status`` of one run: live (its phase, what it waits for), ended (how, its
-    outputs) or queued."""
+    outputs) or queued; ``prices`` turns its tokens into cost."""
     from ..formats.bridge import HistoryStatus
     from .hints import run_options
     from .instance import describe_ended, summarize_state
@@ -351,7 +355,7 @@ def describe_run(store: RunStore, found: StoredRun) -> dict[str, Any]:
             "next": "a worker starts it ('orchestrate worker --store ...')",
         }
     if not found.live:
-        summary = describe_ended(found.state, source=found.source)
+        summary = describe_ended(found.state, source=found.source, prices=prices)
         if named is not None:
             summary["next"] = (
                 f"'orchestrate output{options}' prints the outputs; "
@@ -377,6 +381,7 @@ def describe_run(store: RunStore, found: StoredRun) -> dict[str, Any]:
         trust_step=trust,
         store_run=named,
         options=options,
+        prices=prices,
     )
 
 
@@ -457,11 +462,30 @@ def load_run(args: argparse.Namespace) -> tuple[Any, str]:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from ..evidence.history import timeline
+    from ..evidence.usage import describe_usage, usage_of
 
     state, source = load_run(args)
-    print(printable("\n".join(timeline(state)), lines=True))
+    prices = read_prices(args.prices)
+    lines = timeline(state) + describe_usage(usage_of(state.agent_requests, prices=prices))
+    print(printable("\n".join(lines), lines=True))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
+
+
+def run_facts(state: Any, *, source: str, prices: Prices | None = None) -> dict[str, Any]:
+    """What ``output --json`` tells of the run beside its outputs: its id, status, how
+    it failed (the failure and where it was raised), and its tokens (and cost)."""
+    from ..engine.record import load_record
+    from ..evidence.usage import usage_of
+
+    record = load_record(state, source=source)
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "failure": record.failure,
+        "failure_trace": record.failure_trace,
+        "usage": usage_of(state.agent_requests, prices=prices),
+    }
 
 
 def cmd_output(args: argparse.Namespace) -> int:
@@ -470,6 +494,8 @@ def cmd_output(args: argparse.Namespace) -> int:
     state, source = load_run(args)
     outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
     if args.phase is None:
+        if args.json:  # no phase is named x_...: the run's own facts go beside the outputs
+            outputs["x_run"] = run_facts(state, source=source, prices=read_prices(args.prices))
         print(json.dumps(outputs, indent=2, ensure_ascii=False))
     elif args.phase not in outputs:
         done = ", ".join(outputs) or "none yet"

@@ -5,11 +5,12 @@ Owns the ``Workflow`` base class, ``@phase`` and the retry policy (``workflow``)
 engine's record in the state (``record``), the engine itself (``engine``: the attached
 run, checkpoints, the phase runner) and its parts: the lifecycle (start, resume, retry,
 rewind, fork, cancel, version migrations, and what a pause hands the next resume:
-``lifecycle``), the requests and answers (``mailbox``) and what a phase recorded, for
-replay (``journal``); the phase context handed to each phase (``context``) and how it
-shows an edited prompt (``prompt_diff``), the ``TaskDispatcher`` Protocol ``ctx.dispatch``
-hands its tasks to (``dispatcher``), finding a workflow class from what the user typed
-(``loader``), and replaying a recorded run against the current code (``replay``).
+``lifecycle``), where a failed phase raised (``failure_trace``), the requests and
+answers (``mailbox``) and what a phase recorded, for replay (``journal``); the phase
+context handed to each phase (``context``) and how it shows an edited prompt
+(``prompt_diff``), the ``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its tasks to
+(``dispatcher``), finding a workflow class from what the user typed (``loader``), and
+replaying a recorded run against the current code (``replay``).
 
 May import: ``evidence``, ``orchestrator._ports``, ``storage``, ``formats`` and
 ``orchestrator._errors``. Never an adapter or the CLI: those are chosen by the caller.

@@ -458,6 +458,7 @@ class PhaseContext:
         what = _describe_asks(kind, asks)
         entry = self._recorded(position, kind=kind, fingerprint=fingerprint, what=what, asks=asks)
         if entry is None:
+            engine.check_budget([a.agent for a in asks])
             entry = engine.mailbox.open_requests(
                 self._spec, position, asks, kind=kind, fingerprint=fingerprint
             )

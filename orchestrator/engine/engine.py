@@ -20,6 +20,7 @@ import attrs
 
 from .._errors import (
     AgentFailedError,
+    BudgetExceededError,
     NonDeterminismError,
     OrchestratorError,
     StorageError,
@@ -37,15 +38,18 @@ from .._ports import (
 )
 from .._text import plural
 from ..evidence.recorder import PhaseTally, Recorder
+from ..evidence.usage import add_tallies, parse_prices, tally_of, tally_spent
 from ..formats.bridge import CheckpointState, CompletedPhase, ErrorType, HistoryStatus
 from ..formats.bridge_codec import encode_record_line, record_line_digest
 from ..formats.convert import unstructure
+from ..formats.secrets import redact
 from ..formats.step_names import EVENT_DECISION, EVENT_ERROR, STATUS_ERROR, STATUS_PASS
 from ..formats.strict_json import SettledItems
 from ..formats.times import SystemClock, format_time, parse_time
 from ..storage.runs import ENGINE_KEY
 from .context import PhaseContext
 from .dispatcher import TaskDispatcher
+from .failure_trace import failure_trace
 from .journal import Journal
 from .lifecycle import Lifecycle, PauseHandoff
 from .mailbox import Mailbox
@@ -236,6 +240,36 @@ class Engine:
         :meth:`mark_fatal`)."""
         return self._fatal
 
+    def check_budget(self, agents: list[str]) -> None:
+        """Refuse an ask to ``agents`` that would start once the run's answers have used
+        the workflow's ``budget_tokens`` or ``budget_usd``: the phase fails with
+        BUDGET_EXCEEDED, even if it catches the error (a retry with a raised budget goes
+        on)."""
+        cls = self.workflow_cls
+        if cls.budget_tokens is None and cls.budget_usd is None:
+            return
+        live = [r for r in self.state.agent_requests if not r.x_archived]
+        tally = add_tallies(self.record.archived_usage, tally_of(live))
+        tokens, cost, _ = tally_spent(tally, parse_prices(cls.prices, source="prices"))
+        asked = ", ".join(repr(a) for a in agents)
+        if cls.budget_tokens is not None and tokens >= cls.budget_tokens:
+            spent, budget, unit = float(tokens), float(cls.budget_tokens), "budget_tokens"
+            said = f"{tokens} tokens, and its budget_tokens is {cls.budget_tokens}"
+        elif cls.budget_usd is not None and cost >= cls.budget_usd:
+            spent, budget, unit = cost, float(cls.budget_usd), "budget_usd"
+            said = f"${cost:.4f}, and its budget_usd is ${cls.budget_usd}"
+        else:
+            return
+        error = BudgetExceededError(
+            f"BUDGET_EXCEEDED: the run's answers have used {said}; the ask to {asked} was "
+            f"not made: raise the workflow's {unit}",
+            spent=spent,
+            budget=budget,
+            unit=unit,
+        )
+        self.mark_fatal(error)
+        raise error
+
     def mark_fatal(self, error: OrchestratorError) -> None:
         """Fail the run with ``error`` when the phase returns or pauses (an agent not
         found, a request the host cancelled), whatever the phase does with it."""
@@ -294,6 +328,7 @@ class Engine:
             return
         run_id = self.record.run_id
         self.bridge.archive(ArchiveInput(records=tuple(finished), run_id=run_id))
+        self.record.archived_usage = add_tallies(self.record.archived_usage, tally_of(finished))
         for record in finished:
             # The line's digest stays in the signed state, which thus vouches for it.
             record.x_archived_sha256 = record_line_digest(encode_record_line(record))
@@ -336,10 +371,17 @@ class Engine:
             except (StorageError, UnsafePathError):
                 raise  # the instance's own files, not the phase: nothing to fail the run for
             except OrchestratorError as exc:
-                return self._fail(f"phase {spec.number} ({spec.name}): {exc}", spec=spec)
+                trace = failure_trace(exc, workflow_cls=self.workflow_cls)
+                if isinstance(exc, (BudgetExceededError, AgentFailedError)):
+                    trace["error_type"] = exc.error_type
+                return self._fail(
+                    f"phase {spec.number} ({spec.name}): {exc}", spec=spec, trace=trace
+                )
             except Exception as exc:  # the user's phase raised: fail with its words
                 return self._fail(
-                    f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}", spec=spec
+                    f"phase {spec.number} ({spec.name}): {type(exc).__name__}: {exc}",
+                    spec=spec,
+                    trace=failure_trace(exc, workflow_cls=self.workflow_cls),
                 )
             if next_spec is None:
                 return self.finish()
@@ -445,19 +487,35 @@ class Engine:
             history_path=history,
         )
 
-    def _fail(self, failure: str, *, spec: PhaseSpec | None = None) -> Outcome:
-        """Record the run as failed, durably, and withdraw its requests."""
+    def _fail(
+        self,
+        failure: str,
+        *,
+        spec: PhaseSpec | None = None,
+        trace: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Record the run as failed, durably, and withdraw its requests; ``trace``: where
+        it was raised (see ``failure_trace``). Secrets in the words are scrubbed: the
+        failure is kept in the state, the events and every face."""
         record = self.record
+        failure = redact(failure)
         self.recorder.withdraw(self.mailbox.pending(), "the run failed")
         self.recorder.emit(
             EVENT_ERROR,
-            {"skill": None if spec is None else spec.name, "message": failure, "fatal": True},
+            {
+                "skill": None if spec is None else spec.name,
+                "message": failure,
+                "fatal": True,
+                "error_type": None if trace is None else trace.get("error_type"),
+                "trace": trace,
+            },
         )
         if spec is not None:
             self.close_phase(spec, status=STATUS_ERROR, summary=failure)
         record.status = "failed"
         record.failure = failure
-        self.recorder.run_end("failed", failure=failure)
+        record.failure_trace = trace
+        self.recorder.run_end("failed", failure=failure, trace=trace)
         self.save("run_failed")
         self.mailbox.flush_consumed()
         self.bridge.publish(PublishInput(pending=()))

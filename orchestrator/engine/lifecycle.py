@@ -250,10 +250,12 @@ class Lifecycle:
                 "at": format_time(engine.clock.now()),
                 "phase": state.phase_name,
                 "failure": failure,
+                "trace": record.failure_trace,
                 "dropped": [],
             }
         )
         record.status, record.failure, record.reopened = "running", None, True
+        record.failure_trace = None
         engine.recorder.emit(
             EVENT_RUN_RETRY,
             {
@@ -341,7 +343,7 @@ class Lifecycle:
         )
         state.completed_phases = [p for p in state.completed_phases if p.phase < target.number]
         state.phase, state.phase_name = target.number, target.name
-        record.status, record.failure = "paused", None
+        record.status, record.failure, record.failure_trace = "paused", None, None
         record.journal, record.marks = [], []
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         return moved

@@ -82,6 +82,8 @@ class EngineRecord:
     inputs: dict[str, Any] = attrs.field(factory=dict)
     status: str = "running"  # running | paused | failed | completed | cancelled
     failure: str | None = None
+    # Where the failure was raised: type, message and innermost frames (``failure_trace``).
+    failure_trace: dict[str, Any] | None = None
     revision: int = 0
     journal: list[JournalEntry] = attrs.field(factory=list)
     # Whether this run writes evidence: a run started by a version without it does not.
@@ -113,6 +115,9 @@ class EngineRecord:
     # The SHA-256 of each phase's ``journal.json`` as written, by the phase's directory
     # in the run's evidence: replay takes a journal only when it is as this state says.
     journals: dict[str, Any] = attrs.field(factory=dict)
+    # The tokens of the answers moved to the run's history, by model (see
+    # ``evidence.usage.tally_of``): what a budget needs of them once their text is gone.
+    archived_usage: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

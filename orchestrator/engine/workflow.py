@@ -125,7 +125,10 @@ class Workflow:
     TIMEOUT and INVOCATION_FAILED) or a whole ``retry_policy`` (:class:`RetryPolicy`),
     ``archive_after`` (how many finished requests of completed phases gather in the state
     before they move to the run's history), ``version`` (an integer, recorded in each
-    run's state). A base class meant for further
+    run's state), ``budget_tokens`` / ``budget_usd`` (an ask that would start once the
+    run's answers have used that many tokens, or cost that much, fails the phase with
+    BUDGET_EXCEEDED) and ``prices`` (model -> ``{"input": USD, "output": USD}`` per
+    million tokens, which ``budget_usd`` needs). A base class meant for further
     subclassing says ``class Base(Workflow, abstract=True)``.
 
     When a change of the code changes what the phases store, raise ``version`` and give a
@@ -142,6 +145,9 @@ class Workflow:
     retry_policy: ClassVar[RetryPolicy | None] = None
     archive_after: ClassVar[int] = 16
     version: ClassVar[int] = 1
+    budget_tokens: ClassVar[int | None] = None
+    budget_usd: ClassVar[float | None] = None
+    prices: ClassVar[dict[str, Any]] = {}
     phases: ClassVar[tuple[PhaseSpec, ...]] = ()
     # Whether any phase is marked ``asks_agents`` (then only those may ask).
     _asks_marked: ClassVar[bool] = False
@@ -225,6 +231,29 @@ def _collect_phases(cls: type[Workflow]) -> tuple[PhaseSpec, ...]:
     return tuple(found)
 
 
+def _check_budget(cls: type[Workflow], where: str) -> None:
+    from ..evidence.usage import parse_prices
+
+    tokens, usd = cls.budget_tokens, cls.budget_usd
+    if tokens is not None and (
+        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0
+    ):
+        raise WorkflowDefinitionError(f"{where}: 'budget_tokens' must be an integer >= 0 or None")
+    if usd is not None and (
+        isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf")
+    ):
+        raise WorkflowDefinitionError(f"{where}: 'budget_usd' must be a number >= 0 or None")
+    try:
+        prices = parse_prices(cls.prices, source="'prices'")
+    except ValueError as exc:
+        raise WorkflowDefinitionError(f"{where}: {exc}") from None
+    if usd is not None and not prices:
+        raise WorkflowDefinitionError(
+            f"{where}: 'budget_usd' needs 'prices' (model -> {{\"input\": USD, \"output\": "
+            "USD}} per million tokens) to know what the answers cost; give them"
+        )
+
+
 def _check_definition(cls: type[Workflow]) -> None:
     where = f"workflow class {cls.__qualname__}"
     name = getattr(cls, "name", None)
@@ -256,6 +285,7 @@ def _check_definition(cls: type[Workflow]) -> None:
         raise WorkflowDefinitionError(f"{where}: 'archive_after' must be an integer >= 1")
     if isinstance(cls.version, bool) or not isinstance(cls.version, int) or cls.version < 1:
         raise WorkflowDefinitionError(f"{where}: 'version' must be an integer >= 1")
+    _check_budget(cls, where)
     if not cls.phases:
         raise WorkflowDefinitionError(f"{where}: no phases; decorate methods with @phase(n)")
     previous = 0

@@ -4,8 +4,9 @@ its timeline, and its export as OpenTelemetry spans.
 Owns the evidence documents (``documents``: ``events.ndjson`` lines, ``results.json``),
 the recorder the engine tells what happened (``recorder``: outbox events, phase and agent
 results, the run's end), an agent step's ``events.ndjson`` on disk (``step_log``), the
-``history`` timeline read from a state, the OTLP export (``otel``), and a run's
-evidence judged as a whole (``verify``: what ``orchestrate check evidence`` says).
+``history`` timeline read from a state, the tokens and cost its answers told
+(``usage``), the OTLP export (``otel``), and a run's evidence judged as a whole
+(``verify``: what ``orchestrate check evidence`` says).
 
 May import: ``orchestrator._ports``, ``storage``, ``formats`` and the base modules
 (``_errors``, ``_text``, ``_http``). Never the engine: the engine tells, the recorder

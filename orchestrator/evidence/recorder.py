@@ -325,7 +325,9 @@ class Recorder:
             },
         )
 
-    def run_end(self, status: str, *, failure: str | None = None) -> None:
+    def run_end(
+        self, status: str, *, failure: str | None = None, trace: dict[str, Any] | None = None
+    ) -> None:
         book, state = self._require_book(), self._require_state()
         self.emit(
             EVENT_RUN_END,
@@ -334,6 +336,7 @@ class Recorder:
                 "duration_ms": milliseconds_since(book.started_at, self.clock.now()),
                 "phases_completed": len(state.completed_phases),
                 "failure": failure,
+                "trace": trace,
             },
         )
 

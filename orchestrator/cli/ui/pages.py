@@ -123,6 +123,7 @@ def run_page(
         head += f"<p class='notice' role='status'>{escape(notice)}</p>"
     if summary.get("failure"):
         head += f"<p class='failure'>{escape(str(summary['failure']))}</p>"
+        head += _trace_html(summary.get("failure_trace"))
     waiting = [r for r in state.agent_requests if r.status.value == "pending"]
     if untrusted:
         waiting = []  # its prompts are under "Asks and answers"; no form takes an answer
@@ -164,6 +165,7 @@ def run_page(
         + escape("\n".join(timeline))
         + "</pre></section>"
         + f"<section><h2>Outputs</h2>{outputs_html or '<p class=dim>none yet</p>'}</section>"
+        + _usage_html(summary.get("usage"))
         + "<section><h2>Events</h2>"
         + f"<ol class='events' data-stream='{escape(run_link(ref, view='events', after=last))}'>"
         + "".join(f"<li>{escape(text)}</li>" for _, text in events)
@@ -432,3 +434,50 @@ def _inline(text: str) -> str:
     for pattern, replacement in _INLINE:
         html = pattern.sub(replacement, html)
     return html
+
+
+def _trace_html(trace: Any) -> str:
+    """Where a failed phase raised: its frames, innermost last."""
+    if not isinstance(trace, dict) or not trace.get("frames"):
+        return ""
+    rows = "".join(
+        f"<li class='mono'>{escape(str(f.get('file')))}:{escape(str(f.get('line')))} in "
+        f"{escape(str(f.get('function')))}</li>"
+        for f in trace["frames"]
+        if isinstance(f, dict)
+    )
+    kind = escape(str(trace.get("type", "")))
+    return (
+        f"<details class='trace' open><summary>{kind} raised at "
+        f"{escape(str(trace['frames'][-1].get('file')))}:"
+        f"{escape(str(trace['frames'][-1].get('line')))}</summary><ol>{rows}</ol></details>"
+    )
+
+
+def _usage_html(usage: Any) -> str:
+    """The run's tokens (and cost), by phase and by agent, as its answers told them."""
+    if not isinstance(usage, dict) or not usage.get("answers"):
+        return ""
+    priced = "cost_usd" in usage
+    head = "<tr><th></th><th>tokens</th><th>input</th><th>output</th><th>answers</th>"
+    head += "<th>cost (USD)</th></tr>" if priced else "</tr>"
+
+    def row(label: str, part: dict[str, Any]) -> str:
+        cells = [part.get(k) for k in ("tokens", "input_tokens", "output_tokens", "answers")]
+        if priced:
+            cells.append(f"{part.get('cost_usd', 0):.4f}")
+        return (
+            f"<tr><th>{escape(label)}</th>"
+            + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+            + "</tr>"
+        )
+
+    rows = [row("run", usage)]
+    rows += [row(f"phase {n}", p) for n, p in (usage.get("by_phase") or {}).items()]
+    rows += [row(f"agent {n}", p) for n, p in (usage.get("by_agent") or {}).items()]
+    return (
+        "<section><h2>Tokens</h2><table class='usage'>"
+        + head
+        + "".join(rows)
+        + "</table></section>"
+    )
