@@ -61,7 +61,7 @@ __all__ = [
 RUNS_DIR = ".orchestrator/runs"  # what messages call runs_dir(workdir)
 DEFAULT_POLL_SECONDS = 0.25
 DEFAULT_OTLP_TIMEOUT = 10.0
-EXIT_OK, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 130, 141
+EXIT_OK, EXIT_INTERRUPTED = 0, 130
 _NAME = r"[a-z0-9_]+(?:\.[a-z0-9_]+)*"
 _TYPE_FILTER = re.compile(rf"({_NAME})(\.\*)?")
 _TIME_ANY = re.compile(
@@ -159,7 +159,8 @@ def _positive_seconds(text: str) -> float:
 
 
 def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> int:
-    """Run ``orchestrate events``; returns the exit code (0; 130 when interrupted)."""
+    """Run ``orchestrate events``; returns the exit code (0, also when the reader leaves;
+    130 when interrupted)."""
     out = output if output is not None else sys.stdout.buffer
     exporting = args.otlp is not None or args.otlp_endpoint is not None
     _check_options(args, exporting)
@@ -183,10 +184,8 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
         return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader left (``| head``): say nothing more, and let the exit flush nothing.
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
+    except BrokenPipeError:  # the reader left (``| head``): it has what it wanted
+        return common.reader_closed()
 
 
 def _check_options(args: argparse.Namespace, exporting: bool) -> None:
@@ -215,14 +214,6 @@ def _workdir(given: Path | None) -> Path:
     if not workdir.is_dir():
         raise UsageError(f"work directory {workdir} does not exist")
     return workdir
-
-
-def _silence_stdout() -> None:
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 # -- which run -----------------------------------------------------------------------------
