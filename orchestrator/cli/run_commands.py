@@ -456,10 +456,15 @@ def load_run(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from .._ports import ReadEventsInput
     from ..evidence.history import timeline
 
-    state, source = load_run(args)
-    print(printable("\n".join(timeline(state)), lines=True))
+    with closing(open_run_store(args)) as store:
+        found, state = _state_of(store, RunInput(run_id=args.run))
+        lines = store.events(ReadEventsInput(run_id=found.run_id))
+    source = found.source
+    log = [json.loads(line) for _, line in lines]  # the engine's own log: its timers
+    print(printable("\n".join(timeline(state, log)), lines=True))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
 
