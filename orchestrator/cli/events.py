@@ -197,8 +197,10 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
         return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader left (``| head``): it has what it wanted
-        return common.reader_closed()
+    except BrokenPipeError:
+        if output is None and common.stdout_reader_gone():  # the reader left (``| head``)
+            return common.reader_closed()
+        raise
 
 
 def _check_options(args: argparse.Namespace, exporting: bool) -> None:

@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code: int = args.run_command(args)
         return code
-    except BrokenPipeError:  # the reader left (``| head -n1``): it has all it wanted
-        return common.reader_closed()
+    except BrokenPipeError as exc:
+        if common.stdout_reader_gone():  # the reader left (``| head -n1``): it has enough
+            return common.reader_closed()
+        return _error(_os_error_line(exc, args), EXIT_ERROR)
     except InstanceBusyError as exc:
         return _error(exc, EXIT_BUSY)
     except (

@@ -114,3 +114,22 @@ def test_events_and_history_into_head_exit_0(paused: Path, args: list[str]) -> N
     assert done.returncode == 0, done.stderr
     assert "error" not in done.stderr and "Traceback" not in done.stderr  # history names its file
     assert len(done.stdout.splitlines()) == 1
+
+
+def test_only_a_closed_reader_of_standard_output_counts_as_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broken pipe elsewhere (a handler that left its stdin unread) stays an error."""
+    import sys
+
+    from orchestrator.cli.common import stdout_reader_gone
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as writer:
+        monkeypatch.setattr(sys, "stdout", writer)
+        assert not stdout_reader_gone()  # its reader is there
+        os.close(read_end)
+        assert stdout_reader_gone()
+    with open(os.devnull, "w") as devnull:
+        monkeypatch.setattr(sys, "stdout", devnull)
+        assert not stdout_reader_gone()
