@@ -329,6 +329,7 @@ def _ask_for(board: Board, item: dict[str, Any]) -> Ask:
         timeout_seconds=min(max(int(task["timeout_seconds"]), low), high),
         context={
             "x_task_id": item["task_id"],
+            "x_task_title": task["title"],  # so that a host names the task, not its request
             "x_attempt": item["attempt"],
             "x_packet": packet_location,
             "x_board": board.location,

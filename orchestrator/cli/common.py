@@ -28,6 +28,40 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED, EXIT_BUSY = 0, 1, 2, 42, 75
 STORE_ENV = "ORCHESTRATOR_STORE"
 
 
+def stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it: the system reports an
+    error condition on it. A broken pipe elsewhere (a handler's stdin, a socket) is not
+    the reader leaving, and stays an error."""
+    import select
+    import sys
+
+    try:
+        target = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream in memory
+        return False
+    poller = select.poll()
+    poller.register(target, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def reader_closed() -> int:
+    """The reader of standard output left (``orchestrate status | head -n1``): it read what
+    it wanted, so the command ends quietly with exit 0. What is still buffered goes to
+    ``/dev/null``, so the last flush at exit does not fail again."""
+    import sys
+
+    try:
+        target = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream in memory: nothing to redirect
+        return EXIT_OK
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, target)
+    finally:
+        os.close(devnull)
+    return EXIT_OK
+
+
 # -- commands and their arguments -----------------------------------------------------------
 
 

@@ -47,8 +47,10 @@ class Progress:
     """What ``drive`` is doing, as it happens, on ``stream`` (standard error).
 
     One line per request when it is asked (``retried`` when it is an ask again after a
-    failure) and when its answer is in (with the time it took, or how it failed), a line
-    when a phase ends, and a summary at the end. On a terminal a status line below them
+    failure; a task of the task board by its id and title) and when its answer is in
+    (with the time it took, or how it failed), a line when a phase ends (``copied`` for a
+    phase a fork copied from the run it came from), and a summary at the end, each in
+    the order it happened. On a terminal a status line below them
     is redrawn every ``tick`` seconds with each handler at work and how long it has been
     working; elsewhere (a pipe, a log file) only the plain lines are written.
     """
@@ -58,10 +60,14 @@ class Progress:
         stream: Any,
         *,
         phases: Sequence[tuple[int, str]] = (),
+        copied_before: int = 0,
         tty: bool | None = None,
         tick: float = 0.5,
     ) -> None:
+        """``copied_before``: the phase a forked run starts at (the ones before it were
+        copied from the run it was forked from; 0: none was)."""
         self.stream = stream
+        self.copied_before = copied_before
         self.tty = stream.isatty() if tty is None else tty
         self.tick = tick
         self.phases = list(phases)
@@ -82,16 +88,13 @@ class Progress:
         again = request.retry_count > 0
         self.retries += again
         state = "retried" if again else "asked"
-        self.line(
-            f"{state:<9} {request.agent_name} ({request.request_id[:8]}), phase "
-            f"{request.phase} {request.phase_name}"
-        )
+        self.line(f"{state:<9} {_who(request)}, phase {request.phase} {request.phase_name}")
 
     def answering(self, request: AgentRequest) -> None:
         with self._lock:
             self._working[request.request_id] = (request.agent_name, time.monotonic())
         if not self.tty:
-            self.line(f"answering {request.agent_name} ({request.request_id[:8]})")
+            self.line(f"answering {_who(request)}")
         elif self._ticker is None:
             self._ticker = threading.Thread(target=self._tick, daemon=True)
             self._ticker.start()
@@ -100,7 +103,7 @@ class Progress:
         with self._lock:
             _, since = self._working.pop(request.request_id, ("", time.monotonic()))
         took = f"{time.monotonic() - since:.1f} s"
-        who = f"{request.agent_name} ({request.request_id[:8]})"
+        who = _who(request)
         if document.get("status") == "success":
             self.line(f"answered  {who} in {took}")
         else:
@@ -112,13 +115,17 @@ class Progress:
         """Every phase before ``phase`` (all of them, for ``None``) has ended."""
         for number, name in self.phases:
             if number > self.phases_done and (phase is None or number < phase):
-                self.line(f"phase {number} {name} done")
+                how = "copied" if number < self.copied_before else "done"
+                self.line(f"phase {number} {name} {how}")
                 self.phases_done = number
 
-    def finish(self, outcome: Outcome) -> None:
+    def finish(self, outcome: Outcome, *, phase: int | None = None) -> None:
+        """The run ended (``phase``: the one it ended in, when it did not complete)."""
         self._stop.set()
         if outcome.status == "completed":
             self.reached(None)
+        elif phase is not None:
+            self.reached(phase)
         self.line(outcome.message)
         retried = f" ({self.retries} retried)" if self.retries else ""
         failed = f", {self.failures} failed" if self.failures else ""
@@ -145,6 +152,18 @@ class Progress:
         self.stream.flush()
 
 
+def _who(request: AgentRequest) -> str:
+    """A request as a line names it: a task of the task board by its id and title, with
+    the agent and attempt; any other by its agent and the start of its id."""
+    context = request.context or {}
+    task = context.get("x_task_id")
+    if task is None:
+        return f"{request.agent_name} ({request.request_id[:8]})"
+    title = context.get("x_task_title")
+    named = f"task {task} {json.dumps(title, ensure_ascii=False)}" if title else f"task {task}"
+    return f"{named} ({request.agent_name}, attempt {context.get('x_attempt', '?')})"
+
+
 def drive(
     outcome: Outcome,
     *,
@@ -156,6 +175,7 @@ def drive(
     clock: Clock | None = None,
     progress: Progress | None = None,
     deliver: Callable[[dict[str, Any]], None] | None = None,
+    current_phase: Callable[[], int] | None = None,
 ) -> Outcome:
     """Answer every pause of ``outcome`` with ``handler`` until the run ends.
 
@@ -166,14 +186,16 @@ def drive(
     ``handler_timeout`` caps each handler's run (seconds) below the request's own
     ``timeout_seconds``: a handler still running then is killed and answered TIMEOUT.
     A pause for a durable timer is waited out on ``clock`` (the engine's). ``progress``
-    tells what happens (default: on standard error).
+    tells what happens (default: on standard error); ``current_phase`` says which phase
+    the run is in, so that the phases before a timer or a failure are told first.
     """
     progress = progress or Progress(sys.stderr)
     if deliver is None:
         assert workdir is not None, "answers go to a work directory or to deliver"
         deliver = _file_delivery(workdir / RESPONSES_DIR)
     while outcome.status == "paused":
-        if not outcome.pending:
+        if not outcome.pending:  # a durable timer: the phases before its own ended first
+            progress.reached(current_phase() if current_phase is not None else None)
             progress.line(outcome.message)
             then = pause_hint(outcome, Mode.DRIVE)
             if then is not None:
@@ -199,7 +221,10 @@ def drive(
         for document in documents:
             deliver(document)
         outcome = resume()
-    progress.finish(outcome)
+    ended_in = None
+    if outcome.status != "completed" and current_phase is not None:
+        ended_in = current_phase()
+    progress.finish(outcome, phase=ended_in)
     return outcome
 
 
@@ -361,6 +386,10 @@ def drive_engine(
     """``drive`` with one engine for the whole loop (it re-reads the state only if
     something else changed it), as ``orchestrate drive`` runs it on either store."""
     phases = [(spec.number, spec.name) for spec in engine.workflow_cls.phases]
+    forked = engine.record.forked_from
+    copied_before = 0
+    if forked is not None:  # the phases before the fork point were copied, not run
+        copied_before = next((n for n, name in phases if name == forked.get("phase")), 0)
     return drive(
         outcome,
         resume=engine.resume,
@@ -369,6 +398,7 @@ def drive_engine(
         parallel=args.parallel,
         handler_timeout=args.handler_timeout,
         clock=engine.clock,
-        progress=Progress(sys.stderr, phases=phases),
+        progress=Progress(sys.stderr, phases=phases, copied_before=copied_before),
         deliver=deliver,
+        current_phase=lambda: int(engine.state.phase),
     )

@@ -7,9 +7,12 @@ readable line (sequence number, UTC time, name, the facts that matter), or with 
 as the very bytes of its line, for ``jq``. ``--type`` keeps some names (``agent.end``) or
 namespaces (``agent.*``).
 
-``--follow`` prints what is there, then what is appended, until ``run.end``: it waits for
-the run and its log to appear, and reads on from the byte offset where it stopped, so a
-line is printed once, whole, and a line still being written is left for the next look.
+``--follow`` prints what is there, then what is appended, until the run is over: its log
+ends with ``run.end`` and no live instance of it is left (a failed run keeps its instance
+for a retry; a retry and a rewind go on in the same log), or, with ``--until-pause``,
+until it ends with ``run.pause``. It waits for the run and its log to appear, and reads on
+from the byte offset where it stopped, so a line is printed once, whole, and a line still
+being written is left for the next look.
 (Where no instance is live, the run it finds is the latest finished one, which has ended:
 to watch a run from its start, begin in a directory without finished runs, or pass
 ``--run`` once its id is known.)
@@ -55,13 +58,16 @@ __all__ = [
     "cmd_events",
     "describe_event",
     "find_run",
+    "follow",
+    "run_is_over",
     "type_filter",
 ]
 
 RUNS_DIR = ".orchestrator/runs"  # what messages call runs_dir(workdir)
 DEFAULT_POLL_SECONDS = 0.25
 DEFAULT_OTLP_TIMEOUT = 10.0
-EXIT_OK, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 130, 141
+EXIT_OK, EXIT_INTERRUPTED = 0, 130
+EVENT_RUN_END, EVENT_RUN_PAUSE = "run.end", "run.pause"
 _NAME = r"[a-z0-9_]+(?:\.[a-z0-9_]+)*"
 _TYPE_FILTER = re.compile(rf"({_NAME})(\.\*)?")
 _TIME_ANY = re.compile(
@@ -103,7 +109,14 @@ def add_events_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--follow",
         action="store_true",
-        help="keep printing new events until run.end (waits for the run to start)",
+        help="keep printing new events until the run is over: it ended (completed, failed "
+        "or cancelled) and no live instance of it is left, so a retry or a rewind is "
+        "followed too (waits for the run to start)",
+    )
+    sub.add_argument(
+        "--until-pause",
+        action="store_true",
+        help="with --follow: stop as well when the run pauses for its host (run.pause)",
     )
     sub.add_argument(
         "--poll",
@@ -159,7 +172,8 @@ def _positive_seconds(text: str) -> float:
 
 
 def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> int:
-    """Run ``orchestrate events``; returns the exit code (0; 130 when interrupted)."""
+    """Run ``orchestrate events``; returns the exit code (0, also when the reader leaves;
+    130 when interrupted)."""
     out = output if output is not None else sys.stdout.buffer
     exporting = args.otlp is not None or args.otlp_endpoint is not None
     _check_options(args, exporting)
@@ -174,7 +188,7 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
             return _export(args, workdir, out)
         show = _Printer(out, json_lines=args.json, types=args.types)
         if args.follow:
-            follow(workdir, args.run, show=show, poll=args.poll)
+            follow(workdir, args.run, show=show, poll=args.poll, until_pause=args.until_pause)
             return EXIT_OK
         run = find_run(workdir, args.run)
         for event in _whole_log(run):
@@ -184,12 +198,14 @@ def cmd_events(args: argparse.Namespace, *, output: BinaryIO | None = None) -> i
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader left (``| head``): say nothing more, and let the exit flush nothing.
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
+        if output is None and common.stdout_reader_gone():  # the reader left (``| head``)
+            return common.reader_closed()
+        raise
 
 
 def _check_options(args: argparse.Namespace, exporting: bool) -> None:
+    if args.until_pause and not args.follow:
+        raise UsageError("--until-pause says when --follow stops: add --follow")
     if exporting and (args.json or args.types):
         raise UsageError(
             "--otlp and --otlp-endpoint export every event as spans; drop --json and --type"
@@ -215,14 +231,6 @@ def _workdir(given: Path | None) -> Path:
     if not workdir.is_dir():
         raise UsageError(f"work directory {workdir} does not exist")
     return workdir
-
-
-def _silence_stdout() -> None:
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 # -- which run -----------------------------------------------------------------------------
@@ -341,6 +349,13 @@ class EventTail:
             self.offset, self.line_number = end, number
             yield LoggedEvent(line, number, record)
 
+    def size(self) -> int:
+        """How many bytes the log holds now (0 while there is none)."""
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def _blank_lines(self, start: int, end: int) -> int:
         """How many blank lines (skipped by the reader) lie between two offsets."""
         if end <= start:
@@ -390,29 +405,50 @@ def follow(
     *,
     show: Callable[[LoggedEvent], None],
     poll: float,
+    until_pause: bool = False,
 ) -> RunLog:
-    """Show the run's events as they are appended, until ``run.end`` has been shown;
-    return the run. Waits, polling every ``poll`` seconds, for the run to start and for its
-    log to appear, saying once on standard error what it waits for."""
+    """Show the run's events as they are appended until the run is over, and return the
+    run. Waits, polling every ``poll`` seconds, for the run to start and for its log to
+    appear, saying once on standard error what it waits for.
+
+    A ``run.end`` alone does not end the watch: a failed run keeps its instance and may be
+    retried, a paused, failed or completed one may be rewound, and each goes on in the same
+    log. The run is over when its log ends with ``run.end`` and no live instance of the
+    run is left (see :func:`run_is_over`). ``until_pause``: stop as well once the log ends
+    with ``run.pause``, the run waiting for its host."""
     import time
 
     pause, tell = time.sleep, _tell
     run = _wait_for_run(workdir, run_id, poll=poll, sleep=pause, say=tell)
     tail = EventTail(run.events_path)
     told = False
+    last: str | None = None
     while True:
         try:
             for event in tail.read_new():
                 show(event)
-                if event.name == "run.end":
-                    _flush(show)
-                    return run
+                last = event.name
         except FileNotFoundError:
             if not told:
                 tell(f"waiting for run {run.run_id} to write {run.events_path}")
                 told = True
         _flush(show)
+        if (until_pause and last == EVENT_RUN_PAUSE) or (
+            last == EVENT_RUN_END and run_is_over(workdir, run.run_id, tail)
+        ):
+            return run
         pause(poll)
+
+
+def run_is_over(workdir: Path, run_id: str, tail: EventTail) -> bool:
+    """Whether the run whose log ended with ``run.end`` is over: no live instance of it is
+    left in ``workdir``, and nothing was appended to the log while we looked (a retry or a
+    rewind writes its event before the next read)."""
+    size = tail.size()
+    for state in live_state_files(workdir):
+        if _run_of_state(state) == run_id:
+            return False
+    return tail.size() == size == tail.offset
 
 
 def _wait_for_run(
@@ -482,7 +518,9 @@ def _export(args: argparse.Namespace, workdir: Path, out: BinaryIO) -> int:
     once the run has ended."""
     events: list[LoggedEvent] = []
     if args.follow:
-        run = follow(workdir, args.run, show=events.append, poll=args.poll)
+        run = follow(
+            workdir, args.run, show=events.append, poll=args.poll, until_pause=args.until_pause
+        )
     else:
         run = find_run(workdir, args.run)
         events = list(_whole_log(run))
@@ -527,7 +565,8 @@ def _send_spans(
 
 def _on_store(args: argparse.Namespace, dsn: str, out: BinaryIO, exporting: bool) -> int:
     """``events --store ... --run ID``: the run's log from the store's rows, the same
-    lines as its ``events.ndjson``; ``--follow`` polls for new ones until ``run.end``."""
+    lines as its ``events.ndjson``; ``--follow`` polls for new ones until the run has ended
+    and is not live (a failed run can be retried, so it stays live)."""
     import time
     from contextlib import closing
 
@@ -539,22 +578,23 @@ def _on_store(args: argparse.Namespace, dsn: str, out: BinaryIO, exporting: bool
     show = collected.append if exporting else _Printer(out, json_lines=args.json, types=args.types)
     with closing(open_run_store(args)) as store:
         run_id = store.read_run(RunInput(run_id=args.run)).run_id  # says so when none
-        last = 0
+        last, last_name = 0, ""
         while True:
             for seq, line in store.events(ReadEventsInput(run_id=run_id, after=last)):
                 event = LoggedEvent(
                     line.rstrip(b"\n"), seq, _event_of(line, f"run {run_id} event {seq}")
                 )
                 show(event)
-                last = seq
-                if event.name == "run.end" and args.follow:
+                last, last_name = seq, event.name
+            if not args.follow or (args.until_pause and last_name == EVENT_RUN_PAUSE):
+                break
+            if last_name == EVENT_RUN_END and not store.read_run(RunInput(run_id=run_id)).live:
+                # ended and not live: over, once nothing came while we asked
+                if not store.events(ReadEventsInput(run_id=run_id, after=last)):
                     break
-            else:
-                if args.follow:
-                    _flush(show)
-                    time.sleep(args.poll)
-                    continue
-            break
+                continue
+            _flush(show)
+            time.sleep(args.poll)
     _flush(show)
     if exporting:
         if not collected:

@@ -35,13 +35,20 @@ def entry() -> None:
     than a fifth of a resume). Every file is closed before ``main`` returns and the
     output streams are flushed here; ``drive``, which lives long, turns collection on.
     """
+    import contextlib
     import gc
     import os
 
     gc.disable()
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        try:
+            code = main()
+        finally:  # argparse's --help leaves by SystemExit: its text is flushed here too
+            sys.stdout.flush()
+    except BrokenPipeError:
+        code = common.reader_closed()
+    with contextlib.suppress(BrokenPipeError):  # no one reads the errors: the code says it
+        sys.stderr.flush()
     os._exit(code)
 
 
@@ -71,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code: int = args.run_command(args)
         return code
+    except BrokenPipeError as exc:
+        if common.stdout_reader_gone():  # the reader left (``| head -n1``): it has enough
+            return common.reader_closed()
+        return _error(_os_error_line(exc, args), EXIT_ERROR)
     except InstanceBusyError as exc:
         return _error(exc, EXIT_BUSY)
     except (

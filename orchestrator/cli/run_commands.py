@@ -461,13 +461,18 @@ def load_run(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from .._ports import ReadEventsInput
     from ..evidence.history import timeline
     from ..evidence.usage import describe_usage, usage_of
 
-    state, source = load_run(args)
     prices = read_prices(args.prices)
-    lines = timeline(state) + describe_usage(usage_of(state.agent_requests, prices=prices))
-    print(printable("\n".join(lines), lines=True))
+    with closing(open_run_store(args)) as store:
+        found, state = _state_of(store, RunInput(run_id=args.run))
+        lines = store.events(ReadEventsInput(run_id=found.run_id))
+    source = found.source
+    log = [json.loads(line) for _, line in lines]  # the engine's own log: its timers
+    told = timeline(state, log) + describe_usage(usage_of(state.agent_requests, prices=prices))
+    print(printable("\n".join(told), lines=True))
     print(f"(from {source})", file=sys.stderr)
     return EXIT_OK
 

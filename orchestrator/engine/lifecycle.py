@@ -332,6 +332,7 @@ class Lifecycle:
             pending.status = HistoryStatus.WITHDRAWN
         later = {p.name for p in engine.workflow_cls.phases if p.number >= target.number}
         moved = {name: state.phase_data.pop(name) for name in later if name in state.phase_data}
+        taken_back = [p for p in state.completed_phases if p.phase >= target.number]
         record.rewinds.append(
             {
                 "at": format_time(engine.clock.now()),
@@ -339,6 +340,16 @@ class Lifecycle:
                 "from_status": record.status,
                 "to_phase": target.name,
                 "outputs": moved,
+                # the completions taken back, so that the run's history still tells them
+                "completed": [
+                    {
+                        "phase": p.phase,
+                        "phase_name": p.phase_name,
+                        "completed_at": p.completed_at,
+                        "result_summary": p.result_summary,
+                    }
+                    for p in taken_back
+                ],
             }
         )
         state.completed_phases = [p for p in state.completed_phases if p.phase < target.number]

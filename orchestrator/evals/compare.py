@@ -75,12 +75,15 @@ def compare_runs(
     *,
     out_dir: Path,
     expectations: dict[str, Expectation],
+    titles: dict[str, str] | None = None,
     fail_on: Iterable[str] = DEFAULT_FAIL_ON,
     generated_at: str,
     evaluator_version: str,
 ) -> Evaluation:
-    """Judge every case of either run; every path in the result is relative to ``out_dir``."""
+    """Judge every case of either run; every path in the result is relative to ``out_dir``.
+    ``titles``: the cases' titles in the cases file, by case id."""
     case_ids = sorted(set(baseline.cases) | set(new.cases))
+    titles = titles or {}
     cases = [
         _judge_case(
             case_id,
@@ -91,6 +94,8 @@ def compare_runs(
         )
         for case_id in case_ids
     ]
+    for case in cases:
+        case.title = titles.get(case.case_id)
     cases.sort(key=lambda case: (-case.severity, not case.output_changed, case.case_id))
     watched = set(fail_on)
     if watched:

@@ -87,6 +87,7 @@ def evaluate(
         new,
         out_dir=out_dir,
         expectations=expectations,
+        titles=_titles(cases_file, new, baseline),
         fail_on=fail_on,
         generated_at=generated_at,
         evaluator_version=_version(),
@@ -182,6 +183,23 @@ def _kept_expectations(run: RunDir) -> dict[str, Expectation] | None:
         return None
 
 
+def _titles(cases_file: Path | None, *runs: RunDir) -> dict[str, str]:
+    """The cases' titles: from ``--cases``, else from the copy a run kept (the first that
+    reads); a file that cannot be read gives none (its problem is told with the
+    expectations)."""
+    places: list[tuple[Path, str | None]] = [(cases_file, None)] if cases_file else []
+    for run in runs:
+        href = _kept_cases_href(run)
+        if href is not None:
+            places.append((run.path / href, href))
+    for path, source in places:
+        try:
+            return read_titles(path, source=source)
+        except (OrchestratorError, OSError, UnicodeDecodeError):
+            continue
+    return {}
+
+
 def _kept_cases_href(run: RunDir) -> str | None:
     items = (run.manifest or {}).get("items")
     for item in items if isinstance(items, list) else []:
@@ -249,6 +267,26 @@ def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Exp
     cases or one case per line (JSONL); an object with ``cases`` is read too. Each case has
     an ``id`` and, optionally, ``expected``; fields the evaluator does not judge are
     ignored. ``source`` names the file in errors (by default its path)."""
+    found: dict[str, Expectation] = {}
+    for case_id, at, case in _case_objects(path, source):
+        expected = case.get("expected")
+        if expected is not None:
+            found[case_id] = _expectation(expected, str(path) if source is None else source, at)
+    return found
+
+
+def read_titles(path: Path, *, source: str | None = None) -> dict[str, str]:
+    """``{case_id: title}`` of the cases of a cases file that have a ``title``, read as
+    :func:`read_expectations` reads the file: the report names each case by it."""
+    return {
+        case_id: case["title"]
+        for case_id, _, case in _case_objects(path, source)
+        if isinstance(case.get("title"), str) and case["title"].strip()
+    }
+
+
+def _case_objects(path: Path, source: str | None) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each case of a cases file: its id, where it is (for errors), its object."""
     source = str(path) if source is None else source
     raw = read_regular_file(path, max_bytes=CASES_MAX_BYTES, source=source)
     whole = _whole_document(raw, source)
@@ -262,17 +300,15 @@ def read_expectations(path: Path, *, source: str | None = None) -> dict[str, Exp
             for number, line in enumerate(raw.split(b"\n"), start=1)
             if line.strip()
         ]
-    found: dict[str, Expectation] = {}
+    cases = []
     for at, case in located:
         if not isinstance(case, dict):
             raise ContractError("expected an object", source=source, json_path=at)
         case_id = case.get("id", case.get("case_id"))
         if not isinstance(case_id, str):
             raise ContractError("a case needs a string 'id'", source=source, json_path=at)
-        expected = case.get("expected")
-        if expected is not None:
-            found[case_id] = _expectation(expected, source, f"{at}.expected")
-    return found
+        cases.append((case_id, f"{at}.expected", case))
+    return cases
 
 
 def _whole_document(raw: bytes, source: str) -> Any:

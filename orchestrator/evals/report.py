@@ -208,11 +208,12 @@ def _summary_table(evaluation: Evaluation) -> str:
     for index, case in enumerate(evaluation.cases):
         rows.append(
             "<tr>"
-            f'<td class=nowrap><a href="#case-{index}" class="mono">{_e(case.case_id)}</a></td>'
+            f'<td class=nowrap><a href="#case-{index}" class="mono">{_e(case.case_id)}</a>'
+            f"{_case_title(case)}</td>"
             f"<td>{_pill(case.verdict)}</td>"
             f"<td>{_status(case.baseline)}</td><td>{_status(case.new)}</td>"
             f"<td class=nowrap>{_risk_change(case.baseline, case.new)}</td>"
-            f"<td>{'changed' if case.output_changed else '<span class=dim>same</span>'}</td>"
+            f"<td>{_output_change(case)}</td>"
             f"<td>{_e(case.reasons[0]) if case.reasons else ''}</td>"
             "</tr>"
         )
@@ -221,6 +222,26 @@ def _summary_table(evaluation: Evaluation) -> str:
         "<th>Riskiest action</th><th>Output</th><th>Why</th></tr>"
     )
     return f'<h2>Summary</h2><div class="summary"><table>{head}{"".join(rows)}</table></div>'
+
+
+def _case_title(case: CaseEvaluation) -> str:
+    return f'<div class="dim">{_e(case.title)}</div>' if case.title else ""
+
+
+def _output_change(case: CaseEvaluation) -> str:
+    """Whether the output changed; a side that gave none (its runner failed, its case file
+    is missing) says so, for "same" would claim two outputs were compared."""
+    sides = (("baseline", case.baseline), ("new", case.new))
+    gone = [(name, side.status) for name, side in sides if side.status != "ok"]
+    if not gone:
+        return "changed" if case.output_changed else '<span class="dim">same</span>'
+    if len(gone) == 2 and gone[0][1] == gone[1][1]:
+        gone = [("", gone[0][1])]  # one reason for both
+    told = "; ".join(
+        f"{name + ': ' if name else ''}no output ({STATUS_LABELS.get(status, status)})"
+        for name, status in gone
+    )
+    return f'<span class="st bad">{_e(told)}</span>'
 
 
 def _risk_change(baseline: Side, new: Side) -> str:
@@ -250,6 +271,7 @@ def _case(index: int, case: CaseEvaluation) -> str:
     return (
         f'<section class="case" id="case-{index}" style="border-left-color:var(--{case.verdict})">'
         f'<header><h2 class="mono">{_e(case.case_id)}</h2>{_pill(case.verdict)}</header>'
+        + (f'<p class="title">{_e(case.title)}</p>' if case.title else "")
         + (f'<ul class="reasons">{reasons}</ul>' if reasons else "")
         + _diff(case)
         + _action_changes(case)

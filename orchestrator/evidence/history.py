@@ -2,13 +2,16 @@
 
 One line per phase and per agent request, in time order, with the offset from the start
 of the run and how long each took: when a phase ended and what it said, when each ask
-went out, how it was answered (or why not), and what a retry replaced. A live instance
+went out, how it was answered (or why not), what a retry replaced, the completions a rewind
+took back (marked "rewound"), and each durable timer the run waited for (from the run's
+``run.pause`` events, when the caller passes the log). A live instance
 is read from its state file (with the requests already moved to the run's history put
 back); a finished one from ``.orchestrator/runs/<run_id>/state.json``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,14 +22,17 @@ from ..storage.runs import ENGINE_KEY, load_run
 __all__ = ["load_run", "timeline"]
 
 
-def timeline(state: CheckpointState) -> list[str]:
-    """The lines of the timeline (see the module's docstring)."""
+def timeline(state: CheckpointState, log: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """The lines of the timeline (see the module's docstring); ``log``: the run's events,
+    in order, where the caller has them (the timers come from it)."""
     record: dict[str, Any] = state.phase_data.get(ENGINE_KEY) or {}
     start = _moment(record.get("started_at")) or _first_moment(state)
     events = [
         *_phase_events(state, start),
+        *_rewound_events(record, start),
         *_ask_events(state, start),
         *_record_events(record, start),
+        *_timer_events(log, start),
     ]
     lines = []
     for moment, _, _, text in sorted(events, key=lambda e: e[:3]):
@@ -60,6 +66,53 @@ def _phase_events(state: CheckpointState, start: datetime) -> list[_Event]:
             )
         )
         previous_end = end or previous_end
+    return events
+
+
+def _rewound_events(record: dict[str, Any], start: datetime) -> list[_Event]:
+    """Each completion a rewind took back, at the time it happened, marked so."""
+    events: list[_Event] = []
+    for rewind in record.get("rewinds") or []:
+        if not isinstance(rewind, dict):
+            continue
+        to_phase = rewind.get("to_phase")
+        for done in rewind.get("completed") or []:
+            if not isinstance(done, dict):
+                continue
+            number = done.get("phase")
+            end = _moment(done.get("completed_at")) or start
+            text = (
+                f"phase {number} {done.get('phase_name')}: done, rewound (to phase {to_phase} "
+                f"at {_offset(start, _moment(rewind.get('at')) or start)})  "
+                f"{done.get('result_summary')}"
+            )
+            events.append((end, number if isinstance(number, int) else 0, 1, text))
+    return events
+
+
+def _timer_events(log: Sequence[dict[str, Any]], start: datetime) -> list[_Event]:
+    """Each pause for a durable timer (a ``run.pause`` with ``until``): where and when due."""
+    events: list[_Event] = []
+    for event in log:
+        data = event.get("data")
+        if event.get("event") != "run.pause" or not isinstance(data, dict):
+            continue
+        until = data.get("until")
+        if not isinstance(until, str):
+            continue
+        set_at = _moment(event.get("ts")) or start
+        due = _moment(until)
+        due_text = _offset(start, due) if due is not None else until
+        number = data.get("phase")
+        events.append(
+            (
+                set_at,
+                number if isinstance(number, int) else 0,
+                0,
+                f"  timer in phase {number} {data.get('skill')}: waits until {until} "
+                f"(due at {due_text})",
+            )
+        )
     return events
 
 

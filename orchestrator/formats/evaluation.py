@@ -168,6 +168,8 @@ class CaseEvaluation:
     action_changes: list[ActionChange]
     baseline: Side
     new: Side
+    #: the case's title in the cases file, when it has one
+    title: str | None = None
 
 
 @attrs.define(kw_only=True)

@@ -403,6 +403,7 @@ def test_each_wave_is_one_pause_for_a_host(tmp_path: Path) -> None:
     (first,) = [r for r in outcome.pending if r.context["x_task_id"] == "T-2"]
     assert (first.agent_name, first.timeout_seconds, first.phase_name) == ("coder", 60, "work")
     assert first.context["x_attempt"] == 1
+    assert first.context["x_task_title"] == "Do T-2"  # a host names the task by it
     assert first.context["x_board"] == str(tmp_path / ".board")
     assert first.context["x_packet"] == str(tmp_path / ".board" / "packets" / "T-2.1.json")
     outcome = run.to_the_end(outcome)

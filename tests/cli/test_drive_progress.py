@@ -81,3 +81,98 @@ def test_on_a_terminal_a_status_line_shows_the_handler_at_work(tmp_path: Path) -
     assert re.search(r"\r\x1b\[Korchestrate: answered  writer \([0-9a-f]{8}\) in \d", text)
     assert "orchestrate: answering writer" not in text  # the status line says it instead
     assert re.search(r"drive: 2 phases, 1 ask, \d+\.\d s", text)
+
+
+PACED = """
+from orchestrator import Workflow, phase
+
+PROMPT = "You are an analyst. Read the question below and answer it in one short line. " * 2
+
+
+class Paced(Workflow):
+    name = "paced"
+    agents = ("analyst",)
+
+    @phase(1)
+    def prepare(self, ctx):
+        return "ready"
+
+    @phase(2)
+    def wait(self, ctx):
+        ctx.sleep(0.1)
+        return "waited"
+
+    @phase(3)
+    def report(self, ctx):
+        return str(ctx.ask("analyst", PROMPT))
+"""
+
+
+def said(stderr: str) -> list[str]:
+    """drive's lines without the prefix, its request ids and its times."""
+    lines = [line.removeprefix("orchestrate: ") for line in stderr.splitlines()]
+    return [re.sub(r"\([0-9a-f]{8}\)|\d{4}-\d\d-\d\dT[0-9:.]+Z|\d+\.\d s", "_", t) for t in lines]
+
+
+def test_lines_come_in_the_order_things_happened_and_a_fork_says_copied(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "paced.py").write_text(PACED)
+    first, forked = tmp_path / "first", tmp_path / "forked"
+    first.mkdir()
+    forked.mkdir()
+    done = orchestrate(
+        "drive", "paced.py", "--workdir", first, "--handler", "echo yes", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    lines = said(done.stderr)
+    assert lines[:4] == [
+        "phase 1 prepare done",  # before the timer its phase 2 set
+        "paused in phase 2 (wait): sleeping until _",
+        "next: drive resumes it at _, when the timer is due",
+        "phase 2 wait done",
+    ]
+    assert lines[4:8] == [
+        "asked     analyst _, phase 3 report",
+        "answering analyst _",
+        "answered  analyst _ in _",
+        "phase 3 report done",
+    ]
+    made = orchestrate("fork", "--source", first, "--from", "report", "--workdir", forked)
+    assert made.returncode == 0, made.stderr
+    done = orchestrate("drive", "--workdir", forked, "--handler", "echo yes")
+    assert done.returncode == 0, done.stderr
+    lines = said(done.stderr)
+    assert lines[:3] == [
+        "phase 1 prepare copied",
+        "phase 2 wait copied",
+        "asked     analyst _, phase 3 report",
+    ]
+    assert "phase 3 report done" in lines
+
+
+def test_a_board_task_is_named_by_its_id_and_title() -> None:
+    import io
+
+    from orchestrator.cli.drive import Progress
+    from orchestrator.formats.bridge import AgentRequest
+
+    request = AgentRequest(
+        request_id="0d9c5e4e-2f1a-4b7c-9e3d-5a6b7c8d9e0f",
+        version="1.0",
+        agent_name="coder",
+        phase=2,
+        phase_name="work",
+        prompt="Do it.",
+        created_at="2026-03-01T10:00:00.000Z",
+        timeout_seconds=60,
+        context={"x_task_id": "T-2", "x_task_title": "Add the API", "x_attempt": 1},
+    )
+    stream = io.StringIO()
+    progress = Progress(stream, tty=False)
+    progress.asked(request)
+    progress.answering(request)
+    assert stream.getvalue().splitlines() == [
+        'orchestrate: asked     task T-2 "Add the API" (coder, attempt 1), phase 2 work',
+        'orchestrate: answering task T-2 "Add the API" (coder, attempt 1)',
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -192,6 +193,13 @@ def test_regression_reports_are_listed_and_opened_as_they_stand(tmp_path: Path) 
         code, _, body = served.request("GET", "/evals")
         assert code == 200
         assert "/evals/0/runs/report.html" in body.decode()
+        evaluation = json.loads((runs / "evaluation.json").read_text())
+        (row,) = re.findall(r"<tr><td class='nowrap'>.*?</tr>", body.decode())
+        assert evaluation["generated_at"] in row  # its date
+        watched = ", ".join(evaluation["gate"]["fail_on"])
+        assert f"failed</b> <span class='dim'>on {watched}</span>" in row  # its gate
+        assert "7 cases, 1 new failure, 1 regressed, 1 both failing" in row  # its counts
+        assert "r-base → r-new" in row  # the runs it compared
         code, headers, body = served.request("GET", "/evals/0/runs/report.html")
         assert code == 200 and b"<html" in body.lower()
         assert "sandbox" in headers["content-security-policy"]

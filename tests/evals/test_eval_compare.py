@@ -745,3 +745,33 @@ def test_a_baseline_killed_before_any_case_is_refused_then_compared_only_when_al
     assert allowed.returncode == 1, allowed
     assert allowed.stdout.startswith("4 cases: 4 not run\n")
     assert allowed.stderr == "gate failed: a, b, c, d\n"
+
+
+def _summary_row(report: str, case_id: str) -> str:
+    start = report.index(f'class="mono">{case_id}</a>', report.index("<h2>Summary</h2>"))
+    return report[start : report.index("</tr>", start)]
+
+
+def test_the_report_names_each_case_by_its_title_and_a_missing_output_as_such(
+    runs: Path,
+) -> None:
+    def titled(cases: list[dict[str, Any]]) -> None:
+        for case in cases:
+            case["title"] = f"Title of {case['id']} <b>"
+
+    edit_json(runs / "cases.json", titled)
+    compare(runs)
+    evaluation = evaluation_of(runs)
+    assert {c["case_id"]: c.get("title") for c in evaluation["cases"]} == {
+        case_id: f"Title of {case_id} <b>" for case_id in EXPECTED
+    }
+    jsonschema.validate(evaluation, evaluation_schema())
+    report = (runs / "report.html").read_text(encoding="utf-8")
+    for case_id in EXPECTED:
+        assert f"Title of {case_id} &lt;b&gt;" in _summary_row(report, case_id)
+        assert report.count(f"Title of {case_id} &lt;b&gt;") == 2  # the summary, the case
+    crashed = _summary_row(report, "c-new-failure")
+    assert "new: no output (runner error)" in crashed and ">same<" not in crashed
+    both = _summary_row(report, "c-both-failing")
+    assert "no output (" in both and ">same<" not in both
+    assert ">same<" in _summary_row(report, "c-unchanged")

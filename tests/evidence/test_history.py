@@ -103,3 +103,57 @@ def test_no_run_here_is_a_usage_error(tmp_path: Path) -> None:
     assert shown.returncode == 2
     assert "no a workflow instance" not in shown.stderr
     assert "Traceback" not in shown.stderr and "nothing under" in shown.stderr
+
+
+TIMED = """
+from orchestrator import Workflow, phase
+
+
+class Timed(Workflow):
+    name = "timed"
+
+    @phase(1)
+    def prepare(self, ctx):
+        return "ready"
+
+    @phase(2)
+    def wait(self, ctx):
+        ctx.sleep(60)
+        return "waited"
+
+    @phase(3)
+    def report(self, ctx):
+        return "reported"
+"""
+
+
+def at(moment: str) -> dict[str, str]:
+    return {"ORCHESTRATOR_NOW": moment}
+
+
+def test_the_timeline_shows_timers_and_the_completions_a_rewind_took_back(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "timed.py").write_text(TIMED)
+    started = orchestrate("run", "timed.py", cwd=tmp_path, env=at("2026-03-01T10:00:00Z"))
+    assert started.returncode == 42, started.stderr  # the timer
+    done = orchestrate("resume", cwd=tmp_path, env=at("2026-03-01T10:02:00Z"))
+    assert done.returncode == 0, done.stderr
+    rewound = orchestrate("rewind", "--to", "prepare", cwd=tmp_path, env=at("2026-03-01T10:03:00Z"))
+    assert rewound.returncode == 0, rewound.stderr
+
+    shown = orchestrate("history", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()[1:]
+    texts = [line.split("  ", 1)[1] for line in lines]
+    timer = next(i for i, text in enumerate(texts) if "timer in phase 2 wait" in text)
+    assert "waits until 2026-03-01T10:01:00" in texts[timer]
+    assert lines[timer].startswith("+00:00.000")
+    rewound_lines = [text for text in texts if "rewound" in text and ": done" in text]
+    assert [text.split(":")[0] for text in rewound_lines] == [
+        "phase 1 prepare",
+        "phase 2 wait",
+        "phase 3 report",
+    ]
+    assert all("(to phase prepare at +03:00.000)" in text for text in rewound_lines)
+    assert lines[-1].endswith("outputs taken back: prepare, report, wait")

@@ -44,7 +44,7 @@ from ...storage.runs import is_run_id
 from . import pages
 from .guard import COOKIE, CSP, REPORT_CSP, Guard
 from .places import LoadedRun, Place
-from .reports import eval_reports, regression_file
+from .reports import comparisons, regression_file
 from .runs import RunRef, RunRow
 from .shapes import Sleep
 from .waker import Waker, spawn_resume, wake_time
@@ -287,8 +287,8 @@ class _Handlers:
         return HTMLResponse(pages.worklog_page(index, board_id, task_id, entries))
 
     async def evals(self, request: Request) -> Response:
-        reports = await asyncio.to_thread(eval_reports, self.workdirs)
-        return HTMLResponse(pages.evals_page(reports, self.workdirs))
+        found = await asyncio.to_thread(comparisons, self.workdirs)
+        return HTMLResponse(pages.evals_page(found, self.workdirs))
 
     async def eval_file(self, request: Request) -> Response:
         index = _int(request.path_params["dir"], -1)

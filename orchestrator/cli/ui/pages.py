@@ -14,6 +14,10 @@ from ..._text import plural
 from .runs import RunRef, RunRow
 from .shapes import Sleep, answer_shape, previous_refusal, sleeping
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .reports import Comparison
+
 STATUSES = ("paused", "running", "failed", "completed", "cancelled", "damaged")
 
 
@@ -270,14 +274,48 @@ def _on(checked: bool) -> str:
     return " checked" if checked else ""
 
 
-def evals_page(reports: Sequence[tuple[int, str]], workdirs: Sequence[Any]) -> str:
-    items = "".join(
-        f"<li><a href='/evals/{index}/{escape(path)}'>{escape(path)}</a> "
-        f"<span class='dim'>in {escape(str(workdirs[index]))}</span></li>"
-        for index, path in reports
+def evals_page(found: Sequence[Comparison], workdirs: Sequence[Any]) -> str:
+    """The regression comparisons: each with its date, its gate, its counts and the runs it
+    compared, linking to its report."""
+    rows = "".join(_comparison_row(c, workdirs) for c in found)
+    if not rows:
+        body = "<p class='dim'>none: 'orchestrate eval compare' writes one</p>"
+    else:
+        body = (
+            "<table class='comparisons'><tr><th>Date</th><th>Gate</th><th>Cases</th>"
+            f"<th>Runs</th><th>Report</th></tr>{rows}</table>"
+        )
+    return page("Regression runs", f"<h1>Regression runs</h1>{body}")
+
+
+def _comparison_row(found: Comparison, workdirs: Sequence[Any]) -> str:
+    link = (
+        f"<a href='/evals/{found.place}/{escape(found.report)}'>{escape(found.report)}</a> "
+        f"<span class='dim'>in {escape(str(workdirs[found.place]))}</span>"
     )
-    empty = "<li class='dim'>none: 'orchestrate eval compare' writes one</li>"
-    return page("Regression runs", f"<h1>Regression runs</h1><ul>{items or empty}</ul>")
+    if found.problem is not None:
+        return (
+            f"<tr><td class='dim'>?</td><td colspan='3'>evaluation.json cannot be read: "
+            f"{escape(found.problem)}</td><td>{link}</td></tr>"
+        )
+    if found.gate_failed is None:
+        gate = "<span class='dim'>?</span>"
+    else:
+        watched = ", ".join(found.fail_on) or "nothing"
+        verdict = "failed" if found.gate_failed else "passed"
+        gate = (
+            f"<b class='gate-{verdict}'>{verdict}</b> <span class='dim'>on {escape(watched)}</span>"
+        )
+    counts = ", ".join(
+        f"{count} {name.replace('_', ' ')}"
+        for name, count in found.totals
+        if count or name == "cases"
+    )
+    runs = f"{escape(found.baseline or '?')} → {escape(found.new or '?')}"
+    return (
+        f"<tr><td class='nowrap'>{escape(found.generated_at or '?')}</td><td>{gate}</td>"
+        f"<td>{escape(counts)}</td><td class='mono'>{runs}</td><td>{link}</td></tr>"
+    )
 
 
 def board_link(index: int, board_id: str, **extra: str) -> str:

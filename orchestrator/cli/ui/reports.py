@@ -23,6 +23,7 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from ..._errors import OrchestratorError
 from ...evals.evaluate import REPORT_FILE
@@ -49,6 +50,61 @@ def eval_reports(workdirs: Sequence[Path]) -> list[tuple[int, str]]:
             if REPORT_FILE in files and _servable(workdir, [*parts, REPORT_FILE]):
                 found.append((index, "/".join([*parts, REPORT_FILE])))
     return sorted(found)
+
+
+class Comparison(NamedTuple):
+    """One evaluation folder as the regression page lists it: where its report is, and
+    what its ``evaluation.json`` says in short (``problem`` when it could not be read)."""
+
+    place: int  # the served directory it is under, by its index
+    report: str  # its report.html, by its path under that directory
+    generated_at: str | None = None
+    gate_failed: bool | None = None
+    fail_on: tuple[str, ...] = ()
+    totals: tuple[tuple[str, int], ...] = ()
+    baseline: str | None = None  # the compared runs' ids
+    new: str | None = None
+    problem: str | None = None
+
+
+def comparisons(workdirs: Sequence[Path]) -> list[Comparison]:
+    """Every evaluation folder under the served directories (see :func:`eval_reports`),
+    the latest comparison first."""
+    found = [
+        _comparison(workdirs[index], index, report) for index, report in eval_reports(workdirs)
+    ]
+    return sorted(found, key=lambda c: (c.generated_at or "", -c.place, c.report), reverse=True)
+
+
+def _comparison(workdir: Path, index: int, report: str) -> Comparison:
+    folder = report.split("/")[:-1]
+    data, problem = read_document(
+        workdir.joinpath(*folder, EVALUATION_FILE), name=EVALUATION_FILE, kind="evaluation"
+    )
+    if problem is not None:
+        return Comparison(index, report, problem=f"{problem.field}: {problem.message}")
+    gate = data.get("gate") if isinstance(data.get("gate"), dict) else {}
+    totals = data.get("totals") if isinstance(data.get("totals"), dict) else {}
+
+    def run_id(side: str) -> str | None:
+        ref = data.get(side)
+        value = ref.get("run_id") if isinstance(ref, dict) else None
+        return value if isinstance(value, str) else None
+
+    generated = data.get("generated_at")
+    failed = gate.get("failed")
+    return Comparison(
+        index,
+        report,
+        generated_at=generated if isinstance(generated, str) else None,
+        gate_failed=failed if isinstance(failed, bool) else None,
+        fail_on=tuple(str(v) for v in gate.get("fail_on") or () if isinstance(v, str)),
+        totals=tuple(
+            (str(k), v) for k, v in totals.items() if isinstance(v, int) and not isinstance(v, bool)
+        ),
+        baseline=run_id("baseline"),
+        new=run_id("new"),
+    )
 
 
 def regression_file(workdir: Path, relative: str) -> bytes | None:
