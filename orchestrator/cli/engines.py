@@ -32,6 +32,9 @@ def engine_for(
     boards = store.run_boards()
     if boards is not None:  # its task boards live in the store too
         engine.board_store = boards
+    from .telemetry import watch
+
+    watch(engine, store, action="start" if new else "resume")
     return engine
 
 

@@ -69,6 +69,17 @@ def main(argv: list[str] | None = None) -> int:
 
         guard(args.workdir or os.getcwd())
     try:
+        return _command(args)
+    finally:
+        if "orchestrator.cli.telemetry" in sys.modules:  # spans were sent: none left behind
+            from .telemetry import flush
+
+            flush()
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the command ``args`` name; map its errors to exit codes."""
+    try:
         code: int = args.run_command(args)
         return code
     except InstanceBusyError as exc:

@@ -27,8 +27,9 @@ the log never closes ends with the root (at the last event while the run is not 
 carries ``orchestrator.unfinished``; a parent always spans its children.
 
 :func:`otlp_request` writes the spans as an OTLP/JSON ``ExportTraceServiceRequest``,
-which OpenTelemetry collectors read from a file or over OTLP/HTTP (:func:`post_otlp`);
-:func:`replay_spans` hands them to an OpenTelemetry SDK exporter (the ``otel`` extra).
+which OpenTelemetry collectors read from a file; :func:`replay_spans` hands them to an
+OpenTelemetry SDK exporter (the ``otel`` extra), :func:`otlp_exporter` the OTLP/HTTP one.
+A live run's spans (:mod:`orchestrator.evidence.live_spans`) are built here too.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ __all__ = [
     "RunTrace",
     "Span",
     "SpanEvent",
+    "otlp_exporter",
     "otlp_json_bytes",
     "otlp_request",
-    "post_otlp",
+    "readable_spans",
     "replay_spans",
     "run_trace",
     "unix_nanos",
@@ -214,6 +216,12 @@ class _Spans:
     def build(self, records: list[tuple[int, str, int, dict[str, Any]]]) -> None:
         if not records:
             return  # no events, no spans
+        self.feed(records)
+        self._close_the_rest()
+
+    def feed(self, records: list[tuple[int, str, int, dict[str, Any]]]) -> None:
+        """Place ``records`` after those fed before: a span they end is finished, the rest
+        stay open (a log read whole, or events as a live run publishes them)."""
         for seq, name, moment, data in records:
             self.last_ns = max(self.last_ns, moment)
             if self.root is None:
@@ -221,7 +229,6 @@ class _Spans:
                 if name == "run.start":
                     continue
             self._place(seq, name, moment, data)
-        self._close_the_rest()
 
     def _place(self, seq: int, name: str, moment: int, data: dict[str, Any]) -> None:
         skill = _text(data.get("skill")) or ""
@@ -250,6 +257,7 @@ class _Spans:
         label = _text(data.get(kind)) or "?"
         span = self._open(f"{kind} {label}", seq, moment, data, parent=self._phase(skill))
         if kind == "agent":
+            span.attributes.update(genai_attributes(data))
             self.agents[_text(data.get("request_id")) or f"#{seq}"] = span
         else:
             self.tools.append(((skill, label), span))
@@ -311,6 +319,8 @@ class _Spans:
         message: object = None,
     ) -> None:
         _merge(span.attributes, data)
+        if span.name.startswith("agent "):
+            span.attributes.update(genai_attributes(data))
         span.attributes[f"{ATTRIBUTE_PREFIX}end_seq"] = seq
         span.end_ns = max(span.start_ns, moment)
         span.finished = True
@@ -377,6 +387,26 @@ class _Spans:
 
 
 # -- attributes ----------------------------------------------------------------------------
+
+
+def genai_attributes(data: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """The OpenTelemetry GenAI attributes of an agent request's ``agent.start`` or
+    ``agent.end``: the agent, the request id, the model and the tokens where the answer
+    tells them (``input_tokens``/``output_tokens``; a lone ``tokens_used`` has no GenAI
+    name and stays ``orchestrator.tokens_used``)."""
+    names = {
+        "agent": "gen_ai.agent.name",
+        "request_id": "gen_ai.request.id",
+        "model": "gen_ai.request.model",
+        "input_tokens": "gen_ai.usage.input_tokens",
+        "output_tokens": "gen_ai.usage.output_tokens",
+    }
+    attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "invoke_agent"}
+    for key, name in names.items():
+        value = _scalar(data.get(key))
+        if value is not None and not isinstance(value, bool):
+            attributes[name] = value
+    return attributes
 
 
 def _event_attributes(seq: int, data: dict[str, Any]) -> dict[str, AttributeValue]:
@@ -545,176 +575,114 @@ def headers_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-def post_otlp(
-    body: bytes,
-    endpoint: str,
-    *,
-    timeout: float = 10.0,
-    headers: Mapping[str, str] | None = None,
-) -> int:
-    """POST an OTLP/JSON ``body`` to an OTLP/HTTP traces ``endpoint`` (see
-    :func:`traces_url`); return how many spans the receiver says it rejected (its
-    ``partialSuccess``; 0 when it took them all).
-
-    Redirects are refused (a POST redirected loses its body). Any answer other than 2xx,
-    a refused connection or no answer within ``timeout`` seconds raises
-    :class:`OtlpExportError` naming the URL and what went wrong; header values, which may
-    hold credentials, are never put in a message.
-    """
-    import http.client
-    import urllib.error
-    import urllib.request
-
-    from .._http import header_value_ok, opener_without_redirects
-
-    url = traces_url(endpoint)
-    request = urllib.request.Request(url, data=body, method="POST")
-    for name, value in (headers or {}).items():
-        if not (header_value_ok(name) and header_value_ok(value)) or not name.strip():
-            raise OtlpExportError(
-                f"header {name!r}: its name or value holds a control or non-ASCII character; "
-                "fix it in OTEL_EXPORTER_OTLP_HEADERS (values are percent-encoded there)",
-                url=url,
-            )
-        request.add_unredirected_header(name, value)
-    request.add_header("Content-Type", "application/json")
-    opener = opener_without_redirects()
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            answer = response.read(1024 * 1024)
-    except urllib.error.HTTPError as failure:
-        from .._text import shorten
-
-        detail = shorten(failure.read(2048).decode("utf-8", "replace"), 200)
-        raise OtlpExportError(
-            f"{url} answered {failure.code} {failure.reason}"
-            + (f": {detail}" if detail else "")
-            + "; check the address (an OTLP/HTTP traces endpoint, often "
-            "http://HOST:4318/v1/traces) and that it accepts JSON",
-            url=url,
-            status=failure.code,
-        ) from None
-    except http.client.HTTPException as failure:  # not HTTP, or cut mid-answer
-        raise OtlpExportError(
-            f"{url}: the answer is not HTTP ({type(failure).__name__}); is an OTLP/HTTP "
-            "collector listening there (not a gRPC one)?",
-            url=url,
-        ) from None
-    except OSError as failure:  # URLError, a refused connection, a timeout
-        reason = getattr(failure, "reason", failure)
-        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-            what = f"no answer within {timeout:g} s"
-        else:
-            what = f"cannot connect ({reason})"
-        raise OtlpExportError(
-            f"{url}: {what}; is the collector running and listening there?", url=url
-        ) from None
-    return _rejected_spans(answer)
-
-
-def _rejected_spans(answer: bytes) -> int:
-    try:
-        document = json.loads(answer or b"{}")
-        rejected = document.get("partialSuccess", {}).get("rejectedSpans", 0)
-        return int(rejected)
-    except (ValueError, TypeError, AttributeError):
-        return 0  # a receiver that took the spans may answer anything
-
-
 # -- the OpenTelemetry SDK (the ``otel`` extra) --------------------------------------------
 
 
 def replay_spans(trace: RunTrace, exporter: Any) -> None:
-    """Hand the trace's spans to an OpenTelemetry SDK span ``exporter`` (an OTLP exporter,
-    the console's, an in-memory one) through a ``TracerProvider`` of their own.
+    """Hand the trace's spans to an OpenTelemetry SDK span ``exporter`` (the OTLP one, the
+    console's, an in-memory one) in one batch, with this module's ids and times.
 
-    The provider keeps this module's ids and times, samples every span, and carries
-    ``service.name``; each span is exported as it ends. Needs ``opentelemetry-sdk``
+    A failed export raises :class:`OtlpExportError`. Needs ``opentelemetry-sdk``
     (``pip install 'checkpoint-orchestrator[otel]'``), imported only here.
     """
-    sdk = _sdk()
-    ids = _FixedIds(int(trace.trace_id, 16))
-    provider = sdk.trace.TracerProvider(
-        resource=sdk.resources.Resource.create({"service.name": trace.service_name}),
-        sampler=sdk.sampling.ALWAYS_ON,
-        id_generator=ids.generator(sdk.id_generator.IdGenerator),
-        shutdown_on_exit=False,
-    )
-    provider.add_span_processor(sdk.export.SimpleSpanProcessor(exporter))
+    sdk = load_sdk()
+    result = exporter.export(readable_spans(sdk, trace, trace.spans))
+    if result is not sdk.export.SpanExportResult.SUCCESS:
+        where = getattr(exporter, "_endpoint", None) or type(exporter).__name__
+        raise OtlpExportError(
+            f"{where}: the spans were not delivered; is an OTLP/HTTP collector running and "
+            "listening there (often http://HOST:4318/v1/traces)?",
+            url=str(where),
+        )
+
+
+def readable_spans(sdk: Any, trace: RunTrace, spans: Iterable[Span]) -> list[Any]:
+    """``spans`` of ``trace`` as the SDK's finished spans (``ReadableSpan``), which any SDK
+    exporter or span processor takes: sampled, internal, ``service.name`` the trace's."""
     from .. import __version__
 
-    tracer = provider.get_tracer(SCOPE_NAME, __version__)
-    for span in trace.spans:
-        ids.next_span_id = int(span.span_id, 16)
-        live = tracer.start_span(
-            span.name,
-            context=_parent_context(sdk, ids.trace_id, span.parent_span_id),
-            kind=sdk.api.SpanKind.INTERNAL,
-            attributes=span.attributes,
-            start_time=span.start_ns,
-        )
-        for event in span.events:
-            live.add_event(event.name, attributes=event.attributes, timestamp=event.time_ns)
+    resource = sdk.resources.Resource.create({"service.name": trace.service_name})
+    scope = sdk.instrumentation.InstrumentationScope(SCOPE_NAME, __version__)
+    trace_id = int(trace.trace_id, 16)
+    finished = []
+    for span in spans:
+        status = sdk.api.Status(sdk.api.StatusCode.UNSET)
         if span.error is not None:
-            live.set_status(sdk.api.Status(sdk.api.StatusCode.ERROR, span.error))
-        live.end(end_time=span.end_ns)
-    provider.force_flush()
+            status = sdk.api.Status(sdk.api.StatusCode.ERROR, span.error)
+        parent = None
+        if span.parent_span_id is not None:
+            parent = _span_context(sdk, trace_id, span.parent_span_id)
+        finished.append(
+            sdk.trace.ReadableSpan(
+                name=span.name,
+                context=_span_context(sdk, trace_id, span.span_id),
+                parent=parent,
+                resource=resource,
+                attributes=_frozen(span.attributes),
+                events=[
+                    sdk.trace.Event(event.name, _frozen(event.attributes), event.time_ns)
+                    for event in span.events
+                ],
+                kind=sdk.api.SpanKind.INTERNAL,
+                status=status,
+                start_time=span.start_ns,
+                end_time=span.end_ns,
+                instrumentation_scope=scope,
+            )
+        )
+    return finished
 
 
-class _FixedIds:
-    """The trace id and the next span id the provider is to use, set before each span."""
-
-    def __init__(self, trace_id: int) -> None:
-        self.trace_id = trace_id
-        self.next_span_id = 0
-
-    def generator(self, base: type) -> Any:
-        ids = self
-
-        class FixedIds(base):  # type: ignore[misc]
-            def generate_trace_id(self) -> int:
-                return ids.trace_id
-
-            def generate_span_id(self) -> int:
-                return ids.next_span_id
-
-        return FixedIds()
+def _frozen(attributes: Mapping[str, AttributeValue]) -> dict[str, Any]:
+    """Attributes as the SDK keeps them: arrays as tuples."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
 
 
-def _parent_context(sdk: Any, trace_id: int, parent_span_id: str | None) -> Any:
-    """An empty context for the root (no ambient span adopts it), else one holding the
-    parent's span context."""
-    if parent_span_id is None:
-        return sdk.context.Context()
-    parent = sdk.api.SpanContext(
+def _span_context(sdk: Any, trace_id: int, span_id: str) -> Any:
+    return sdk.api.SpanContext(
         trace_id=trace_id,
-        span_id=int(parent_span_id, 16),
+        span_id=int(span_id, 16),
         is_remote=False,
         trace_flags=sdk.api.TraceFlags(sdk.api.TraceFlags.SAMPLED),
     )
-    return sdk.api.set_span_in_context(sdk.api.NonRecordingSpan(parent))
 
 
-def _sdk() -> Any:
-    """The OpenTelemetry modules :func:`replay_spans` uses, or an ImportError saying how to
-    install them."""
+def load_sdk() -> Any:
+    """The OpenTelemetry SDK modules the spans are built with, or an ImportError saying
+    how to install them."""
     import importlib
     import types
 
     try:
         modules = {
             "api": importlib.import_module("opentelemetry.trace"),
-            "context": importlib.import_module("opentelemetry.context"),
             "trace": importlib.import_module("opentelemetry.sdk.trace"),
             "resources": importlib.import_module("opentelemetry.sdk.resources"),
-            "sampling": importlib.import_module("opentelemetry.sdk.trace.sampling"),
             "export": importlib.import_module("opentelemetry.sdk.trace.export"),
-            "id_generator": importlib.import_module("opentelemetry.sdk.trace.id_generator"),
+            "instrumentation": importlib.import_module("opentelemetry.sdk.util.instrumentation"),
         }
     except ImportError as exc:
         raise ImportError(
-            f"replaying spans into OpenTelemetry needs the SDK ({exc}); install it with "
-            f"{OTEL_INSTALL_HINT}",
+            f"OpenTelemetry spans need the SDK ({exc}); install it with {OTEL_INSTALL_HINT}",
             name=exc.name,
         ) from None
     return types.SimpleNamespace(**modules)
+
+
+def otlp_exporter(endpoint: str | None = None, *, timeout: float | None = None) -> Any:
+    """The SDK's OTLP/HTTP (protobuf) span exporter: to ``endpoint`` (see
+    :func:`traces_url`), else where ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` says; headers from ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise ImportError(
+            f"sending spans needs the OTLP exporter ({exc}); install it with {OTEL_INSTALL_HINT}",
+            name=exc.name,
+        ) from None
+    options: dict[str, Any] = {}
+    if endpoint is not None:
+        options["endpoint"] = traces_url(endpoint)
+    if timeout is not None:
+        options["timeout"] = timeout
+    return OTLPSpanExporter(**options)

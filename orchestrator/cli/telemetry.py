@@ -1,0 +1,88 @@
+"""Live OpenTelemetry spans for the commands that advance runs (run, resume, drive,
+worker, eval run, the MCP server), sent while they run when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set.
+
+Without it nothing of OpenTelemetry is imported. With it, one SDK batch span processor
+and the SDK's OTLP/HTTP exporter serve the process; each engine gets a
+:class:`~orchestrator.evidence.live_spans.LiveSpans` watching its recorder, and
+:func:`flush` (called as every command returns, so before exit 42) ends each process
+span and sends what is queued.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._ports import RunStore
+    from ..engine.engine import Engine
+    from ..evidence.live_spans import LiveSpans
+
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+_lock = threading.Lock()
+_shipping: _Shipping | None = None
+
+
+class _Shipping:
+    """The process's span processor and the engines' span sinks not yet closed."""
+
+    def __init__(self) -> None:
+        from ..evidence.otel import load_sdk, otlp_exporter
+
+        self.sdk = load_sdk()
+        self.processor = self.sdk.export.BatchSpanProcessor(otlp_exporter())
+        self.sinks: list[LiveSpans] = []
+
+
+def wanted() -> bool:
+    """Whether spans are to be sent: an OTLP endpoint is set in the environment."""
+    return any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
+
+
+def watch(engine: Engine, store: RunStore, *, action: str) -> None:
+    """Send ``engine``'s run's spans live, when :func:`wanted`; ``action`` names this
+    process's span (``start``, ``resume``)."""
+    if not wanted():
+        return
+    from ..evidence.live_spans import LiveSpans
+
+    global _shipping
+    with _lock:
+        if _shipping is None:
+            _shipping = _Shipping()
+        shipping = _shipping
+        sink = LiveSpans(
+            processor=shipping.processor,
+            sdk=shipping.sdk,
+            read_log=_log_reader(store),
+            action=action,
+        )
+        shipping.sinks.append(sink)
+    engine.recorder.observer = sink
+
+
+def flush() -> None:
+    """End each engine's process span and send every queued span (before the process
+    leaves, exit 42 included)."""
+    with _lock:
+        shipping = _shipping
+        if shipping is None:
+            return
+        sinks, shipping.sinks = shipping.sinks, []
+    for sink in sinks:
+        sink.close()
+    shipping.processor.force_flush()
+
+
+def _log_reader(store: RunStore) -> Any:
+    from .._ports import ReadEventsInput
+
+    def read_log(run_id: str, after: int) -> list[dict[str, Any]]:
+        lines = store.events(ReadEventsInput(run_id=run_id, after=after))
+        return [json.loads(line) for _, line in lines]
+
+    return read_log
