@@ -170,9 +170,13 @@ def _start_or_resume(workdir: Path, inputs: dict[str, Any]) -> int:
     from ..engine.engine import Engine
     from ..evals.workflow import WORKFLOW_REFERENCE, RegressionRun
     from .common import clock
+    from .run_store import directory_store
+    from .telemetry import wanted, watch
 
     bridge = FileBridge(workdir, RegressionRun.name)
     engine = Engine(RegressionRun, bridge=bridge, clock=clock())
+    if wanted():  # live spans: the run's log is read through its directory's store
+        watch(engine, directory_store(workdir), action="resume" if bridge.exists() else "start")
     if bridge.exists():
         _check_same_run(bridge.state_path, inputs, workdir)
         print(f"carrying on the unfinished run in {workdir}", file=sys.stderr)

@@ -78,6 +78,20 @@ def flush() -> None:
     shipping.processor.force_flush()
 
 
+def finish(engine: Engine) -> None:
+    """``engine`` is done with its run for now (a worker's or the MCP server's turn, an
+    evaluation run's pass): end its process span and send what is queued, without waiting
+    for the process to end."""
+    sink = engine.recorder.observer
+    with _lock:
+        shipping = _shipping
+        if shipping is None or sink not in shipping.sinks:
+            return
+        shipping.sinks.remove(sink)
+    sink.close()
+    shipping.processor.force_flush()
+
+
 def _log_reader(store: RunStore) -> Any:
     from .._ports import ReadEventsInput
 
