@@ -113,6 +113,11 @@ class EngineRecord:
     # The SHA-256 of each phase's ``journal.json`` as written, by the phase's directory
     # in the run's evidence: replay takes a journal only when it is as this state says.
     journals: dict[str, Any] = attrs.field(factory=dict)
+    # The run's trace context for OpenTelemetry, made once at its start: ``trace_id``
+    # (32 hex digits), the run span's ``span_id`` (16), and ``parent_span_id`` when the
+    # run was started inside another trace (``TRACEPARENT``). Every process that goes on
+    # with the run sends its spans into this trace (see ``evidence.live_spans``).
+    trace: dict[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -18,7 +18,15 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .otel import RunTrace, SpanEvent, _checked, _Spans, readable_spans, trace_id_for
+from .otel import (
+    RunTrace,
+    SpanBuilder,
+    SpanEvent,
+    checked_record,
+    readable_spans,
+    trace_context_of,
+    trace_id_for,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -50,16 +58,23 @@ class LiveSpans:
         self.action = action
         self._began_ns = time.time_ns()
         self._trace: RunTrace | None = None
-        self._spans: _Spans | None = None
+        self._spans: SpanBuilder | None = None
         self._sent: set[str] = set()
         self._process: Span | None = None
         self._resumed = False
         self._failed = False
 
-    def published(self, run_id: str, records: Sequence[Mapping[str, Any]]) -> None:
-        """Events the run's log now holds (``x_seq``, ``ts``, ``event``, ``data``)."""
+    def published(
+        self,
+        run_id: str,
+        records: Sequence[Mapping[str, Any]],
+        *,
+        trace: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Events the run's log now holds (``x_seq``, ``ts``, ``event``, ``data``);
+        ``trace``: the run's trace context, as its state keeps it."""
         try:
-            self._take(run_id, records)
+            self._take(run_id, records, trace)
         except Exception as exc:  # telemetry must never stop a run
             self._tell(exc)
 
@@ -78,12 +93,17 @@ class LiveSpans:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _take(self, run_id: str, records: Sequence[Mapping[str, Any]]) -> None:
-        events = [_checked(record, 0) for record in records]
+    def _take(
+        self,
+        run_id: str,
+        records: Sequence[Mapping[str, Any]],
+        trace: Mapping[str, Any] | None,
+    ) -> None:
+        events = [checked_record(record, 0) for record in records]
         if not events:
             return
         if self._spans is None or self._trace is None or self._trace.run_id != run_id:
-            self._begin(run_id, events)
+            self._begin(run_id, events, trace_context_of(dict(trace or {})))
         assert self._spans is not None
         before = {span.span_id for span in self._spans.trace.spans if span.finished}
         self._spans.feed(events)
@@ -100,23 +120,28 @@ class LiveSpans:
         ]
         self._send(ended)
 
-    def _begin(self, run_id: str, events: list[tuple[int, str, int, dict[str, Any]]]) -> None:
+    def _begin(
+        self,
+        run_id: str,
+        events: list[tuple[int, str, int, dict[str, Any]]],
+        context: dict[str, str] | None,
+    ) -> None:
         """Learn what the run's log says before ``events``: spans open, spans ended."""
         first_seq = events[0][0]
         earlier: list[tuple[int, str, int, dict[str, Any]]] = []
         if first_seq > 1 and self.read_log is not None:
             lines = self.read_log(run_id, 0)
-            earlier = [_checked(line, 0) for line in lines]
+            earlier = [checked_record(line, 0) for line in lines]
             earlier = [record for record in earlier if record[0] < first_seq]
         start = next((data for _, name, _, data in earlier + events if name == "run.start"), {})
         workflow = start.get("workflow") if isinstance(start.get("workflow"), str) else None
         self._trace = RunTrace(
             run_id=run_id,
-            trace_id=trace_id_for(run_id),
+            trace_id=trace_id_for(run_id) if context is None else context["trace_id"],
             service_name=workflow or "checkpoint-orchestrator",
             spans=[],
         )
-        self._spans = _Spans(self._trace)
+        self._spans = SpanBuilder(self._trace, context)
         self._spans.feed(earlier)
         self._sent = {span.span_id for span in self._trace.spans if span.finished}
         self._resumed = bool(earlier)

@@ -51,6 +51,7 @@ __all__ = [
     "RunTrace",
     "Span",
     "SpanEvent",
+    "new_trace_context",
     "otlp_exporter",
     "otlp_json_bytes",
     "otlp_request",
@@ -70,6 +71,10 @@ _STATUS_CODE_ERROR = 2  # OTLP's STATUS_CODE_ERROR
 _FAILED = frozenset({"error", "fail", "failed"})
 _INT64 = range(-(2**63), 2**63)
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+#: Where ``run.start`` keeps the run's trace context (see :func:`new_trace_context`).
+TRACE_FIELD = "x_trace"
 _TIMESTAMP = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))"
@@ -91,7 +96,8 @@ class SpanEvent:
 
 @dataclasses.dataclass
 class Span:
-    """One span of a run's trace; ``parent_span_id`` is None for the root.
+    """One span of a run's trace; ``parent_span_id`` is None for the root (unless the run
+    was started inside another trace: then that trace's span).
 
     ``error`` is the ERROR status's message, None when the status is unset.
     """
@@ -137,7 +143,7 @@ def run_trace(records: Iterable[Mapping[str, Any]], *, run_id: str | None = None
     (its position in the log when missing). ``run_id`` defaults to ``run.start``'s. A
     record without a valid ``ts``, ``event`` or ``data`` raises ``ContractError``.
     """
-    events = [_checked(record, position) for position, record in enumerate(records, start=1)]
+    events = [checked_record(record, position) for position, record in enumerate(records, start=1)]
     start = next((data for _, name, _, data in events if name == "run.start"), {})
     run = run_id or _text(start.get("run_id")) or "unknown-run"
     trace = RunTrace(
@@ -146,7 +152,7 @@ def run_trace(records: Iterable[Mapping[str, Any]], *, run_id: str | None = None
         service_name=_text(start.get("workflow")) or SCOPE_NAME,
         spans=[],
     )
-    _Spans(trace).build(events)
+    SpanBuilder(trace).build(events)
     return trace
 
 
@@ -158,6 +164,40 @@ def trace_id_for(run_id: str) -> str:
     if _HEX32.fullmatch(digits) and digits.strip("0"):
         return digits
     return hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:32]
+
+
+def new_trace_context(run_id: str, *, parent: str | None = None) -> dict[str, Any]:
+    """A run's trace context, made once at its start and kept in its state: ``trace_id``
+    the run id's (:func:`trace_id_for`) and ``span_id`` the run span's; inside a W3C
+    ``traceparent`` ``parent`` (``00-<trace id>-<span id>-<flags>``), that trace's id and
+    ``parent_span_id`` its span. A ``parent`` that is not one is ignored."""
+    import hashlib
+
+    context: dict[str, Any] = {"trace_id": trace_id_for(run_id)}
+    match = _TRACEPARENT.fullmatch((parent or "").strip().lower())
+    if match is not None and match.group(1).strip("0") and match.group(2).strip("0"):
+        context = {"trace_id": match.group(1), "parent_span_id": match.group(2)}
+    digest = hashlib.sha256(f"{context['trace_id']}/run/{run_id}".encode()).hexdigest()
+    context["span_id"] = digest[:16] if digest[:16].strip("0") else digest[16:32]
+    return context
+
+
+def trace_context_of(value: object) -> dict[str, str] | None:
+    """A trace context as :func:`new_trace_context` makes it, or None."""
+    if not isinstance(value, dict):
+        return None
+    trace_id, span_id = value.get("trace_id"), value.get("span_id")
+    parent = value.get("parent_span_id")
+    if not (isinstance(trace_id, str) and _HEX32.fullmatch(trace_id) and trace_id.strip("0")):
+        return None
+    if not (isinstance(span_id, str) and _HEX16.fullmatch(span_id) and span_id.strip("0")):
+        return None
+    if parent is not None and not (isinstance(parent, str) and _HEX16.fullmatch(parent)):
+        return None
+    context = {"trace_id": trace_id, "span_id": span_id}
+    if parent is not None:
+        context["parent_span_id"] = parent
+    return context
 
 
 def unix_nanos(text: str) -> int:
@@ -184,7 +224,9 @@ def unix_nanos(text: str) -> int:
     return seconds * 1_000_000_000 + int(fraction)
 
 
-def _checked(record: Mapping[str, Any], position: int) -> tuple[int, str, int, dict[str, Any]]:
+def checked_record(
+    record: Mapping[str, Any], position: int
+) -> tuple[int, str, int, dict[str, Any]]:
     """``(seq, name, unix nanoseconds, data)`` of one record, or ``ContractError``."""
     seq = record.get("x_seq")
     if not isinstance(seq, int) or isinstance(seq, bool):
@@ -202,11 +244,13 @@ def _checked(record: Mapping[str, Any], position: int) -> tuple[int, str, int, d
     return seq, name, moment, data
 
 
-class _Spans:
+class SpanBuilder:
     """The span bookkeeping of :func:`run_trace`: what is open, and who is whose parent."""
 
-    def __init__(self, trace: RunTrace) -> None:
+    def __init__(self, trace: RunTrace, context: dict[str, str] | None = None) -> None:
         self.trace = trace
+        # The run's trace context (its state's), else the one run.start tells, else derived.
+        self.context = context
         self.root: Span | None = None
         self.phases: list[tuple[str, Span]] = []  # open phase spans, by skill, oldest first
         self.agents: dict[str, Span] = {}  # open agent spans by request id
@@ -277,10 +321,18 @@ class _Spans:
 
     def _open_root(self, seq: int, name: str, moment: int, data: dict[str, Any]) -> None:
         started = name == "run.start"
+        context = self.context or (trace_context_of(data.get(TRACE_FIELD)) if started else None)
+        if context is not None:  # the run's own, as its state keeps it
+            self.trace.trace_id = context["trace_id"]
+        data = {k: v for k, v in data.items() if k != TRACE_FIELD}
         self.root = Span(
             name=f"run {self.trace.service_name}",
-            span_id=self._span_id(str(seq) if started else "root"),
-            parent_span_id=None,
+            span_id=(
+                context["span_id"]
+                if context is not None
+                else self._span_id(str(seq) if started else "root")
+            ),
+            parent_span_id=None if context is None else context.get("parent_span_id"),
             start_ns=moment,
             end_ns=moment,
             attributes={f"{ATTRIBUTE_PREFIX}run_id": self.trace.run_id},

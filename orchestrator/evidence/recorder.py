@@ -88,13 +88,21 @@ class RunBook(Protocol):
     phase_started_at: str | None
     # The SHA-256 of each phase's ``journal.json``, by the phase's evidence directory.
     journals: dict[str, Any]
+    # The run's trace context (``evidence.otel.new_trace_context``); None for older runs.
+    trace: dict[str, Any] | None
 
 
 class EventObserver(Protocol):
     """Told the events of a run once its log holds them, in order, each as its line reads
-    (``x_seq``, ``ts``, ``event``, ``data``)."""
+    (``x_seq``, ``ts``, ``event``, ``data``), with the run's trace context."""
 
-    def published(self, run_id: str, records: Sequence[dict[str, Any]]) -> None: ...
+    def published(
+        self,
+        run_id: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        trace: dict[str, Any] | None = None,
+    ) -> None: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -241,6 +249,7 @@ class Recorder:
             self.observer.published(
                 book.run_id,
                 [{"x_seq": e.seq, "ts": e.ts, "event": e.event, "data": e.data} for e in going],
+                trace=book.trace,
             )
 
     def _evidence_files(self, events: list[OutboxEvent]) -> list[tuple[str, bytes]]:

@@ -4,6 +4,7 @@ same trace; without an endpoint nothing of OpenTelemetry is imported."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,38 @@ def test_without_an_endpoint_resume_imports_no_opentelemetry(tmp_path: Path) -> 
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
     )
     assert shown.stdout.split()[-2:] == ["42", "[]"], shown.stderr
+
+
+@pytest.mark.slow
+def test_a_run_started_inside_a_trace_stays_in_it_live_and_after_the_fact(
+    tmp_path: Path,
+) -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
+    (tmp_path / "wf.py").write_text(WORKFLOW)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    caller_trace, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    with Receiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+        started = {**env, "TRACEPARENT": f"00-{caller_trace}-{caller_span}-01"}
+        run = orchestrate(
+            "run", f"{tmp_path / 'wf.py'}:Traced", "--workdir", workdir,
+            env=started, unset=PROXY_VARIABLES,
+        )  # fmt: skip
+        assert run.returncode == 42, run.stderr
+        assert orchestrate("respond", "--workdir", workdir, "--text", "ok").returncode == 0
+        # The resume knows the trace from the run's state alone.
+        resumed = orchestrate("resume", "--workdir", workdir, env=env, unset=PROXY_VARIABLES)
+        assert resumed.returncode == 0, resumed.stderr
+    assert {span.trace_id.hex() for span in receiver.spans} == {caller_trace}
+    root = receiver.named("run traced")
+    assert root.parent_span_id.hex() == caller_span
+    live = {(span.name, span.span_id.hex()) for span in receiver.spans}
+    exported = orchestrate("events", "--workdir", workdir, "--otlp", tmp_path / "trace.json")
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads((tmp_path / "trace.json").read_text())
+    (resource,) = document["resourceSpans"]
+    (scope,) = resource["scopeSpans"]
+    after = {(span["name"], span["spanId"]) for span in scope["spans"]}
+    assert {span["traceId"] for span in scope["spans"]} == {caller_trace}
+    assert after == {item for item in live if not item[0].startswith(("start ", "resume "))}
