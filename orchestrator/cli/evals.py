@@ -37,6 +37,9 @@ def add_run_command(subs: Any, formatter: Any) -> None:
     )
     run = subs.add_parser("run", help=text, description=text, formatter_class=formatter)
     run.set_defaults(run_command=cmd_eval_run)
+    from .common import add_otlp
+
+    add_otlp(run)
     run.add_argument(
         "--cases",
         type=Path,

@@ -68,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         from ..storage.beneath import guard
 
         guard(args.workdir or os.getcwd())
+    if getattr(args, "otlp_live", None):
+        from .telemetry import send_to
+
+        try:
+            send_to(args.otlp_live)
+        except UsageError as exc:
+            return _error(exc, EXIT_USAGE)
     try:
         return _command(args)
     finally:

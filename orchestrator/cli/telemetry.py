@@ -25,6 +25,8 @@ ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_
 
 _lock = threading.Lock()
 _shipping: _Shipping | None = None
+# ``--otlp URL``: where this process sends spans, over the environment's endpoint.
+_endpoint: str | None = None
 
 
 class _Shipping:
@@ -34,13 +36,28 @@ class _Shipping:
         from ..evidence.otel import load_sdk, otlp_exporter
 
         self.sdk = load_sdk()
-        self.processor = self.sdk.export.BatchSpanProcessor(otlp_exporter())
+        self.processor = self.sdk.export.BatchSpanProcessor(otlp_exporter(_endpoint))
         self.sinks: list[LiveSpans] = []
 
 
 def wanted() -> bool:
-    """Whether spans are to be sent: an OTLP endpoint is set in the environment."""
-    return any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
+    """Whether spans are to be sent: ``--otlp URL`` given, or an OTLP endpoint set in
+    the environment."""
+    return _endpoint is not None or any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
+
+
+def send_to(url: str) -> None:
+    """``--otlp URL``: send this process's spans to ``url`` (``UsageError`` if it is not
+    an http:// or https:// address)."""
+    from .._errors import UsageError
+    from ..evidence.otel import traces_url
+
+    global _endpoint
+    try:
+        traces_url(url)
+    except ValueError as exc:
+        raise UsageError(f"--otlp {exc}") from None
+    _endpoint = url
 
 
 def watch(engine: Engine, store: RunStore, *, action: str) -> None:

@@ -272,6 +272,7 @@ def _declare_worker(worker: argparse.ArgumentParser) -> None:
     common.add_store(worker, run=False, needed=True)
     common.add_agent(worker)
     add_worker_arguments(worker)
+    common.add_otlp(worker)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

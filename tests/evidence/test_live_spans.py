@@ -110,8 +110,11 @@ def test_a_run_started_inside_a_trace_stays_in_it_live_and_after_the_fact(
         )  # fmt: skip
         assert run.returncode == 42, run.stderr
         assert orchestrate("respond", "--workdir", workdir, "--text", "ok").returncode == 0
-        # The resume knows the trace from the run's state alone.
-        resumed = orchestrate("resume", "--workdir", workdir, env=env, unset=PROXY_VARIABLES)
+        # The resume knows the trace from the run's state alone; --otlp names the endpoint.
+        unset = (*PROXY_VARIABLES, "OTEL_EXPORTER_OTLP_ENDPOINT")
+        wrong = orchestrate("resume", "--workdir", workdir, "--otlp", "ftp://x", unset=unset)
+        assert wrong.returncode == 2 and "--otlp 'ftp://x' is not an http" in wrong.stderr
+        resumed = orchestrate("resume", "--workdir", workdir, "--otlp", receiver.url, unset=unset)
         assert resumed.returncode == 0, resumed.stderr
     assert {span.trace_id.hex() for span in receiver.spans} == {caller_trace}
     root = receiver.named("run traced")
