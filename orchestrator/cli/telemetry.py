@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
+
+from .._text import plural
 
 if TYPE_CHECKING:
     from .._ports import RunStore
@@ -33,11 +36,52 @@ class _Shipping:
     """The process's span processor and the engines' span sinks not yet closed."""
 
     def __init__(self) -> None:
+        import logging
+
         from ..evidence.otel import load_sdk, otlp_exporter
 
         self.sdk = load_sdk()
-        self.processor = self.sdk.export.BatchSpanProcessor(otlp_exporter(_endpoint))
+        exporter = otlp_exporter(_endpoint)
+        self.exporter = _Tallied(exporter, self.sdk.export.SpanExportResult.SUCCESS)
+        self.processor = self.sdk.export.BatchSpanProcessor(self.exporter)
         self.sinks: list[LiveSpans] = []
+        self.told = False
+        # The SDK's own lines about each retry: this module says it once, in one line.
+        for name in ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+    def flush(self) -> None:
+        """Send what is queued; a collector that took none of it is told once."""
+        self.processor.force_flush()
+        if self.exporter.failed and not self.told:
+            self.told = True
+            where = getattr(self.exporter.inner, "_endpoint", "the OTLP endpoint")
+            print(
+                f"orchestrate: warning: {plural(self.exporter.failed, 'span batch')} of "
+                f"OpenTelemetry spans could not be sent to {where}; the run is not "
+                "affected: check that a collector listens there (OTEL_EXPORTER_OTLP_ENDPOINT "
+                "or --otlp)",
+                file=sys.stderr,
+            )
+
+
+class _Tallied:
+    """A span exporter that counts the batches its ``inner`` one failed to deliver."""
+
+    def __init__(self, inner: Any, success: Any) -> None:
+        self.inner, self.success, self.failed = inner, success, 0
+
+    def export(self, spans: Any) -> Any:
+        result = self.inner.export(spans)
+        if result is not self.success:
+            self.failed += 1
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
 
 
 def wanted() -> bool:
@@ -92,7 +136,7 @@ def flush() -> None:
         sinks, shipping.sinks = shipping.sinks, []
     for sink in sinks:
         sink.close()
-    shipping.processor.force_flush()
+    shipping.flush()
 
 
 def finish(engine: Engine) -> None:
@@ -106,7 +150,7 @@ def finish(engine: Engine) -> None:
             return
         shipping.sinks.remove(sink)
     sink.close()
-    shipping.processor.force_flush()
+    shipping.flush()
 
 
 def _log_reader(store: RunStore) -> Any:

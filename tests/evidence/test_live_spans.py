@@ -128,3 +128,24 @@ def test_a_run_started_inside_a_trace_stays_in_it_live_and_after_the_fact(
     after = {(span["name"], span["spanId"]) for span in scope["spans"]}
     assert {span["traceId"] for span in scope["spans"]} == {caller_trace}
     assert after == {item for item in live if not item[0].startswith(("start ", "resume "))}
+
+
+@pytest.mark.slow
+def test_a_collector_nobody_runs_never_stops_a_run(tmp_path: Path) -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
+    (tmp_path / "wf.py").write_text(WORKFLOW)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with Receiver() as receiver:
+        url = receiver.url  # a port that was ours, now closed
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    run = orchestrate(
+        "run", f"{tmp_path / 'wf.py'}:Traced", "--workdir", workdir,
+        env=env, unset=PROXY_VARIABLES,
+    )  # fmt: skip
+    assert run.returncode == 42, run.stderr
+    warnings = [line for line in run.stderr.splitlines() if "OpenTelemetry" in line]
+    (warning,) = warnings  # told once, in one line, however many batches failed
+    assert warning.startswith("orchestrate: warning: ")
+    assert f"could not be sent to {url}/v1/traces; the run is not affected" in warning
+    assert "Transient error" not in run.stderr and "Traceback" not in run.stderr
