@@ -149,3 +149,23 @@ def test_a_collector_nobody_runs_never_stops_a_run(tmp_path: Path) -> None:
     assert warning.startswith("orchestrate: warning: ")
     assert f"could not be sent to {url}/v1/traces; the run is not affected" in warning
     assert "Transient error" not in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_drive_sends_one_trace_through_its_pauses(tmp_path: Path) -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
+    (tmp_path / "wf.py").write_text(WORKFLOW)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    handler = f"{sys.executable} -c \"import sys; sys.stdin.read(); print('fine')\""
+    with Receiver() as receiver:
+        done = orchestrate(
+            "drive", f"{tmp_path / 'wf.py'}:Traced", "--workdir", workdir,
+            "--handler", handler, "--otlp", receiver.url, unset=PROXY_VARIABLES,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    names = receiver.names()
+    assert {"run traced", "skill draft", "skill publish", "agent critic"} <= set(names)
+    assert {"tool outline", "tool write"} <= set(names)
+    assert len({span.trace_id for span in receiver.spans}) == 1
+    assert len(names) == len(set(names))  # each span sent once
