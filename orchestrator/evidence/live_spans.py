@@ -14,12 +14,15 @@ pause as an event. Telemetry never stops a run: a failure is told once on standa
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from .otel import (
     RunTrace,
+    Span,
     SpanBuilder,
     SpanEvent,
     checked_record,
@@ -30,8 +33,6 @@ from .otel import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-
-    from .otel import Span
 
 __all__ = ["LiveSpans"]
 
@@ -147,24 +148,22 @@ class LiveSpans:
         self._resumed = bool(earlier)
 
     def _ensure_process_span(self) -> None:
+        """Open this process's span under the run's, once the run's span is known."""
         if self._process is not None or self._trace is None or self._spans is None:
             return
         root = self._spans.root
         if root is None:
             return
-        import hashlib
-
-        key = f"{self._trace.trace_id}/process/{self._began_ns}"
+        # This process's own span: one per process and run, never derived from an event.
+        key = f"{self._trace.trace_id}/process/{os.getpid()}/{self._began_ns}"
         span_id = hashlib.sha256(key.encode("ascii")).hexdigest()[:16]
-        from .otel import Span as SpanRecord
-
-        self._process = SpanRecord(
+        self._process = Span(
             name=f"{self.action} {self._trace.service_name}",
             span_id=span_id,
             parent_span_id=root.span_id,
             start_ns=self._began_ns,
             end_ns=self._began_ns,
-            attributes={"orchestrator.run_id": self._trace.run_id, "process.pid": _pid()},
+            attributes={"orchestrator.run_id": self._trace.run_id, "process.pid": os.getpid()},
         )
         if self._resumed:
             self._process.events.append(
@@ -186,9 +185,3 @@ class LiveSpans:
                 "goes on; check OTEL_EXPORTER_OTLP_ENDPOINT",
                 file=sys.stderr,
             )
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
