@@ -16,7 +16,9 @@ from support.otlp_receiver import PROXY_VARIABLES, WORKFLOW, Receiver, attribute
 def test_two_workers_send_one_trace(pg_dsn: str, tmp_path: Path) -> None:
     needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
     (tmp_path / "wf.py").write_text(WORKFLOW)
-    queued = orchestrate("run", f"{tmp_path / 'wf.py'}:Traced", "--store", pg_dsn, "--queue")
+    queued = orchestrate(
+        "run", f"{tmp_path / 'wf.py'}:Traced", "--store", pg_dsn, "--queue", cwd=tmp_path
+    )  # its work directory: the test's own
     assert queued.returncode == 0, queued.stderr
     run_id = queued.stdout.strip()
     with Receiver() as receiver:
@@ -38,6 +40,7 @@ def test_two_workers_send_one_trace(pg_dsn: str, tmp_path: Path) -> None:
         assert second.returncode == 0, second.stderr
     assert {"run traced", "skill draft", "agent critic", "tool write"} <= set(receiver.names())
     assert len({span.trace_id for span in receiver.spans}) == 1
+    assert (tmp_path / "OUT").read_text() == "done"
     by_id = {span.span_id: span for span in receiver.spans}
     ask = receiver.named("agent critic")
     assert by_id[ask.parent_span_id].name == "skill draft"
