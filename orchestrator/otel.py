@@ -2,8 +2,8 @@
 
 ``run_trace(events)`` builds the spans from the lines of a run's ``events.ndjson`` with
 the standard library alone; ``otlp_request``/``otlp_json_bytes`` give them as OTLP/JSON;
-``post_otlp`` sends them to an OTLP/HTTP traces endpoint; ``replay_spans`` hands them to
-an OpenTelemetry SDK exporter (``pip install 'checkpoint-orchestrator[otel]'``). See
+``otlp_exporter`` is the SDK's OTLP/HTTP exporter and ``replay_spans`` hands them to an
+OpenTelemetry SDK exporter (``pip install 'checkpoint-orchestrator[otel]'``). See
 ``orchestrator.evidence.otel`` for how events map to spans.
 """
 
@@ -12,9 +12,9 @@ from .evidence.otel import (
     RunTrace,
     Span,
     SpanEvent,
+    otlp_exporter,
     otlp_json_bytes,
     otlp_request,
-    post_otlp,
     replay_spans,
     run_trace,
 )
@@ -24,9 +24,9 @@ __all__ = [
     "RunTrace",
     "Span",
     "SpanEvent",
+    "otlp_exporter",
     "otlp_json_bytes",
     "otlp_request",
-    "post_otlp",
     "replay_spans",
     "run_trace",
 ]

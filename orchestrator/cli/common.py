@@ -132,6 +132,19 @@ def add_store(sub: Any, *, run: bool = True, needed: bool = False) -> None:
     add_store_argument(sub, run=run, needed=needed)
 
 
+def add_otlp(sub: Any) -> None:
+    """``--otlp URL``: send the run's OpenTelemetry spans there while it runs."""
+    sub.add_argument(
+        "--otlp",
+        dest="otlp_live",
+        default=None,
+        metavar="URL",
+        help="send the run's OpenTelemetry spans to this OTLP/HTTP endpoint as it runs "
+        "(http://HOST:4318 gets /v1/traces; default: OTEL_EXPORTER_OTLP_ENDPOINT; needs the "
+        "otel extra)",
+    )
+
+
 def add_agent(sub: Any) -> None:
     sub.add_argument(
         "--agent",

@@ -29,9 +29,14 @@ def engine_for(
     opened = OpenRunInput(run_id=run_id, workflow_name=workflow_cls.name, new=new)
     bridge = store.bridge(opened)
     engine = Engine(workflow_cls, bridge=bridge, invoker=invoker(agent), clock=clock())
+    if new:  # a run started inside a caller's trace (W3C Trace Context) stays in it
+        engine.trace_parent = os.environ.get("TRACEPARENT")
     boards = store.run_boards()
     if boards is not None:  # its task boards live in the store too
         engine.board_store = boards
+    from .telemetry import watch
+
+    watch(engine, store, action="start" if new else "resume")
     return engine
 
 

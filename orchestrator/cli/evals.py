@@ -37,6 +37,9 @@ def add_run_command(subs: Any, formatter: Any) -> None:
     )
     run = subs.add_parser("run", help=text, description=text, formatter_class=formatter)
     run.set_defaults(run_command=cmd_eval_run)
+    from .common import add_otlp
+
+    add_otlp(run)
     run.add_argument(
         "--cases",
         type=Path,
@@ -170,9 +173,13 @@ def _start_or_resume(workdir: Path, inputs: dict[str, Any]) -> int:
     from ..engine.engine import Engine
     from ..evals.workflow import WORKFLOW_REFERENCE, RegressionRun
     from .common import clock
+    from .run_store import directory_store
+    from .telemetry import wanted, watch
 
     bridge = FileBridge(workdir, RegressionRun.name)
     engine = Engine(RegressionRun, bridge=bridge, clock=clock())
+    if wanted():  # live spans: the run's log is read through its directory's store
+        watch(engine, directory_store(workdir), action="resume" if bridge.exists() else "start")
     if bridge.exists():
         _check_same_run(bridge.state_path, inputs, workdir)
         print(f"carrying on the unfinished run in {workdir}", file=sys.stderr)

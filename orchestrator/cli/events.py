@@ -136,8 +136,8 @@ def add_events_arguments(sub: argparse.ArgumentParser) -> None:
         "--otlp-endpoint",
         default=None,
         metavar="URL",
-        help="POST those spans to an OTLP/HTTP endpoint (http://HOST:4318 gets /v1/traces; "
-        "headers from OTEL_EXPORTER_OTLP_HEADERS)",
+        help="send those spans to an OTLP/HTTP endpoint through the OpenTelemetry SDK's exporter "
+        "(http://HOST:4318 gets /v1/traces; headers from OTEL_EXPORTER_OTLP_HEADERS)",
     )
     sub.add_argument(
         "--otlp-timeout",
@@ -537,26 +537,23 @@ def _export(args: argparse.Namespace, workdir: Path, out: BinaryIO) -> int:
 def _send_spans(
     args: argparse.Namespace, events: list[LoggedEvent], run_id: str, out: BinaryIO
 ) -> int:
-    from ..evidence.otel import headers_from_environment, otlp_json_bytes, post_otlp, run_trace
+    from ..evidence.otel import otlp_json_bytes, run_trace
 
     trace = run_trace([event.record for event in events], run_id=run_id)
-    body = otlp_json_bytes(trace)
     count = f"{plural(len(trace.spans), 'span')} of run {trace.run_id}"
     if args.otlp is not None:
-        _write_export(args.otlp, body, out)
+        _write_export(args.otlp, otlp_json_bytes(trace), out)
         if args.otlp != "-":
             _tell(f"wrote {count} to {args.otlp}")
     if args.otlp_endpoint is not None:
-        import os
+        from ..evidence.otel import otlp_exporter, replay_spans
 
-        rejected = post_otlp(
-            body,
-            args.otlp_endpoint,
-            timeout=args.otlp_timeout,
-            headers=headers_from_environment(os.environ),
-        )
-        refused = f" ({rejected} rejected by the receiver)" if rejected else ""
-        _tell(f"sent {count} to {args.otlp_endpoint}{refused}")
+        exporter = otlp_exporter(args.otlp_endpoint, timeout=args.otlp_timeout)
+        try:
+            replay_spans(trace, exporter)
+        finally:
+            exporter.shutdown()
+        _tell(f"sent {count} to {args.otlp_endpoint}")
     return EXIT_OK
 
 

@@ -75,6 +75,24 @@ def main(argv: list[str] | None = None) -> int:
         from ..storage.beneath import guard
 
         guard(args.workdir or os.getcwd())
+    if getattr(args, "otlp_live", None):
+        from .telemetry import send_to
+
+        try:
+            send_to(args.otlp_live)
+        except UsageError as exc:
+            return _error(exc, EXIT_USAGE)
+    try:
+        return _command(args)
+    finally:
+        if "orchestrator.cli.telemetry" in sys.modules:  # spans were sent: none left behind
+            from .telemetry import flush
+
+            flush()
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the command ``args`` name; map its errors to exit codes."""
     try:
         code: int = args.run_command(args)
         return code

@@ -46,6 +46,7 @@ def _declare_run(run: argparse.ArgumentParser) -> None:
     common.add_workdir(run)
     common.add_agent(run)
     common.add_store(run, run=False)
+    common.add_otlp(run)
     run.add_argument(
         "--queue",
         action="store_true",
@@ -58,6 +59,7 @@ def _declare_resume(resume: argparse.ArgumentParser) -> None:
     common.add_agent(resume)
     common.add_instance(resume)
     common.add_store(resume)
+    common.add_otlp(resume)
 
 
 def _declare_retry(retry: argparse.ArgumentParser) -> None:
@@ -145,6 +147,7 @@ def _declare_drive(drive: argparse.ArgumentParser) -> None:
         "timeout_seconds)",
     )
     common.add_store(drive)
+    common.add_otlp(drive)
 
 
 def _declare_cancel(cancel: argparse.ArgumentParser) -> None:

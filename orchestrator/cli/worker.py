@@ -211,6 +211,10 @@ class Fleet:
                 self._backoff[run_id] = time.monotonic() + BACKOFF
             say(f"worker {self.name}: run {run_id} not advanced: {exc}")
         finally:
+            if engine is not None:
+                from .telemetry import finish
+
+                finish(engine)  # its spans go now, not when the worker stops
             store.release(run_id, handled=handled)
 
     def _watch_boards(self, store: WorkerRunStore) -> bool:
@@ -268,6 +272,7 @@ def _declare_worker(worker: argparse.ArgumentParser) -> None:
     common.add_store(worker, run=False, needed=True)
     common.add_agent(worker)
     add_worker_arguments(worker)
+    common.add_otlp(worker)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

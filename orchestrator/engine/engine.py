@@ -128,6 +128,9 @@ class Engine:
         #: Who runs ``ctx.dispatch``: ``None`` takes the one installed for the process
         #: (the task board's, see ``engine.dispatcher``).
         self.dispatcher: TaskDispatcher | None = None
+        #: A W3C ``traceparent`` a run started here continues (its spans go into that
+        #: trace, under that span); ``None``: the run's trace is its own.
+        self.trace_parent: str | None = None
 
     # -- entry points -------------------------------------------------------------------
 

@@ -132,8 +132,11 @@ class Lifecycle:
             inputs = dict(inputs or {})
             first = workflow_cls.phases[0]
             now = format_time(engine.clock.now())
+            from ..evidence.otel import new_trace_context
+
+            run_id = run_id or engine.new_id()
             record = EngineRecord(
-                run_id=run_id or engine.new_id(),
+                run_id=run_id,
                 workflow=workflow_ref,
                 workflow_name=workflow_cls.name,
                 workflow_version=workflow_cls.version,
@@ -141,6 +144,7 @@ class Lifecycle:
                 started_at=now,
                 inputs=inputs,
                 evidence=True,
+                trace=new_trace_context(run_id, parent=engine.trace_parent),
             )
             state = CheckpointState(
                 phase=first.number,
@@ -167,6 +171,7 @@ class Lifecycle:
                 "run_id": record.run_id,
                 "phases": [p.name for p in engine.workflow_cls.phases],
                 "inputs": sorted(record.inputs),
+                "x_trace": record.trace,
             },
         )
 

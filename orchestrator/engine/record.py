@@ -118,6 +118,11 @@ class EngineRecord:
     # The tokens of the answers moved to the run's history, by model (see
     # ``evidence.usage.tally_of``): what a budget needs of them once their text is gone.
     archived_usage: dict[str, Any] = attrs.field(factory=dict)
+    # The run's trace context for OpenTelemetry, made once at its start: ``trace_id``
+    # (32 hex digits), the run span's ``span_id`` (16), and ``parent_span_id`` when the
+    # run was started inside another trace (``TRACEPARENT``). Every process that goes on
+    # with the run sends its spans into this trace (see ``evidence.live_spans``).
+    trace: dict[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -27,8 +27,9 @@ the log never closes ends with the root (at the last event while the run is not 
 carries ``orchestrator.unfinished``; a parent always spans its children.
 
 :func:`otlp_request` writes the spans as an OTLP/JSON ``ExportTraceServiceRequest``,
-which OpenTelemetry collectors read from a file or over OTLP/HTTP (:func:`post_otlp`);
-:func:`replay_spans` hands them to an OpenTelemetry SDK exporter (the ``otel`` extra).
+which OpenTelemetry collectors read from a file; :func:`replay_spans` hands them to an
+OpenTelemetry SDK exporter (the ``otel`` extra), :func:`otlp_exporter` the OTLP/HTTP one.
+A live run's spans (:mod:`orchestrator.evidence.live_spans`) are built here too.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ __all__ = [
     "RunTrace",
     "Span",
     "SpanEvent",
+    "new_trace_context",
+    "otlp_exporter",
     "otlp_json_bytes",
     "otlp_request",
-    "post_otlp",
+    "readable_spans",
     "replay_spans",
     "run_trace",
     "unix_nanos",
@@ -68,6 +71,10 @@ _STATUS_CODE_ERROR = 2  # OTLP's STATUS_CODE_ERROR
 _FAILED = frozenset({"error", "fail", "failed"})
 _INT64 = range(-(2**63), 2**63)
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+#: Where ``run.start`` keeps the run's trace context (see :func:`new_trace_context`).
+TRACE_FIELD = "x_trace"
 _TIMESTAMP = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))"
@@ -89,7 +96,8 @@ class SpanEvent:
 
 @dataclasses.dataclass
 class Span:
-    """One span of a run's trace; ``parent_span_id`` is None for the root.
+    """One span of a run's trace; ``parent_span_id`` is None for the root (unless the run
+    was started inside another trace: then that trace's span).
 
     ``error`` is the ERROR status's message, None when the status is unset.
     """
@@ -135,7 +143,7 @@ def run_trace(records: Iterable[Mapping[str, Any]], *, run_id: str | None = None
     (its position in the log when missing). ``run_id`` defaults to ``run.start``'s. A
     record without a valid ``ts``, ``event`` or ``data`` raises ``ContractError``.
     """
-    events = [_checked(record, position) for position, record in enumerate(records, start=1)]
+    events = [checked_record(record, position) for position, record in enumerate(records, start=1)]
     start = next((data for _, name, _, data in events if name == "run.start"), {})
     run = run_id or _text(start.get("run_id")) or "unknown-run"
     trace = RunTrace(
@@ -144,7 +152,7 @@ def run_trace(records: Iterable[Mapping[str, Any]], *, run_id: str | None = None
         service_name=_text(start.get("workflow")) or SCOPE_NAME,
         spans=[],
     )
-    _Spans(trace).build(events)
+    SpanBuilder(trace).build(events)
     return trace
 
 
@@ -156,6 +164,40 @@ def trace_id_for(run_id: str) -> str:
     if _HEX32.fullmatch(digits) and digits.strip("0"):
         return digits
     return hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:32]
+
+
+def new_trace_context(run_id: str, *, parent: str | None = None) -> dict[str, Any]:
+    """A run's trace context, made once at its start and kept in its state: ``trace_id``
+    the run id's (:func:`trace_id_for`) and ``span_id`` the run span's; inside a W3C
+    ``traceparent`` ``parent`` (``00-<trace id>-<span id>-<flags>``), that trace's id and
+    ``parent_span_id`` its span. A ``parent`` that is not one is ignored."""
+    import hashlib
+
+    context: dict[str, Any] = {"trace_id": trace_id_for(run_id)}
+    match = _TRACEPARENT.fullmatch((parent or "").strip().lower())
+    if match is not None and match.group(1).strip("0") and match.group(2).strip("0"):
+        context = {"trace_id": match.group(1), "parent_span_id": match.group(2)}
+    digest = hashlib.sha256(f"{context['trace_id']}/run/{run_id}".encode()).hexdigest()
+    context["span_id"] = digest[:16] if digest[:16].strip("0") else digest[16:32]
+    return context
+
+
+def trace_context_of(value: object) -> dict[str, str] | None:
+    """A trace context as :func:`new_trace_context` makes it, or None."""
+    if not isinstance(value, dict):
+        return None
+    trace_id, span_id = value.get("trace_id"), value.get("span_id")
+    parent = value.get("parent_span_id")
+    if not (isinstance(trace_id, str) and _HEX32.fullmatch(trace_id) and trace_id.strip("0")):
+        return None
+    if not (isinstance(span_id, str) and _HEX16.fullmatch(span_id) and span_id.strip("0")):
+        return None
+    if parent is not None and not (isinstance(parent, str) and _HEX16.fullmatch(parent)):
+        return None
+    context = {"trace_id": trace_id, "span_id": span_id}
+    if parent is not None:
+        context["parent_span_id"] = parent
+    return context
 
 
 def unix_nanos(text: str) -> int:
@@ -182,7 +224,9 @@ def unix_nanos(text: str) -> int:
     return seconds * 1_000_000_000 + int(fraction)
 
 
-def _checked(record: Mapping[str, Any], position: int) -> tuple[int, str, int, dict[str, Any]]:
+def checked_record(
+    record: Mapping[str, Any], position: int
+) -> tuple[int, str, int, dict[str, Any]]:
     """``(seq, name, unix nanoseconds, data)`` of one record, or ``ContractError``."""
     seq = record.get("x_seq")
     if not isinstance(seq, int) or isinstance(seq, bool):
@@ -200,11 +244,13 @@ def _checked(record: Mapping[str, Any], position: int) -> tuple[int, str, int, d
     return seq, name, moment, data
 
 
-class _Spans:
+class SpanBuilder:
     """The span bookkeeping of :func:`run_trace`: what is open, and who is whose parent."""
 
-    def __init__(self, trace: RunTrace) -> None:
+    def __init__(self, trace: RunTrace, context: dict[str, str] | None = None) -> None:
         self.trace = trace
+        # The run's trace context (its state's), else the one run.start tells, else derived.
+        self.context = context
         self.root: Span | None = None
         self.phases: list[tuple[str, Span]] = []  # open phase spans, by skill, oldest first
         self.agents: dict[str, Span] = {}  # open agent spans by request id
@@ -214,6 +260,12 @@ class _Spans:
     def build(self, records: list[tuple[int, str, int, dict[str, Any]]]) -> None:
         if not records:
             return  # no events, no spans
+        self.feed(records)
+        self._close_the_rest()
+
+    def feed(self, records: list[tuple[int, str, int, dict[str, Any]]]) -> None:
+        """Place ``records`` after those fed before: a span they end is finished, the rest
+        stay open (a log read whole, or events as a live run publishes them)."""
         for seq, name, moment, data in records:
             self.last_ns = max(self.last_ns, moment)
             if self.root is None:
@@ -221,7 +273,6 @@ class _Spans:
                 if name == "run.start":
                     continue
             self._place(seq, name, moment, data)
-        self._close_the_rest()
 
     def _place(self, seq: int, name: str, moment: int, data: dict[str, Any]) -> None:
         skill = _text(data.get("skill")) or ""
@@ -250,6 +301,7 @@ class _Spans:
         label = _text(data.get(kind)) or "?"
         span = self._open(f"{kind} {label}", seq, moment, data, parent=self._phase(skill))
         if kind == "agent":
+            span.attributes.update(genai_attributes(data))
             self.agents[_text(data.get("request_id")) or f"#{seq}"] = span
         else:
             self.tools.append(((skill, label), span))
@@ -269,10 +321,18 @@ class _Spans:
 
     def _open_root(self, seq: int, name: str, moment: int, data: dict[str, Any]) -> None:
         started = name == "run.start"
+        context = self.context or (trace_context_of(data.get(TRACE_FIELD)) if started else None)
+        if context is not None:  # the run's own, as its state keeps it
+            self.trace.trace_id = context["trace_id"]
+        data = {k: v for k, v in data.items() if k != TRACE_FIELD}
         self.root = Span(
             name=f"run {self.trace.service_name}",
-            span_id=self._span_id(str(seq) if started else "root"),
-            parent_span_id=None,
+            span_id=(
+                context["span_id"]
+                if context is not None
+                else self._span_id(str(seq) if started else "root")
+            ),
+            parent_span_id=None if context is None else context.get("parent_span_id"),
             start_ns=moment,
             end_ns=moment,
             attributes={f"{ATTRIBUTE_PREFIX}run_id": self.trace.run_id},
@@ -311,6 +371,8 @@ class _Spans:
         message: object = None,
     ) -> None:
         _merge(span.attributes, data)
+        if span.name.startswith("agent "):
+            span.attributes.update(genai_attributes(data))
         span.attributes[f"{ATTRIBUTE_PREFIX}end_seq"] = seq
         span.end_ns = max(span.start_ns, moment)
         span.finished = True
@@ -377,6 +439,26 @@ class _Spans:
 
 
 # -- attributes ----------------------------------------------------------------------------
+
+
+def genai_attributes(data: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """The OpenTelemetry GenAI attributes of an agent request's ``agent.start`` or
+    ``agent.end``: the agent, the request id, the model and the tokens where the answer
+    tells them (``input_tokens``/``output_tokens``; a lone ``tokens_used`` has no GenAI
+    name and stays ``orchestrator.tokens_used``)."""
+    names = {
+        "agent": "gen_ai.agent.name",
+        "request_id": "gen_ai.request.id",
+        "model": "gen_ai.request.model",
+        "input_tokens": "gen_ai.usage.input_tokens",
+        "output_tokens": "gen_ai.usage.output_tokens",
+    }
+    attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "invoke_agent"}
+    for key, name in names.items():
+        value = _scalar(data.get(key))
+        if value is not None and not isinstance(value, bool):
+            attributes[name] = value
+    return attributes
 
 
 def _event_attributes(seq: int, data: dict[str, Any]) -> dict[str, AttributeValue]:
@@ -545,176 +627,114 @@ def headers_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-def post_otlp(
-    body: bytes,
-    endpoint: str,
-    *,
-    timeout: float = 10.0,
-    headers: Mapping[str, str] | None = None,
-) -> int:
-    """POST an OTLP/JSON ``body`` to an OTLP/HTTP traces ``endpoint`` (see
-    :func:`traces_url`); return how many spans the receiver says it rejected (its
-    ``partialSuccess``; 0 when it took them all).
-
-    Redirects are refused (a POST redirected loses its body). Any answer other than 2xx,
-    a refused connection or no answer within ``timeout`` seconds raises
-    :class:`OtlpExportError` naming the URL and what went wrong; header values, which may
-    hold credentials, are never put in a message.
-    """
-    import http.client
-    import urllib.error
-    import urllib.request
-
-    from .._http import header_value_ok, opener_without_redirects
-
-    url = traces_url(endpoint)
-    request = urllib.request.Request(url, data=body, method="POST")
-    for name, value in (headers or {}).items():
-        if not (header_value_ok(name) and header_value_ok(value)) or not name.strip():
-            raise OtlpExportError(
-                f"header {name!r}: its name or value holds a control or non-ASCII character; "
-                "fix it in OTEL_EXPORTER_OTLP_HEADERS (values are percent-encoded there)",
-                url=url,
-            )
-        request.add_unredirected_header(name, value)
-    request.add_header("Content-Type", "application/json")
-    opener = opener_without_redirects()
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            answer = response.read(1024 * 1024)
-    except urllib.error.HTTPError as failure:
-        from .._text import shorten
-
-        detail = shorten(failure.read(2048).decode("utf-8", "replace"), 200)
-        raise OtlpExportError(
-            f"{url} answered {failure.code} {failure.reason}"
-            + (f": {detail}" if detail else "")
-            + "; check the address (an OTLP/HTTP traces endpoint, often "
-            "http://HOST:4318/v1/traces) and that it accepts JSON",
-            url=url,
-            status=failure.code,
-        ) from None
-    except http.client.HTTPException as failure:  # not HTTP, or cut mid-answer
-        raise OtlpExportError(
-            f"{url}: the answer is not HTTP ({type(failure).__name__}); is an OTLP/HTTP "
-            "collector listening there (not a gRPC one)?",
-            url=url,
-        ) from None
-    except OSError as failure:  # URLError, a refused connection, a timeout
-        reason = getattr(failure, "reason", failure)
-        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-            what = f"no answer within {timeout:g} s"
-        else:
-            what = f"cannot connect ({reason})"
-        raise OtlpExportError(
-            f"{url}: {what}; is the collector running and listening there?", url=url
-        ) from None
-    return _rejected_spans(answer)
-
-
-def _rejected_spans(answer: bytes) -> int:
-    try:
-        document = json.loads(answer or b"{}")
-        rejected = document.get("partialSuccess", {}).get("rejectedSpans", 0)
-        return int(rejected)
-    except (ValueError, TypeError, AttributeError):
-        return 0  # a receiver that took the spans may answer anything
-
-
 # -- the OpenTelemetry SDK (the ``otel`` extra) --------------------------------------------
 
 
 def replay_spans(trace: RunTrace, exporter: Any) -> None:
-    """Hand the trace's spans to an OpenTelemetry SDK span ``exporter`` (an OTLP exporter,
-    the console's, an in-memory one) through a ``TracerProvider`` of their own.
+    """Hand the trace's spans to an OpenTelemetry SDK span ``exporter`` (the OTLP one, the
+    console's, an in-memory one) in one batch, with this module's ids and times.
 
-    The provider keeps this module's ids and times, samples every span, and carries
-    ``service.name``; each span is exported as it ends. Needs ``opentelemetry-sdk``
+    A failed export raises :class:`OtlpExportError`. Needs ``opentelemetry-sdk``
     (``pip install 'checkpoint-orchestrator[otel]'``), imported only here.
     """
-    sdk = _sdk()
-    ids = _FixedIds(int(trace.trace_id, 16))
-    provider = sdk.trace.TracerProvider(
-        resource=sdk.resources.Resource.create({"service.name": trace.service_name}),
-        sampler=sdk.sampling.ALWAYS_ON,
-        id_generator=ids.generator(sdk.id_generator.IdGenerator),
-        shutdown_on_exit=False,
-    )
-    provider.add_span_processor(sdk.export.SimpleSpanProcessor(exporter))
+    sdk = load_sdk()
+    result = exporter.export(readable_spans(sdk, trace, trace.spans))
+    if result is not sdk.export.SpanExportResult.SUCCESS:
+        where = getattr(exporter, "_endpoint", None) or type(exporter).__name__
+        raise OtlpExportError(
+            f"{where}: the spans were not delivered; is an OTLP/HTTP collector running and "
+            "listening there (often http://HOST:4318/v1/traces)?",
+            url=str(where),
+        )
+
+
+def readable_spans(sdk: Any, trace: RunTrace, spans: Iterable[Span]) -> list[Any]:
+    """``spans`` of ``trace`` as the SDK's finished spans (``ReadableSpan``), which any SDK
+    exporter or span processor takes: sampled, internal, ``service.name`` the trace's."""
     from .. import __version__
 
-    tracer = provider.get_tracer(SCOPE_NAME, __version__)
-    for span in trace.spans:
-        ids.next_span_id = int(span.span_id, 16)
-        live = tracer.start_span(
-            span.name,
-            context=_parent_context(sdk, ids.trace_id, span.parent_span_id),
-            kind=sdk.api.SpanKind.INTERNAL,
-            attributes=span.attributes,
-            start_time=span.start_ns,
-        )
-        for event in span.events:
-            live.add_event(event.name, attributes=event.attributes, timestamp=event.time_ns)
+    resource = sdk.resources.Resource.create({"service.name": trace.service_name})
+    scope = sdk.instrumentation.InstrumentationScope(SCOPE_NAME, __version__)
+    trace_id = int(trace.trace_id, 16)
+    finished = []
+    for span in spans:
+        status = sdk.api.Status(sdk.api.StatusCode.UNSET)
         if span.error is not None:
-            live.set_status(sdk.api.Status(sdk.api.StatusCode.ERROR, span.error))
-        live.end(end_time=span.end_ns)
-    provider.force_flush()
+            status = sdk.api.Status(sdk.api.StatusCode.ERROR, span.error)
+        parent = None
+        if span.parent_span_id is not None:
+            parent = _span_context(sdk, trace_id, span.parent_span_id)
+        finished.append(
+            sdk.trace.ReadableSpan(
+                name=span.name,
+                context=_span_context(sdk, trace_id, span.span_id),
+                parent=parent,
+                resource=resource,
+                attributes=_frozen(span.attributes),
+                events=[
+                    sdk.trace.Event(event.name, _frozen(event.attributes), event.time_ns)
+                    for event in span.events
+                ],
+                kind=sdk.api.SpanKind.INTERNAL,
+                status=status,
+                start_time=span.start_ns,
+                end_time=span.end_ns,
+                instrumentation_scope=scope,
+            )
+        )
+    return finished
 
 
-class _FixedIds:
-    """The trace id and the next span id the provider is to use, set before each span."""
-
-    def __init__(self, trace_id: int) -> None:
-        self.trace_id = trace_id
-        self.next_span_id = 0
-
-    def generator(self, base: type) -> Any:
-        ids = self
-
-        class FixedIds(base):  # type: ignore[misc]
-            def generate_trace_id(self) -> int:
-                return ids.trace_id
-
-            def generate_span_id(self) -> int:
-                return ids.next_span_id
-
-        return FixedIds()
+def _frozen(attributes: Mapping[str, AttributeValue]) -> dict[str, Any]:
+    """Attributes as the SDK keeps them: arrays as tuples."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
 
 
-def _parent_context(sdk: Any, trace_id: int, parent_span_id: str | None) -> Any:
-    """An empty context for the root (no ambient span adopts it), else one holding the
-    parent's span context."""
-    if parent_span_id is None:
-        return sdk.context.Context()
-    parent = sdk.api.SpanContext(
+def _span_context(sdk: Any, trace_id: int, span_id: str) -> Any:
+    return sdk.api.SpanContext(
         trace_id=trace_id,
-        span_id=int(parent_span_id, 16),
+        span_id=int(span_id, 16),
         is_remote=False,
         trace_flags=sdk.api.TraceFlags(sdk.api.TraceFlags.SAMPLED),
     )
-    return sdk.api.set_span_in_context(sdk.api.NonRecordingSpan(parent))
 
 
-def _sdk() -> Any:
-    """The OpenTelemetry modules :func:`replay_spans` uses, or an ImportError saying how to
-    install them."""
+def load_sdk() -> Any:
+    """The OpenTelemetry SDK modules the spans are built with, or an ImportError saying
+    how to install them."""
     import importlib
     import types
 
     try:
         modules = {
             "api": importlib.import_module("opentelemetry.trace"),
-            "context": importlib.import_module("opentelemetry.context"),
             "trace": importlib.import_module("opentelemetry.sdk.trace"),
             "resources": importlib.import_module("opentelemetry.sdk.resources"),
-            "sampling": importlib.import_module("opentelemetry.sdk.trace.sampling"),
             "export": importlib.import_module("opentelemetry.sdk.trace.export"),
-            "id_generator": importlib.import_module("opentelemetry.sdk.trace.id_generator"),
+            "instrumentation": importlib.import_module("opentelemetry.sdk.util.instrumentation"),
         }
     except ImportError as exc:
         raise ImportError(
-            f"replaying spans into OpenTelemetry needs the SDK ({exc}); install it with "
-            f"{OTEL_INSTALL_HINT}",
+            f"OpenTelemetry spans need the SDK ({exc}); install it with {OTEL_INSTALL_HINT}",
             name=exc.name,
         ) from None
     return types.SimpleNamespace(**modules)
+
+
+def otlp_exporter(endpoint: str | None = None, *, timeout: float | None = None) -> Any:
+    """The SDK's OTLP/HTTP (protobuf) span exporter: to ``endpoint`` (see
+    :func:`traces_url`), else where ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` says; headers from ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise ImportError(
+            f"sending spans needs the OTLP exporter ({exc}); install it with {OTEL_INSTALL_HINT}",
+            name=exc.name,
+        ) from None
+    options: dict[str, Any] = {}
+    if endpoint is not None:
+        options["endpoint"] = traces_url(endpoint)
+    if timeout is not None:
+        options["timeout"] = timeout
+    return OTLPSpanExporter(**options)

@@ -88,6 +88,21 @@ class RunBook(Protocol):
     phase_started_at: str | None
     # The SHA-256 of each phase's ``journal.json``, by the phase's evidence directory.
     journals: dict[str, Any]
+    # The run's trace context (``evidence.otel.new_trace_context``); None for older runs.
+    trace: dict[str, Any] | None
+
+
+class EventObserver(Protocol):
+    """Told the events of a run once its log holds them, in order, each as its line reads
+    (``x_seq``, ``ts``, ``event``, ``data``), with the run's trace context."""
+
+    def published(
+        self,
+        run_id: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        trace: dict[str, Any] | None = None,
+    ) -> None: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -116,6 +131,10 @@ class Recorder:
         self._record_index = RecordIndex() if record_index is None else record_index
         #: The worker advancing the run (``orchestrate worker``): its events name it.
         self.worker: str | None = None
+        #: Told each batch of events once the log holds them (live spans, see
+        #: ``orchestrator.evidence.live_spans``); the CLI gives it when asked to.
+        self.observer: EventObserver | None = None
+        self._going: list[OutboxEvent] = []
 
     def attach(
         self,
@@ -213,6 +232,7 @@ class Recorder:
         new = [e for e in book.events if e.seq > mark]
         if not new:
             return None
+        self._going = new
         return EvidenceInput(
             run_id=book.run_id,
             files=self._evidence_files(new),
@@ -224,6 +244,13 @@ class Recorder:
         book = self._require_book()
         if book.events:
             self._published = max(self._published, book.events[-1].seq)
+        going, self._going = self._going, []
+        if self.observer is not None and going:
+            self.observer.published(
+                book.run_id,
+                [{"x_seq": e.seq, "ts": e.ts, "event": e.event, "data": e.data} for e in going],
+                trace=book.trace,
+            )
 
     def _evidence_files(self, events: list[OutboxEvent]) -> list[tuple[str, bytes]]:
         """The files of ``events``: phases' results, and each agent request's directory as

@@ -16,12 +16,11 @@ import pytest
 
 from orchestrator._errors import ContractError
 from orchestrator.evidence.otel import (
-    OtlpExportError,
     RunTrace,
     Span,
+    otlp_exporter,
     otlp_json_bytes,
     otlp_request,
-    post_otlp,
     replay_spans,
     run_trace,
     trace_id_for,
@@ -408,8 +407,27 @@ def no_proxies(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_the_endpoint_receives_the_same_json_with_its_headers(driven: Path, tmp_path: Path) -> None:
-    exported(driven, tmp_path / "trace.json")
+def received_spans(body: bytes) -> list[Any]:
+    """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    return [
+        span
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
+def test_the_endpoint_receives_the_same_spans_with_its_headers(
+    driven: Path, tmp_path: Path
+) -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
+    document = exported(driven, tmp_path / "trace.json")
     env = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=obs,authorization=Bearer%20abc"}
     with Collector() as collector:
         sent = orchestrate(
@@ -426,64 +444,51 @@ def test_the_endpoint_receives_the_same_json_with_its_headers(driven: Path, tmp_
     assert b"sent 26 spans" in sent.stderr  # the run, 9 phases, 9 asks, 7 steps
     ((path, headers, body),) = collector.received
     assert path == "/v1/traces"
-    assert headers["content-type"] == "application/json"
+    assert headers["content-type"] == "application/x-protobuf"  # the SDK's own exporter
     assert headers["x-team"] == "obs" and headers["authorization"] == "Bearer abc"
-    assert body == (tmp_path / "trace.json").read_bytes()
-    assert spans_of(json.loads(body))[0]["name"] == "run template-create"
+    spans = received_spans(body)
+    assert [(s.name, s.span_id.hex(), s.trace_id.hex()) for s in spans] == [
+        (s["name"], s["spanId"], s["traceId"]) for s in spans_of(document)
+    ]
+    assert spans[0].name == "run template-create"
 
 
 @pytest.mark.usefixtures("no_proxies")
-def test_a_path_given_is_used_as_it_is_and_partial_success_is_reported() -> None:
-    answer = json.dumps({"partialSuccess": {"rejectedSpans": 2, "errorMessage": "old"}}).encode()
-    with Collector(body=answer) as collector:
-        rejected = post_otlp(b"{}", collector.url + "/custom/traces", timeout=30)
-    assert rejected == 2 and collector.received[0][0] == "/custom/traces"
+def test_a_path_given_is_used_as_it_is() -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
+    with Collector() as collector:
+        exporter = otlp_exporter(collector.url + "/custom/traces", timeout=30)
+        replay_spans(run_trace(small_run()), exporter)
+        exporter.shutdown()
+    assert collector.received[0][0] == "/custom/traces"
+    assert len(received_spans(collector.received[0][2])) == len(run_trace(small_run()).spans)
 
 
 @pytest.mark.usefixtures("no_proxies")
-@pytest.mark.parametrize(
-    ("status", "body", "headers", "words"),
-    [
-        (400, b'{"message": "bad trace id"}', {}, "answered 400 Bad Request: "),
-        (503, b"{}", {}, "answered 503"),
-        (307, b"", {"Location": "http://127.0.0.1:9/v1/traces"}, "answered 307"),
-        (0, b"", {}, "no answer within 0.3 s"),
-    ],
-    ids=["refused", "unavailable", "redirect", "silent"],
-)
-def test_a_failed_post_says_where_and_why(
-    status: int, body: bytes, headers: dict[str, str], words: str
-) -> None:
-    with Collector(status, body, headers) as collector, pytest.raises(OtlpExportError) as caught:
-        post_otlp(b"{}", collector.url, timeout=0.3)
-    message = str(caught.value)
-    assert words in message and collector.url + "/v1/traces" in message
-    assert caught.value.status == (status or None)
-    assert len(collector.received) == 1  # one POST: a redirect is not followed
-    if status == 400:
-        assert "bad trace id" in message
+def test_a_refused_export_says_where(driven: Path) -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
+    with Collector(400, b"bad trace id") as collector:
+        sent = orchestrate(
+            "events", "--workdir", str(driven), "--otlp-endpoint", collector.url,
+            unset=PROXY_VARIABLES, text=False,
+        )  # fmt: skip
+    assert sent.returncode == 1 and b"Traceback" not in sent.stderr
+    assert (collector.url + "/v1/traces").encode() in sent.stderr
+    assert b"not delivered" in sent.stderr
+    assert len(collector.received) == 1  # a 400 is not tried again
 
 
 @pytest.mark.usefixtures("no_proxies")
 def test_nobody_listening_is_a_clear_error(driven: Path) -> None:
+    needs.extra("opentelemetry.exporter.otlp.proto.http", "otel")
     with Collector() as collector:
         url = collector.url  # a port that was ours, now closed
-    with pytest.raises(OtlpExportError, match="cannot connect"):
-        post_otlp(b"{}", url, timeout=5)
     sent = orchestrate(
-        "events",
-        "--workdir",
-        str(driven),
-        "--otlp-endpoint",
-        url,
-        unset=PROXY_VARIABLES,
-        text=False,
-    )
-    assert (
-        sent.returncode == 1
-        and b"cannot connect" in sent.stderr
-        and b"Traceback" not in sent.stderr
-    )
+        "events", "--workdir", str(driven), "--otlp-endpoint", url, "--otlp-timeout", "2",
+        unset=PROXY_VARIABLES, text=False,
+    )  # fmt: skip
+    assert sent.returncode == 1 and b"not delivered" in sent.stderr
+    assert b"Traceback" not in sent.stderr
 
 
 # -- the OpenTelemetry SDK -----------------------------------------------------------------

@@ -47,6 +47,7 @@ KNOWN_FILES = {"events.ndjson", "state.json", "requests.ndjson"}
 VOLATILE = {
     "ts", "run_id", "request_id", "duration_ms", "waiting", "ref", "duration_seconds",
     "prompt_chars", "tokens_used", "step", "output_dir",
+    "x_trace",  # the trace context follows from the run id
 }  # fmt: skip
 
 

@@ -42,9 +42,10 @@ def add_mcp_arguments(sub: Any) -> None:
         help="serve streamable HTTP on 127.0.0.1:PORT under an access token instead of stdio "
         "(0: a free port); prints the URL",
     )
-    from ..common import add_store_argument
+    from ..common import add_otlp, add_store_argument
 
     add_store_argument(sub, run=False)
+    add_otlp(sub)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

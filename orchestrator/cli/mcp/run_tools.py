@@ -103,6 +103,7 @@ class RunTools:
     def start_run(self, arguments: dict[str, Any]) -> dict[str, Any]:
         from ...engine.loader import locate_workflow
         from ..engines import engine_for
+        from ..telemetry import finish
 
         workflow = str(arguments["workflow"])
         if workflow not in self._startable():
@@ -116,13 +117,16 @@ class RunTools:
         reference, workflow_cls = locate_workflow(workflow, base_dir=Path.cwd())
         run_id = str(uuid.uuid4())
         engine = engine_for(store, run_id, workflow_cls, "host", new=True)
-        outcome = engine.start(
-            workflow_ref=reference,
-            workdir=self.workdir,
-            inputs=dict(inputs),
-            output_path=output,
-            run_id=run_id,
-        )
+        try:
+            outcome = engine.start(
+                workflow_ref=reference,
+                workdir=self.workdir,
+                inputs=dict(inputs),
+                output_path=output,
+                run_id=run_id,
+            )
+        finally:
+            finish(engine)  # the server lives on: its spans go now
         return outcome_document(run_id, outcome)
 
     def _output_path(self, given: Any) -> str | None:
@@ -176,13 +180,17 @@ class RunTools:
     def resume(self, arguments: dict[str, Any]) -> dict[str, Any]:
         from ..engines import advance, run_engine
         from ..run_commands import watch_run_board
+        from ..telemetry import finish
 
         run_id = str(arguments["run_id"])
         store = self.store_of(run_id)
         run = RunInput(run_id=run_id)
         engine = run_engine(store, run, "host")
         watch_run_board(store, run)
-        return outcome_document(run_id, advance(store, run, engine))
+        try:
+            return outcome_document(run_id, advance(store, run, engine))
+        finally:
+            finish(engine)  # the server lives on: its spans go now
 
     def status(self, arguments: dict[str, Any]) -> dict[str, Any]:
         from ..run_commands import describe_run
