@@ -393,6 +393,8 @@ def normalised(value: Any, ids: dict[str, str], root: str = "") -> Any:
             if "duration" in k or k.endswith(("sha256", "_chars"))
             else "<workdir>"
             if k == "home"  # the work directory's identity
+            else "<trace>"
+            if k in ("trace", "x_trace")  # random trace and span ids, as run ids are
             else normalised(v, ids, root)
             for k, v in value.items()
             # the signature covers the times; x_store and x_board_id address the store
