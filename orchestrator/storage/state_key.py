@@ -668,17 +668,31 @@ def _well_formed(signature: Any) -> bool:
     )
 
 
+def _workdir_of(state_path: Path) -> Path:
+    """The work directory of a state file: a live instance's lies in it; a run's kept
+    ``state.json`` in ``.orchestrator/runs/<run_id>/`` beneath it."""
+    runs = state_path.parent.parent
+    if (
+        state_path.name == "state.json"
+        and runs.name == "runs"
+        and runs.parent.name == ".orchestrator"
+    ):
+        return runs.parent.parent
+    return state_path.parent
+
+
 def signature_problem(data: Any, raw: bytes, state_path: Path) -> str | None:
-    """Why the signature of the state at ``state_path`` (a live instance's) does not
-    hold, or why it is not the run's latest or not this directory's, in one sentence;
-    ``None`` when it is all right (what ``status`` shows of a state it will not act on)."""
+    """Why the signature of the state at ``state_path`` (a live instance's, or a run's
+    kept ``state.json``) does not hold, or why it is not the run's latest or not this
+    directory's, in one sentence; ``None`` when it is all right (what ``status`` and the
+    UI show of a state they will not act on)."""
     from .._errors import KeyFileError, StateRolledBackError
     from .checkpoints import check_checkpoint
 
     try:
         check_key_outside(state_path.parent)
         check_signature(data, source=str(state_path), raw=raw)
-        check_checkpoint(data, state_path.parent, source=str(state_path))
+        check_checkpoint(data, _workdir_of(state_path), source=str(state_path))
     except StateRolledBackError as exc:
         return exc.detail
     except StateUntrustedError as exc:

@@ -151,3 +151,15 @@ def test_accept_rollback_makes_a_copy_this_directorys(tmp_path: Path) -> None:
     assert answer_and_resume(second, "an answer") == 42
     # The original goes on where it began: each directory holds its own checkpoints.
     assert answer_and_resume(first, "an answer") == 42
+
+
+def test_a_finished_runs_kept_state_is_neither_a_copy_nor_rolled_back(tmp_path: Path) -> None:
+    """What ``status`` and the UI say of a run's kept ``state.json``: it belongs to the work
+    directory above ``.orchestrator/runs/<run_id>/``, and is the run's latest."""
+    from orchestrator.storage.state_key import signature_problem
+
+    started(tmp_path)
+    finished_in_process(tmp_path)
+    (history,) = (tmp_path / ".orchestrator" / "runs").glob("*/state.json")
+    raw = history.read_bytes()
+    assert signature_problem(json.loads(raw), raw, history) is None
