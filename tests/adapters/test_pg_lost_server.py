@@ -9,7 +9,7 @@ and serves on; the run is taken on from its last checkpoint, by it or another wo
 - PostgreSQL itself restarts (``pg_ctlcluster VERSION CLUSTER restart``) in the middle of
   runs being advanced by two workers (slow: it interrupts every session on the server,
   and waits until the server answers again; restarts of concurrent test sessions are
-  taken one at a time, and never while another fleet test runs: ``pg_fleet.server_turn``).
+  taken one at a time, and never while another test uses the server: ``pg_support.server_turn``).
 
 Then every run completed, no answer was lost, a step ran again only in a worker that lost
 its connection before the step's checkpoint, every event log is one ordered history.
@@ -144,6 +144,7 @@ def server_started_at() -> object:
 
 
 @pytest.mark.slow
+@pytest.mark.pg_restart
 def test_workers_outlive_a_restart_of_postgresql(pg_fresh_dsn: str, tmp_path: Path) -> None:
     cluster = local_cluster()
     if cluster is None:

@@ -19,36 +19,20 @@ The checks (each returns the problems found, so a failure lists them all):
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import subprocess
-import tempfile
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from support import pg_flows
 from support.cli import command
+from support.pg_support import server_turn as server_turn  # the fleet tests take turns
 
 RELAY = f"{Path(pg_flows.__file__).resolve()}:Relay"
-#: Taken exclusively by a test that restarts the shared server, shared by tests that a
-#: restart would cut short: one never runs while the other does, across test sessions.
-RESTART_LOCK = Path(tempfile.gettempdir()) / "checkpoint-orchestrator-pg-restart.lock"
-
-
-@contextlib.contextmanager
-def server_turn(*, restart: bool = False) -> Iterator[None]:
-    """Hold the server against restarts (``restart``: to restart it, alone)."""
-    with RESTART_LOCK.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if restart else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def fleet_env(tmp: Path) -> dict[str, str]:

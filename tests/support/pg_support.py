@@ -8,10 +8,14 @@ server and a skip there would hide that nothing was tested.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -20,6 +24,8 @@ from support.needs import POSTGRESQL
 
 DEFAULT_SERVER = "postgresql:///test"
 SKIP_PREFIX = POSTGRESQL
+#: Held shared by every test on the server, and alone by one that restarts it.
+RESTART_LOCK = Path(tempfile.gettempdir()) / "checkpoint-orchestrator-pg-restart.lock"
 
 
 def server_dsn() -> str:
@@ -84,3 +90,31 @@ def pg_fresh_dsn() -> Iterator[str]:
         yield with_schema(server_dsn(), schema)
     finally:
         drop_schema(server_dsn(), schema)
+
+
+@contextlib.contextmanager
+def server_turn(*, restart: bool = False) -> Iterator[None]:
+    """Hold the server against restarts (``restart``: to restart it, alone): a restart
+    ends every session on the server, so it waits for the tests of other sessions that
+    use it, and they wait for it."""
+    with RESTART_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if restart else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _server_held_against_restarts(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that uses the server (a store fixture, or its module reaches the server
+    itself) holds it against a restart by another session's test while it runs; the
+    test that restarts it (marked ``pg_restart``) takes its turn alone."""
+    uses = {"pg_dsn", "pg_fresh_dsn"} & set(request.fixturenames) or hasattr(
+        request.module, "server_dsn"
+    )
+    if not uses or request.node.get_closest_marker("pg_restart") is not None:
+        yield
+        return
+    with server_turn():
+        yield
