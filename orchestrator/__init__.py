@@ -50,6 +50,8 @@ _EXPORTS = {
     "BoardError": "_errors",
     "CheckpointState": "formats.bridge",
     "Clock": "_ports",
+    "CommandFailedError": "_errors",
+    "CommandResult": "engine.commands",
     "ContractError": "_errors",
     "DispatchReport": "board.dispatch",
     "Engine": "engine.engine",
@@ -69,6 +71,7 @@ _EXPORTS = {
     "RetryPolicy": "engine.workflow",
     "RunFailedError": "_errors",
     "StepFailedError": "_errors",
+    "StepTimeoutError": "_errors",
     "Task": "formats.board_documents",
     "TaskStatus": "formats.board_documents",
     "TaskType": "formats.board_documents",
@@ -93,6 +96,8 @@ __all__ = [
     "BoardError",
     "CheckpointState",
     "Clock",
+    "CommandFailedError",
+    "CommandResult",
     "ContractError",
     "DispatchReport",
     "Engine",
@@ -112,6 +117,7 @@ __all__ = [
     "RetryPolicy",
     "RunFailedError",
     "StepFailedError",
+    "StepTimeoutError",
     "Task",
     "TaskStatus",
     "TaskType",
@@ -129,6 +135,7 @@ if TYPE_CHECKING:
         AgentInvocationError,
         AnswerRefusedError,
         BoardError,
+        CommandFailedError,
         ContractError,
         InstanceBusyError,
         NonDeterminismError,
@@ -136,12 +143,14 @@ if TYPE_CHECKING:
         ResponseRejectedError,
         RunFailedError,
         StepFailedError,
+        StepTimeoutError,
         UnknownVersionError,
         WorkflowDefinitionError,
     )
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from .board.board import Board
     from .board.dispatch import BoardDispatcher, DispatchReport
+    from .engine.commands import CommandResult
     from .engine.context import PhaseContext
     from .engine.engine import Engine
     from .engine.record import Outcome

@@ -299,6 +299,55 @@ class StepFailedError(OrchestratorError):
         self.error_type = error_type
 
 
+class StepTimeoutError(OrchestratorError, TimeoutError):
+    """An attempt of a ``ctx.step`` or ``ctx.run_command`` ran past its ``timeout`` and was
+    abandoned: it counts as a failed attempt, and the step's retry policy applies.
+
+    ``step`` names the step, ``seconds`` the timeout. A function's thread cannot be
+    stopped: it may still finish, and its late result is thrown away.
+    """
+
+    def __init__(self, message: str, *, step: str = "", seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.step = step
+        self.seconds = seconds
+
+    def facts(self) -> dict[str, Any]:
+        """What a record keeps of it besides its message, to make it again on replay."""
+        return {"step": self.step, "seconds": self.seconds}
+
+
+class CommandFailedError(OrchestratorError):
+    """A ``ctx.run_command`` command exited with a code other than 0 (or was ended by a
+    signal: a negative code). ``returncode``, and the ends of its ``stdout`` and
+    ``stderr`` (as its :class:`CommandResult` would hold them), are attributes; a retry
+    policy names it in ``retry_on`` to try the command again."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: str = "",
+        returncode: int = 0,
+        stdout: str = "",
+        stderr: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.step = step
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def facts(self) -> dict[str, Any]:
+        """What a record keeps of it besides its message, to make it again on replay."""
+        return {
+            "step": self.step,
+            "returncode": self.returncode,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+        }
+
+
 class AgentInvocationError(OrchestratorError):
     """An in-process agent invocation failed (the ``AgentInvocationError`` of the agent
     bridge's mock invoker API).

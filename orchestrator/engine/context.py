@@ -20,7 +20,6 @@ from .._errors import (
     ContractError,
     NonDeterminismError,
     RunFailedError,
-    StepFailedError,
 )
 from .._ports import Clock
 from .._text import plural
@@ -57,10 +56,13 @@ from .record import (
     step_type,
     to_json_value,
 )
-from .workflow import Ask, PhaseSpec
+from .attempts import StepAttempts, failure_record, recorded_failure, timeout_seconds
+from .commands import check_argv
+from .workflow import Ask, PhaseSpec, RetryPolicy
 
 if TYPE_CHECKING:
     from .._ports import BoardStore
+    from .commands import CommandResult
     from ..formats.board_documents import Task
     from .engine import Engine
 
@@ -204,6 +206,8 @@ class PhaseContext:
         fn: Callable[..., T],
         *args: Any,
         output_type: Any = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | float | None = None,
         **kwargs: Any,
     ) -> T:
         """Run ``fn(*args, **kwargs)`` once; on replay return its recorded result.
@@ -212,17 +216,45 @@ class PhaseContext:
         it is, and attrs instances (alone, or in lists and dicts) structured back into the
         type ``fn``'s return annotation names, or ``output_type``. A result that would
         come back different is refused when the step first returns, not after a pause.
+
+        ``retry`` (a :class:`RetryPolicy`) runs ``fn`` again when it raises an exception
+        of a class its ``retry_on`` names (any ``Exception`` when it names none), up to
+        ``attempts`` runs, after waits that grow with backoff and jitter. ``timeout`` (a
+        ``timedelta``, or seconds) abandons an attempt that runs longer: ``fn`` then runs
+        in a worker thread, which cannot be stopped, so its side effects may still
+        happen; its late result is thrown away. A timeout is a failed attempt, a
+        :class:`StepTimeoutError`. Every attempt is journaled before the next one, and
+        told in the run's events; when attempts run out the last error is raised here.
         """
         position = self._next_position()
         entry = self._recorded(position, kind="step", fingerprint=[name], what=f"step {name!r}")
         target = step_type(fn, output_type)
-        if entry is not None:
+        if entry is not None and entry.next_attempt_at is None:
             if entry.error is not None:
-                raise _recorded_failure(name, entry.error)
+                raise recorded_failure(name, entry.error)
             recorded = copy_json(entry.result)
             if target is not None and needs_structuring(target):
                 return structure(recorded, target, source=f"step {name!r} result")  # type: ignore[no-any-return]
             return recorded  # type: ignore[no-any-return]
+        where = f"phase {self._spec.name!r}: step {name!r}"
+
+        def store(result: Any) -> Any:
+            # A copy: what the phase does to ``result`` later must not change the record.
+            return record_value(result, target, where=f"{where} result")
+
+        if retry is not None or timeout is not None or entry is not None:
+            if retry is not None and not isinstance(retry, RetryPolicy):
+                raise RunFailedError(f"{where}: retry takes a RetryPolicy, not {retry!r}")
+            if retry is not None:
+                retry.check(where)
+            attempts = StepAttempts(
+                self._engine,
+                position=position,
+                name=name,
+                policy=retry,
+                timeout=timeout_seconds(timeout, where),
+            )
+            return attempts.run(fn, args, kwargs, store=store, recorded=entry)  # type: ignore[no-any-return]
         engine = self._engine
         started = engine.clock.now()
         try:
@@ -231,16 +263,53 @@ class PhaseContext:
             # A failure is an outcome too: recorded, and raised again on replay, so the
             # phase takes the same path (a step is not run again because it failed once).
             engine.recorder.step(name, started, error=f"{type(exc).__name__}: {exc}")
-            engine.journal.record_step(position, name, None, error=_failure_record(exc))
+            engine.journal.record_step(position, name, None, error=failure_record(exc))
             raise
         _durable.crash_point(f"after-step-run {name}")
-        # A copy: what the phase does to ``result`` later must not change the record.
-        stored = record_value(
-            result, target, where=f"phase {self._spec.name!r}: step {name!r} result"
-        )
+        stored = store(result)
         engine.recorder.step(name, started, error=None)
         engine.journal.record_step(position, name, stored)
         return result
+
+    def run_command(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        timeout: timedelta | float | None = None,
+        retry: RetryPolicy | None = None,
+        cwd: str | Path | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        """Run the command ``argv`` as step ``name``: once, its :class:`CommandResult`
+        (exit code, and the ends of its output as text) recorded like a step's result.
+
+        The command runs in its own process group, in ``cwd`` (default: the work
+        directory), with ``env`` added to this process's environment. Past ``timeout``
+        the whole group is ended (SIGTERM, then SIGKILL after a short grace), children
+        and grandchildren alike, and the attempt fails with :class:`StepTimeoutError`.
+        With ``check`` (the default) an exit code other than 0 raises
+        :class:`CommandFailedError`. ``retry`` applies to both, as for :meth:`step`.
+        """
+        from .commands import CommandResult, run_process
+
+        where = f"phase {self._spec.name!r}: run_command {name!r}"
+        command = check_argv(argv, where)
+        seconds = timeout_seconds(timeout, where)
+        directory = str(self.workdir if cwd is None else cwd)
+        return self.step(
+            name,
+            run_process,
+            command,
+            step_name=name,
+            cwd=directory,
+            env=env,
+            seconds=seconds,
+            check=check,
+            output_type=CommandResult,
+            retry=retry,
+        )
 
     def patched(self, change_id: str) -> bool:
         """Whether this run takes the new path of a change made inside a phase.
@@ -640,36 +709,6 @@ def _what_changed(entry: JournalEntry, kind: str, fingerprint: list[str]) -> str
     if kind in ("ask", "ask_all"):
         return _fingerprint_change(entry.fingerprint, fingerprint)
     return f"{kind} {entry.fingerprint[0]!r} became {fingerprint[0]!r}"
-
-
-def _failure_record(exc: BaseException) -> dict[str, str]:
-    kind = type(exc)
-    return {"type": f"{kind.__module__}:{kind.__qualname__}", "message": str(exc)}
-
-
-def _recorded_failure(name: str, error: dict[str, str]) -> Exception:
-    """The exception a step raised, made again from its record: its class with the
-    recorded message when that class can be found and built from one string, else a
-    :class:`StepFailedError` that says what it was."""
-    import importlib
-
-    module_name, _, qualname = error["type"].partition(":")
-    message = error["message"]
-    try:
-        found: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-        if isinstance(found, type) and issubclass(found, Exception):
-            rebuilt = found(message)
-            if str(rebuilt) == message:
-                return rebuilt
-    except Exception:  # any failure to rebuild it falls back to StepFailedError
-        pass
-    return StepFailedError(
-        f"step {name!r} failed when it ran: {error['type']}: {message}",
-        step=name,
-        error_type=error["type"],
-    )
 
 
 def _ask_fingerprint(ask: Ask) -> str:

@@ -251,7 +251,7 @@ class Journal:
     def usable(self, entry: JournalEntry) -> bool:
         """Whether a retry may hand back what ``entry`` recorded: not a failure."""
         if entry.kind == "step":
-            return entry.error is None
+            return entry.error is None and entry.next_attempt_at is None
         if entry.kind in ("ask", "ask_all"):
             records = self._engine.mailbox.records_by_id()
             return all(
@@ -268,15 +268,36 @@ class Journal:
         self._engine.record.journal.append(entry)
 
     def record_step(
-        self, position: int, name: str, result: Any, *, error: dict[str, str] | None = None
+        self,
+        position: int,
+        name: str,
+        result: Any,
+        *,
+        error: dict[str, Any] | None = None,
+        attempts: list[dict[str, Any]] | None = None,
+        next_attempt_at: str | None = None,
     ) -> None:
-        """Journal a step's result (or the error it raised), and save a checkpoint."""
-        self.append(
-            JournalEntry(
-                position=position, kind="step", fingerprint=[name], result=result, error=error
-            )
+        """Journal a step's result (or the error it raised), and save a checkpoint.
+
+        With ``next_attempt_at``, the step is not over: its failed ``attempts`` so far
+        are saved (replacing what the step saved at its attempt before), so a resume
+        goes on counting from there."""
+        entry = JournalEntry(
+            position=position,
+            kind="step",
+            fingerprint=[name],
+            result=result,
+            error=error,
+            attempts=attempts,
+            next_attempt_at=next_attempt_at,
         )
-        self._engine.save(f"after_step_{name}")
+        journal = self._engine.record.journal
+        if journal and journal[-1].position == position:  # an attempt saved before
+            journal[-1] = entry
+        else:
+            self.append(entry)
+        checkpoint = "after_step_attempt" if next_attempt_at is not None else "after_step"
+        self._engine.save(f"{checkpoint}_{name}")
         self._engine.stop_if_requested()
 
     def sleep_until(self, wake: str) -> None:

@@ -64,6 +64,12 @@ class JournalEntry:
     result: Any = None
     # A step that raised: {"type": "module:qualname", "message": ...}, raised again on replay.
     error: dict[str, Any] | None = None
+    # A step run with a retry policy or a timeout: each attempt that ended, in order
+    # ({"attempt", "started_at", "duration_ms", and "error", "timed_out" when it failed}).
+    attempts: list[dict[str, Any]] | None = None
+    # A step between two attempts: when the next one is due. The step is not over yet
+    # (no result, no error): a resume goes on with the next attempt.
+    next_attempt_at: str | None = None
 
 
 @attrs.define(kw_only=True)

@@ -59,9 +59,26 @@ class Ask:
     answer_within: timedelta | None = None
 
 
+def _retry_on(value: Any) -> frozenset[Any]:
+    """``retry_on`` as a frozenset: one error type or exception class, or several."""
+    items = (value,) if isinstance(value, (str, type)) else value
+    try:
+        found = frozenset(items)
+    except TypeError:
+        found = frozenset({items})  # not iterable: refused by the check below
+    for item in found:
+        if not (isinstance(item, str) or (isinstance(item, type) and issubclass(item, Exception))):
+            raise WorkflowDefinitionError(
+                f"RetryPolicy: retry_on holds {item!r}; give agent error types as strings "
+                "('TIMEOUT') and exception classes for steps (ConnectionError)"
+            )
+    return found
+
+
 @attrs.frozen(kw_only=True)
 class RetryPolicy:
-    """How a workflow retries an agent's error answers.
+    """How a workflow retries an agent's error answers, and how ``ctx.step`` retries a
+    step that raised.
 
     An answer whose error type is in ``retry_on`` is asked again as a new request, up to
     ``attempts`` tries in all (the first included). An agent answered in process is asked
@@ -70,13 +87,43 @@ class RetryPolicy:
     once do not all ask at the same moment; a host answers a retry when it answers it.
     The count lives in each request's ``retry_count``, in the state: a resume goes on
     counting where the run was.
+
+    For a step (``ctx.step(..., retry=RetryPolicy(...))``), ``retry_on`` names exception
+    classes: a step that raises an instance of one is run again after the same waits, up
+    to ``attempts`` runs in all. A ``retry_on`` that names no class (the default, whose
+    strings are agent error types) retries a step whatever ``Exception`` it raises. So one
+    policy may serve both: ``retry_on={"TIMEOUT", ConnectionError}``.
     """
 
     attempts: int = 3
     initial_delay: float = 1.0
     max_delay: float = 30.0
     jitter: float = 1.0
-    retry_on: frozenset[str] = frozenset({"TIMEOUT", "INVOCATION_FAILED"})
+    retry_on: frozenset[str | type[Exception]] = attrs.field(
+        default=frozenset({"TIMEOUT", "INVOCATION_FAILED"}), converter=_retry_on
+    )
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether a step that raised ``error`` may run again (attempts allowing): it is
+        an instance of a class in ``retry_on``, or any ``Exception`` when it names none."""
+        classes = tuple(item for item in self.retry_on if isinstance(item, type))
+        return isinstance(error, classes or Exception)
+
+    def check(self, where: str) -> None:
+        """Refuse a policy no retry can follow, naming ``where`` it was given."""
+        numbers = (self.attempts, self.initial_delay, self.max_delay, self.jitter)
+        if (
+            any(isinstance(n, bool) or not isinstance(n, (int, float)) for n in numbers)
+            or not isinstance(self.attempts, int)
+            or self.attempts < 1
+            or not 0 <= self.initial_delay <= self.max_delay
+            or not 0 <= self.jitter < float("inf")
+            or self.max_delay == float("inf")
+        ):
+            raise WorkflowDefinitionError(
+                f"{where}: a RetryPolicy needs attempts >= 1 and "
+                "0 <= initial_delay <= max_delay, jitter >= 0 (finite numbers)"
+            )
 
     def delay(self, retry: int) -> float:
         """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
@@ -271,16 +318,10 @@ def _check_definition(cls: type[Workflow]) -> None:
     if not isinstance(cls.max_retries, int) or cls.max_retries < 0:
         raise WorkflowDefinitionError(f"{where}: 'max_retries' must be an integer >= 0")
     policy = cls.retry_policy
-    if policy is not None and (
-        not isinstance(policy, RetryPolicy)
-        or policy.attempts < 1
-        or not 0 <= policy.initial_delay <= policy.max_delay
-        or policy.jitter < 0
-    ):
-        raise WorkflowDefinitionError(
-            f"{where}: 'retry_policy' must be a RetryPolicy with attempts >= 1 and "
-            "0 <= initial_delay <= max_delay, jitter >= 0"
-        )
+    if policy is not None and not isinstance(policy, RetryPolicy):
+        raise WorkflowDefinitionError(f"{where}: 'retry_policy' must be a RetryPolicy")
+    if policy is not None:
+        policy.check(f"{where}: 'retry_policy'")
     if not isinstance(cls.archive_after, int) or cls.archive_after < 1:
         raise WorkflowDefinitionError(f"{where}: 'archive_after' must be an integer >= 1")
     if isinstance(cls.version, bool) or not isinstance(cls.version, int) or cls.version < 1:

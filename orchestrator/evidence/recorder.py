@@ -426,9 +426,21 @@ class Recorder:
         book.marks = []
         book.phase_started_at = None
 
-    def step(self, name: str, started: datetime, *, error: str | None) -> None:
+    def step(
+        self,
+        name: str,
+        started: datetime,
+        *,
+        error: str | None,
+        attempt: dict[str, Any] | None = None,
+    ) -> None:
+        """Tell a step's run (one attempt of it, when ``attempt`` gives its facts: its
+        number, and what follows it) as ``tool.call`` and ``tool.result``."""
         skill = self._require_state().phase_name
-        self.emit(EVENT_TOOL_CALL, {"tool": name, "skill": skill}, ts=format_time(started))
+        call: dict[str, Any] = {"tool": name, "skill": skill}
+        if attempt is not None:
+            call["attempt"] = attempt["attempt"]
+        self.emit(EVENT_TOOL_CALL, call, ts=format_time(started))
         self.emit(
             EVENT_TOOL_RESULT,
             {
@@ -437,6 +449,7 @@ class Recorder:
                 "status": "ok" if error is None else "error",
                 "duration_ms": round(seconds_since(started, self.clock.now()) * 1000),
                 "error": error,
+                **(attempt or {}),
             },
         )
 
