@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IN_PROCESS_WAIT_LIMIT",
+    "ONCE",
     "StepAttempts",
     "call_within",
     "failure_record",
@@ -188,7 +189,7 @@ class StepAttempts:
                 attempts.append(self._ended(number, started, exc))
                 if number < policy.attempts and policy.retries(exc):
                     wake = engine.clock.now() + timedelta(seconds=policy.delay(number))
-                    self._tell(started, number, exc, retry_at=format_time(wake))
+                    self._tell(attempts[-1], exc, retry_at=format_time(wake))
                     engine.journal.record_step(
                         self._position,
                         self._name,
@@ -199,7 +200,7 @@ class StepAttempts:
                     _durable.crash_point(f"after-step-attempt {self._name}")
                     self._wait_until(format_time(wake))
                     continue
-                self._tell(started, number, exc)
+                self._tell(attempts[-1], exc)
                 engine.journal.record_step(
                     self._position,
                     self._name,
@@ -211,7 +212,7 @@ class StepAttempts:
             _durable.crash_point(f"after-step-run {self._name}")
             stored = store(result)
             attempts.append(self._ended(number, started, None))
-            self._tell(started, number, None)
+            self._tell(attempts[-1], None)
             engine.journal.record_step(self._position, self._name, stored, attempts=list(attempts))
             return result
 
@@ -233,16 +234,21 @@ class StepAttempts:
         return attempt
 
     def _tell(
-        self, started: Any, number: int, exc: BaseException | None, *, retry_at: str | None = None
+        self, attempt: dict[str, Any], exc: BaseException | None, *, retry_at: str | None = None
     ) -> None:
         """The attempt's ``tool.call``/``tool.result``, with its number and what follows."""
-        facts: dict[str, Any] = {"attempt": number, "max_attempts": self._policy.attempts}
+        facts: dict[str, Any] = {
+            "attempt": attempt["attempt"],
+            "max_attempts": self._policy.attempts,
+            "duration_ms": attempt["duration_ms"],
+        }
         if exc is not None:
             facts["error_type"] = type(exc).__name__
             facts["timed_out"] = isinstance(exc, StepTimeoutError)
         if retry_at is not None:
             facts["retry_at"] = retry_at
         error = None if exc is None else f"{type(exc).__name__}: {exc}"
+        started = parse_time(attempt["started_at"])
         self._engine.recorder.step(self._name, started, error=error, attempt=facts)
 
     def _wait_until(self, wake: str) -> None:

@@ -56,7 +56,7 @@ from .record import (
     step_type,
     to_json_value,
 )
-from .attempts import StepAttempts, failure_record, recorded_failure, timeout_seconds
+from .attempts import ONCE, StepAttempts, failure_record, recorded_failure, timeout_seconds
 from .commands import check_argv
 from .workflow import Ask, PhaseSpec, RetryPolicy
 
@@ -308,7 +308,8 @@ class PhaseContext:
             seconds=seconds,
             check=check,
             output_type=CommandResult,
-            retry=retry,
+            # A timeout is an attempt's end even with no retry: journaled as one.
+            retry=ONCE if retry is None and seconds is not None else retry,
         )
 
     def patched(self, change_id: str) -> bool:
