@@ -113,7 +113,12 @@ def wait_on(clock: Clock, seconds: float) -> None:
 
 
 def call_within(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str, seconds: float
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    name: str,
+    seconds: float,
 ) -> Any:
     """``fn(*args, **kwargs)`` in a worker thread, given up after ``seconds``: then
     :class:`StepTimeoutError`, and whatever the thread returns later is thrown away."""
@@ -216,7 +221,9 @@ class StepAttempts:
             engine.journal.record_step(self._position, self._name, stored, attempts=list(attempts))
             return result
 
-    def _attempt(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _attempt(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         if self._timeout is None:
             return fn(*args, **kwargs)
         return call_within(fn, args, kwargs, name=self._name, seconds=self._timeout)

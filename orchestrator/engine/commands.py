@@ -9,6 +9,7 @@ in a :class:`CommandResult` that the journal records like any step's result.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -111,10 +112,8 @@ def _end_group(process: Any) -> None:
     import subprocess
 
     _signal_group(process.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.communicate(timeout=TERM_GRACE)
-    except subprocess.TimeoutExpired:
-        pass
     # Whatever of the group outlived SIGTERM (a grandchild that ignores it, say).
     _signal_group(process.pid, signal.SIGKILL)
     try:
@@ -127,10 +126,8 @@ def _end_group(process: Any) -> None:
 
 
 def _signal_group(group: int, number: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
         os.killpg(group, number)
-    except (ProcessLookupError, PermissionError):  # the group is gone already
-        pass
 
 
 def _text(data: bytes | None) -> str:

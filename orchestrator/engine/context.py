@@ -42,6 +42,8 @@ from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
+from .attempts import ONCE, StepAttempts, failure_record, recorded_failure, timeout_seconds
+from .commands import check_argv
 from .dispatcher import TaskDispatcher, installed_dispatcher
 from .journal import PhaseReplay
 from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
@@ -56,14 +58,12 @@ from .record import (
     step_type,
     to_json_value,
 )
-from .attempts import ONCE, StepAttempts, failure_record, recorded_failure, timeout_seconds
-from .commands import check_argv
 from .workflow import Ask, PhaseSpec, RetryPolicy
 
 if TYPE_CHECKING:
     from .._ports import BoardStore
-    from .commands import CommandResult
     from ..formats.board_documents import Task
+    from .commands import CommandResult
     from .engine import Engine
 
 T = TypeVar("T")

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -290,7 +289,8 @@ class Sleepy(Workflow):
 
     @phase(1)
     def fetch(self, ctx):
-        return ctx.step("fetch", sleepy, str(ctx.workdir), retry=NOW, timeout=timedelta(seconds=0.5))
+        limit = timedelta(seconds=0.5)
+        return ctx.step("fetch", sleepy, str(ctx.workdir), retry=NOW, timeout=limit)
 
 
 class Spawner(Workflow):
@@ -430,6 +430,10 @@ def test_kill_9_between_attempts_loses_no_count(tmp_path: Path, flow: Path) -> N
     assert [a["attempt"] for a in entry["attempts"]] == [1, 2, 3]
     assert entry["error"]["message"] == "call 3 failed"
     results = step_results(workdir, "fetch")
-    assert [(r["attempt"], r["status"]) for r in results] == [(1, "error"), (2, "error"), (3, "error")]
+    assert [(r["attempt"], r["status"]) for r in results] == [
+        (1, "error"),
+        (2, "error"),
+        (3, "error"),
+    ]
     replay = orchestrate("replay", f"{flow}:Hopeless", "--run", run_dir(workdir))
     assert replay.returncode == 0, replay.stderr
