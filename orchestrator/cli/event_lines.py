@@ -127,12 +127,22 @@ def _facts_tool(data: dict[str, Any]) -> str:
     return _joined(
         [
             _word(data.get("tool")),
+            _try(data),
             _word(data.get("status")),
             _duration(data.get("duration_ms")),
+            "timed out" if data.get("timed_out") is True else None,
             None if data.get("skill") is None else f"in {_word(data['skill'])}",
         ],
         tail=data.get("error"),
     )
+
+
+def _try(data: dict[str, Any]) -> str | None:
+    """``try 2/3``: which try of a step with a retry policy or a timeout."""
+    number, most = data.get("attempt"), data.get("max_attempts")
+    if number is None:
+        return None
+    return f"try {_word(number)}" + ("" if most is None else f"/{_word(most)}")
 
 
 def _facts_artifact(data: dict[str, Any]) -> str:

@@ -7,10 +7,12 @@ run, checkpoints, the phase runner) and its parts: the lifecycle (start, resume,
 rewind, fork, cancel, version migrations, and what a pause hands the next resume:
 ``lifecycle``), where a failed phase raised (``failure_trace``), the requests and
 answers (``mailbox``) and what a phase recorded, for replay (``journal``); the phase
-context handed to each phase (``context``) and how it shows an edited prompt
-(``prompt_diff``), the ``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its tasks to
-(``dispatcher``), finding a workflow class from what the user typed (``loader``), and
-replaying a recorded run against the current code (``replay``).
+context handed to each phase (``context``), a step's tries under a retry policy or a
+timeout (``step_attempts``), the commands ``ctx.run_command`` runs (``commands``), how
+the context shows an edited prompt (``prompt_diff``), the ``TaskDispatcher`` Protocol
+``ctx.dispatch`` hands its tasks to (``dispatcher``), finding a workflow class from what
+the user typed (``loader``), and replaying a recorded run against the current code
+(``replay``).
 
 May import: ``evidence``, ``orchestrator._ports``, ``storage``, ``formats`` and
 ``orchestrator._errors``. Never an adapter or the CLI: those are chosen by the caller.

@@ -42,7 +42,6 @@ from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
-from .attempts import ONCE, StepAttempts, failure_record, recorded_failure, timeout_seconds
 from .commands import check_argv
 from .dispatcher import TaskDispatcher, installed_dispatcher
 from .journal import PhaseReplay
@@ -58,6 +57,7 @@ from .record import (
     step_type,
     to_json_value,
 )
+from .step_attempts import ONCE, StepAttempts, failure_record, recorded_failure, timeout_seconds
 from .workflow import Ask, PhaseSpec, RetryPolicy
 
 if TYPE_CHECKING:

@@ -57,6 +57,22 @@ RECORD = {
             "fingerprint": ["a h"],
             "request_ids": [REQUEST["request_id"]],
         },
+        {  # a step between two tries (``ctx.step(..., retry=...)``)
+            "position": 2,
+            "kind": "step",
+            "fingerprint": ["fetch"],
+            "request_ids": [],
+            "attempts": [
+                {
+                    "attempt": 1,
+                    "started_at": "2025-11-18T10:30:01.000Z",
+                    "duration_ms": 12,
+                    "error": {"type": "builtins:ConnectionError", "message": "down"},
+                    "timed_out": False,
+                }
+            ],
+            "next_attempt_at": "2025-11-18T10:30:02.000Z",
+        },
     ],
 }
 STATE = {
