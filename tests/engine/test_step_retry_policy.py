@@ -31,6 +31,7 @@ from orchestrator import (
 )
 from orchestrator.engine.replay import replay_run
 from orchestrator.testing import FakeClock, WorkflowHarness
+from support import sweeps
 from support.cli import orchestrate
 
 NOW = RetryPolicy(attempts=3, initial_delay=0, max_delay=0, jitter=0)
@@ -125,6 +126,8 @@ def test_a_long_wait_between_attempts_is_a_durable_timer(tmp_path: Path) -> None
     assert calls(tmp_path) == ["1"]
     (entry,) = live_journal(tmp_path)
     assert entry["next_attempt_at"] == first.wake_at and len(entry["attempts"]) == 1
+    waiting = replay_run(tmp_path / ".slow-state.json", Slow)  # replays up to the wait
+    assert waiting.ok and calls(tmp_path) == ["1"]
     clock.advance(3599)
     assert harness.resume().wake_at == first.wake_at
     assert calls(tmp_path) == ["1"]
@@ -437,3 +440,39 @@ def test_kill_9_between_attempts_loses_no_count(tmp_path: Path, flow: Path) -> N
     ]
     replay = orchestrate("replay", f"{flow}:Hopeless", "--run", run_dir(workdir))
     assert replay.returncode == 0, replay.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
+def test_kill_9_at_each_durable_write_of_a_retried_step_tells_each_try_once(
+    tmp_path: Path, flow: Path, sweep: str
+) -> None:
+    """Killed at its crash points in turn, a run whose step fails twice then succeeds
+    resumes to the end: its tries are numbered 1, 2, ... with none lost or told twice
+    (journal and events agree), and a try runs again only when the kill came before its
+    record was durable (so at most one more call than recorded tries)."""
+    probe = fresh(tmp_path / "probe")
+    log = tmp_path / "points.log"
+    counting = {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
+    assert orchestrate("run", f"{flow}:Flaky", "--workdir", probe, env=counting).returncode == 0
+    labels = [line.partition(" ")[2] for line in log.read_text().splitlines()]
+    between = [n for n, label in enumerate(labels, 1) if label == "after-step-attempt fetch"]
+    assert len(between) == 2
+    for number in sweeps.chosen(sweep, labels, also=between):
+        label = labels[number - 1]
+        workdir = fresh(tmp_path / f"kill-{number}")
+        crash = {"ORCHESTRATOR_CRASH_AT": str(number), "ORCHESTRATOR_CRASH_LOG": str(log)}
+        killed = orchestrate("run", f"{flow}:Flaky", "--workdir", workdir, env=crash)
+        assert killed.returncode == -signal.SIGKILL, (label, killed.stderr)
+        if list(workdir.glob(".*-state.json")):  # killed after the run's first state
+            resumed = orchestrate("resume", "--workdir", workdir)
+        else:
+            resumed = orchestrate("run", f"{flow}:Flaky", "--workdir", workdir)
+        assert resumed.returncode == 0, (label, resumed.stderr)
+        (entry,) = phase_journal(workdir, "01-fetch")
+        tries = [a["attempt"] for a in entry["attempts"]]
+        assert tries == list(range(1, len(tries) + 1)), (label, tries)
+        assert [r["attempt"] for r in step_results(workdir, "fetch")] == tries, label
+        made = len(calls(workdir))
+        assert outputs(workdir) == {"fetch": {"calls": made}}, label
+        assert made - len(tries) in ((0,) if label == "after-step-attempt fetch" else (0, 1))
