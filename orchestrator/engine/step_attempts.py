@@ -236,7 +236,9 @@ class StepAttempts:
             "duration_ms": round(max(0.0, (ended - started).total_seconds()) * 1000),
         }
         if exc is not None:
-            attempt["error"] = failure_record(exc)
+            # Its class and message: the facts (a command's output) stay with the step's
+            # own error, so a state of many tries stays small.
+            attempt["error"] = {k: v for k, v in failure_record(exc).items() if k != "facts"}
             attempt["timed_out"] = isinstance(exc, StepTimeoutError)
         return attempt
 

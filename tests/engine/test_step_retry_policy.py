@@ -350,6 +350,8 @@ def test_a_step_failing_twice_then_succeeding_shows_three_attempts(
     assert replay.returncode == 0, replay.stderr
     assert "replays clean" in replay.stdout + replay.stderr
     assert calls(workdir) == ["1", "2", "3"]  # the replay ran no step
+    shown = orchestrate("events", "--workdir", workdir, "--type", "tool.result")
+    assert "fetch  try 2/3  error" in shown.stdout and "fetch  try 3/3  ok" in shown.stdout
 
 
 @pytest.mark.slow
