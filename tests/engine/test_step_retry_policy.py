@@ -478,3 +478,39 @@ def test_kill_9_at_each_durable_write_of_a_retried_step_tells_each_try_once(
         made = len(calls(workdir))
         assert outputs(workdir) == {"fetch": {"calls": made}}, label
         assert made - len(tries) in ((0,) if label == "after-step-attempt fetch" else (0, 1))
+
+
+@pytest.mark.slow
+def test_on_postgresql_a_worker_killed_between_tries_loses_no_count(
+    pg_fresh_dsn: str, tmp_path: Path, flow: Path
+) -> None:
+    """The same on a PostgreSQL store: a worker killed after try 2 was committed, and
+    another worker goes on with try 3."""
+    dsn, log = pg_fresh_dsn, tmp_path / "points.log"
+
+    def queue(workdir: Path) -> str:
+        queued = orchestrate(
+            "run", f"{flow}:Hopeless", "--workdir", workdir, "--store", dsn, "--queue"
+        )
+        assert queued.returncode == 0, queued.stderr
+        return queued.stdout.strip()
+
+    def work(env: dict[str, str] | None = None) -> Any:
+        return orchestrate("worker", "--store", dsn, "--until-idle", env=env)
+
+    queue(fresh(tmp_path / "probe"))
+    counting = {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
+    assert work(counting).returncode == 0
+    labels = [line.partition(" ")[2] for line in log.read_text().splitlines()]
+    second = [n for n, label in enumerate(labels, 1) if label == "after-step-attempt fetch"][1]
+
+    workdir = fresh(tmp_path / "run")
+    run_id = queue(workdir)
+    killed = work({"ORCHESTRATOR_CRASH_AT": str(second), "ORCHESTRATOR_CRASH_LOG": str(log)})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert calls(workdir) == ["1", "2"]
+    finished = work()
+    assert finished.returncode == 0, finished.stderr
+    assert calls(workdir) == ["1", "2", "3"]
+    output = orchestrate("output", "--store", dsn, "--run", run_id)
+    assert json.loads(output.stdout) == {"fetch": "gave up: call 3 failed"}, output.stderr
