@@ -137,6 +137,26 @@ def test_a_long_wait_between_attempts_is_a_durable_timer(tmp_path: Path) -> None
     assert calls(tmp_path) == ["1", "2"]
 
 
+class Stubborn(Workflow):
+    name = "stubborn"
+
+    @phase(1)
+    def fetch(self, ctx: Any) -> Any:
+        policy = RetryPolicy(attempts=2, initial_delay=0, max_delay=0, jitter=0)
+        return ctx.step("fetch", flaky, str(ctx.workdir), 3, retry=policy)
+
+
+def test_orchestrate_retry_of_a_run_whose_tries_ran_out_counts_afresh(tmp_path: Path) -> None:
+    harness = WorkflowHarness(Stubborn, tmp_path, clock=Timed())
+    failed = harness.run({})
+    assert failed.status == "failed" and "call 2 failed" in failed.message
+    assert calls(tmp_path) == ["1", "2"]
+    done = harness.retry()  # the network is back for the try after next
+    assert done.status == "completed" and done.outputs == {"fetch": {"calls": 4}}
+    (entry,) = phase_journal(tmp_path, "01-fetch")
+    assert [a["attempt"] for a in entry["attempts"]] == [1, 2]  # calls 3 and 4
+
+
 def picky(workdir: str) -> str:
     flaky(workdir, 0)
     raise ValueError("not a connection problem")
