@@ -48,9 +48,11 @@ from .._ports import (
     FinishInput,
     HostRequired,
     PublishInput,
+    ReadSignalsInput,
     ReceivedResponse,
     SaveStateInput,
 )
+from ..formats.signals import SignalRecord
 from ..formats.bridge import (
     REJECTED_DIR,
     REQUEST_FILE,
@@ -89,6 +91,8 @@ from ..storage.durable import (
 )
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, EVENTS_FILE, HISTORY_DIR, runs_dir
+
+SIGNALS_FILE = "signals.ndjson"  # a run's signals, in its directory (formats.signals)
 from ..storage.state_key import (
     EncodedItems,
     ReadMemo,
@@ -299,6 +303,11 @@ class FileBridge:
                 remove_file(path)
         for item, reason in request.rejected:
             self._set_aside(item, reason)
+
+    def read_signals(self, request: ReadSignalsInput) -> list[SignalRecord]:
+        path = runs_dir(self.workdir) / request.run_id / SIGNALS_FILE
+        with _Naming("read", path):
+            return read_signal_lines(path)
 
     def _set_aside(self, item: ReceivedResponse, reason: str) -> None:
         """Move a response refused at the gate to ``.agent-responses/rejected/``, with a
@@ -570,6 +579,20 @@ def _sequence_of(line: bytes | None) -> int:
     except (ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def read_signal_lines(path: Path) -> list[SignalRecord]:
+    """The signals of an inbox file, in order; none when it is missing. A torn last line
+    (a sender killed mid-write) is no signal: its sender was never told it was kept."""
+    from ..formats.signals import MAX_SIGNAL_BYTES, parse_signal
+    from ..storage.ndjson import iter_records
+
+    if not beneath.entry_exists(path):
+        return []
+    return [
+        parse_signal(value, source=f"{path} line {number}")
+        for number, value in iter_records(path, max_line_bytes=MAX_SIGNAL_BYTES + 4096)
+    ]
 
 
 def set_aside(path: Path, rejected: Path, name: str, reason: str) -> None:
