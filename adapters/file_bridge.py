@@ -52,7 +52,6 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
-from ..formats.signals import SignalRecord
 from ..formats.bridge import (
     REJECTED_DIR,
     REQUEST_FILE,
@@ -69,6 +68,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
+from ..formats.signals import SIGNALS_FILE, SignalRecord
 from ..formats.state_signature import with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
@@ -91,8 +91,6 @@ from ..storage.durable import (
 )
 from ..storage.files import STATE_MAX_BYTES, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, EVENTS_FILE, HISTORY_DIR, runs_dir
-
-SIGNALS_FILE = "signals.ndjson"  # a run's signals, in its directory (formats.signals)
 from ..storage.state_key import (
     EncodedItems,
     ReadMemo,

@@ -42,8 +42,8 @@ from .._ports import (
     RespondInput,
     RunFileInput,
     RunInput,
-    SendSignalInput,
     RunListing,
+    SendSignalInput,
     StoredRun,
 )
 from ..formats.bridge import (

@@ -25,7 +25,6 @@ from .._ports import (
     ReceivedResponse,
     SaveStateInput,
 )
-from ..formats.signals import SignalRecord
 from ..formats.bridge import AgentRequest, AgentResponse, CheckpointState
 from ..formats.bridge_codec import (
     dump_document,
@@ -34,6 +33,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
+from ..formats.signals import SignalRecord
 from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import sha256_hex
 

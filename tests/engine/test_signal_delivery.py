@@ -84,7 +84,7 @@ EXPECTED_RC = {
 def play(
     workdir: Path, index: int, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    what, argv = SCENARIO[index]
+    _, argv = SCENARIO[index]
     return orchestrate(*argv, "--workdir", workdir, env=env)
 
 
