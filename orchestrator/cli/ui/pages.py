@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from ..._text import plural
 from .runs import RunRef, RunRow
-from .shapes import Sleep, answer_shape, previous_refusal, sleeping
+from .shapes import Sleep, answer_shape, previous_refusal, signal_form, sleeping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -144,7 +144,11 @@ def run_page(
             head += f"<p class='refused' role='alert'>{escape(why)}</p>"
     if asks:
         asks = f"<section><h2>Waiting for an answer</h2>{asks}</section>"
-    if sleep is not None and status == "paused" and not waiting and not untrusted:
+    signal = (state.phase_data.get("x_orchestrator") or {}).get("waiting_for_signal")
+    if isinstance(signal, dict) and status == "paused" and not waiting and not untrusted:
+        name = str(signal.get("name"))
+        asks = signal_form(ref, csrf, name, signal.get("schema"), drafts.get(f"signal {name}"))
+    elif sleep is not None and status == "paused" and not waiting and not untrusted:
         asks = sleeping(ref, csrf, sleep)
     actions = _recover(ref, csrf, state) if status == "failed" and not untrusted else ""
     last = str(events[-1][0]) if events else "0"
