@@ -37,9 +37,15 @@ class SignalBox:
         """The signals named ``name`` in the inbox that no call consumed yet, in order."""
         engine = self._engine
         record = engine.record
-        consumed = set(record.signals_consumed)
-        signals = engine.bridge.read_signals(ReadSignalsInput(run_id=record.run_id))
-        return [s for s in signals if s.name == name and s.signal_id not in consumed]
+        seen = set(record.signals_consumed)
+        found = []
+        for signal in engine.bridge.read_signals(ReadSignalsInput(run_id=record.run_id)):
+            # An id kept twice (two senders of one id at once) is one signal: the first.
+            if signal.signal_id not in seen:
+                seen.add(signal.signal_id)
+                if signal.name == name:
+                    found.append(signal)
+        return found
 
     def arrived(self) -> bool:
         """Whether the signal the run waits for is in its inbox, not consumed yet."""

@@ -363,3 +363,18 @@ def test_drive_keeps_waiting_for_a_signal_and_goes_on_when_it_comes(tmp_path: Pa
     assert drive.returncode == 0, err.decode()
     assert b"waiting for signal approve" in err
     assert finished(workdir)["phase_data"]["decide"]["go"] == "now"
+
+
+def test_an_id_kept_twice_is_one_signal(workflow_harness: Any, fake_clock: FakeClock) -> None:
+    """Two senders of one id at once may both append it: the run takes it once."""
+    fake_clock.current = DAY
+    harness = workflow_harness(Drains)
+    assert harness.run({}).exit_code == 42
+    (run_dir,) = (harness.workdir / ".orchestrator" / "runs").glob("*/")
+    line = json.dumps({"signal_id": "twice", "name": "note", "payload": 1, "sent_at": "x"})
+    (run_dir / "signals.ndjson").write_text(f"{line}\n{line}\n")
+    send(harness.workdir, "go", None)
+    fake_clock.advance(3600)
+    done = harness.resume()
+    assert done.exit_code == 0, done.message
+    assert done.outputs["gather"] == {"early": [], "later": [1], "go": None}
