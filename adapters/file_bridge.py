@@ -48,6 +48,7 @@ from .._ports import (
     FinishInput,
     HostRequired,
     PublishInput,
+    ReadSignalsInput,
     ReceivedResponse,
     SaveStateInput,
 )
@@ -67,6 +68,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
+from ..formats.signals import SIGNALS_FILE, SignalRecord
 from ..formats.state_signature import with_signature
 from ..formats.strict_json import loads_strict
 from ..storage import beneath
@@ -299,6 +301,11 @@ class FileBridge:
                 remove_file(path)
         for item, reason in request.rejected:
             self._set_aside(item, reason)
+
+    def read_signals(self, request: ReadSignalsInput) -> list[SignalRecord]:
+        path = runs_dir(self.workdir) / request.run_id / SIGNALS_FILE
+        with _Naming("read", path):
+            return read_signal_lines(path)
 
     def _set_aside(self, item: ReceivedResponse, reason: str) -> None:
         """Move a response refused at the gate to ``.agent-responses/rejected/``, with a
@@ -570,6 +577,20 @@ def _sequence_of(line: bytes | None) -> int:
     except (ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def read_signal_lines(path: Path) -> list[SignalRecord]:
+    """The signals of an inbox file, in order; none when it is missing. A torn last line
+    (a sender killed mid-write) is no signal: its sender was never told it was kept."""
+    from ..formats.signals import MAX_SIGNAL_BYTES, parse_signal
+    from ..storage.ndjson import iter_records
+
+    if not beneath.entry_exists(path):
+        return []
+    return [
+        parse_signal(value, source=f"{path} line {number}")
+        for number, value in iter_records(path, max_line_bytes=MAX_SIGNAL_BYTES + 4096)
+    ]
 
 
 def set_aside(path: Path, rejected: Path, name: str, reason: str) -> None:

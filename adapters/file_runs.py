@@ -43,6 +43,7 @@ from .._ports import (
     RunFileInput,
     RunInput,
     RunListing,
+    SendSignalInput,
     StoredRun,
 )
 from ..formats.bridge import (
@@ -371,6 +372,38 @@ class FileRunStore:
         except OSError as exc:  # nothing of this answer is left
             raise StorageError.from_os_error(exc, path=str(target), action="write") from exc
         return str(target)
+
+    def send_signal(self, request: SendSignalInput) -> str:
+        """Append the signal to the live run's inbox (``signals.ndjson`` in the run's
+        directory), synced before this returns, after the answer gate took its payload;
+        a signal id already there is not kept again."""
+        from ..formats.signals import SIGNALS_FILE, admit_signal, new_signal, signal_line
+        from ..storage.beneath import make_directories
+        from ..storage.ndjson import append_lines
+        from .file_bridge import read_signal_lines
+
+        state_path = self._live_path(request.run)
+        state = read_state(state_path, signed_only=True)
+        run_id = _run_id_of(state)
+        record = state.phase_data.get(ENGINE_KEY)
+        admit_signal(
+            record if isinstance(record, dict) else None,
+            request.name,
+            request.payload,
+            where=f"{state_path} (run {run_id})",
+        )
+        signal = new_signal(request.name, request.payload, signal_id=request.signal_id)
+        inbox = runs_dir(self.workdir) / run_id / SIGNALS_FILE
+        try:
+            if request.signal_id is not None and any(
+                s.signal_id == request.signal_id for s in read_signal_lines(inbox)
+            ):
+                return request.signal_id  # sent before: kept once
+            make_directories(inbox.parent)
+            append_lines(inbox, [signal_line(signal)])
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, path=str(inbox), action="write") from exc
+        return signal.signal_id
 
     def _refuse_if_answered(self, path: Path, request_id: str, *, anything: bool = False) -> bool:
         """Refuse a second answer: ``path`` holds an answer to ``request_id`` (with

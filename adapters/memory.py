@@ -21,6 +21,7 @@ from .._ports import (
     EvidenceInput,
     FinishInput,
     PublishInput,
+    ReadSignalsInput,
     ReceivedResponse,
     SaveStateInput,
 )
@@ -32,6 +33,7 @@ from ..formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
+from ..formats.signals import SignalRecord
 from ..formats.strict_json import dumps_canonical, loads_strict
 from ..storage.durable import sha256_hex
 
@@ -50,6 +52,7 @@ class MemoryBridge:
         self.archived = b""
         self.events: dict[str, list[bytes]] = {}  # run id -> its event lines
         self.run_files: dict[str, dict[str, bytes]] = {}  # run id -> path -> content
+        self.signals: list[SignalRecord] = []  # the run's signals, in order
         self._saves = 0
         self._lock = threading.Lock()
 
@@ -128,6 +131,24 @@ class MemoryBridge:
                 ReceivedResponse(response=response, source=source, sha256=sha256_hex(raw))
             )
         return received
+
+    def signal(self, name: str, payload: Any, *, signal_id: str | None = None) -> str:
+        """Leave a signal in the run's inbox, as ``orchestrate signal`` does; its id."""
+        from ..formats.times import SystemClock, format_time
+
+        signal_id = signal_id or f"{self.name}:signal:{len(self.signals) + 1}"
+        self.signals.append(
+            SignalRecord(
+                signal_id=signal_id,
+                name=name,
+                payload=json.loads(json.dumps(payload)),
+                sent_at=format_time(SystemClock().now()),
+            )
+        )
+        return signal_id
+
+    def read_signals(self, request: ReadSignalsInput) -> list[SignalRecord]:
+        return list(self.signals)
 
     def consume(self, request: ConsumeInput) -> None:
         for item in request.consumed:

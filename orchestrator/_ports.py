@@ -18,6 +18,7 @@ import attrs
 
 from ._errors import UsageError
 from .formats.bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
+from .formats.signals import SignalRecord
 
 
 class HostRequired(BaseException):
@@ -126,6 +127,13 @@ class ConsumeInput:
 
 
 @attrs.frozen(kw_only=True)
+class ReadSignalsInput:
+    """The signals of run ``run_id``'s inbox (see :mod:`orchestrator.formats.signals`)."""
+
+    run_id: str
+
+
+@attrs.frozen(kw_only=True)
 class ArchiveInput:
     """Finished requests of completed phases: keep them whole in the run's history,
     durably, before the state drops their text."""
@@ -169,6 +177,11 @@ class Bridge(Protocol):
         ...
 
     def consume(self, request: ConsumeInput) -> None: ...
+
+    def read_signals(self, request: ReadSignalsInput) -> list[SignalRecord]:
+        """Every signal in the run's inbox, in the order they came (whole ones only: a
+        sender killed mid-write left none)."""
+        ...
 
     def archive(self, request: ArchiveInput) -> None:
         """Append records to the run's history; durable once it returns."""
@@ -488,6 +501,18 @@ class RespondInput:
 
 
 @attrs.frozen(kw_only=True)
+class SendSignalInput:
+    """A signal for ``run``: its name and JSON payload. ``signal_id``: the sender's id for
+    it, so that sending it again (after a send that may not have finished) keeps it
+    once; ``None``: a new id."""
+
+    run: RunInput
+    name: str
+    payload: Any
+    signal_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class OpenRunInput:
     """The run whose bridge an engine needs: ``run_id`` (a new run's too) and its
     workflow's name."""
@@ -621,6 +646,13 @@ class RunStore(Protocol):
     def respond(self, request: RespondInput) -> str:
         """Take a host's answer to a pending request; refuses one not pending and writes
         nothing then. Returns what the host is told of where the answer went."""
+        ...
+
+    def send_signal(self, request: SendSignalInput) -> str:
+        """Keep a signal in the run's inbox, durably and in order, after the answer gate
+        (:func:`orchestrator.formats.signals.admit_signal`) took its payload; wake the
+        run's worker where the store has workers. Returns the signal's id. A run that
+        ended takes no signal (``NoInstanceError``)."""
         ...
 
     def cancel_queued(self, request: RunInput) -> bool:

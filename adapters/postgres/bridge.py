@@ -36,6 +36,7 @@ from ..._ports import (
     EvidenceInput,
     FinishInput,
     PublishInput,
+    ReadSignalsInput,
     ReceivedResponse,
     SaveStateInput,
 )
@@ -47,6 +48,7 @@ from ...formats.bridge_codec import (
     parse_state,
     restore_archived,
 )
+from ...formats.signals import SignalRecord
 from ...formats.state_signature import with_signature
 from ...formats.strict_json import loads_strict
 from ...storage.runs import ENGINE_KEY
@@ -292,6 +294,21 @@ class PostgresBridge:
                 )
             received.append(ReceivedResponse(response=response, source=source, sha256=digest))
         return received
+
+    @_store_errors("read")
+    def read_signals(self, request: ReadSignalsInput) -> list[SignalRecord]:
+        from ...formats.signals import parse_signal
+
+        rows = self.conn.execute(
+            "select seq, line from signals where run_id = %s order by seq", (request.run_id,)
+        ).fetchall()
+        return [
+            parse_signal(
+                loads_strict(bytes(line), source=f"{self.location} signal {seq}"),
+                source=f"{self.location} signal {seq}",
+            )
+            for seq, line in rows
+        ]
 
     @_store_errors("write")
     def consume(self, request: ConsumeInput) -> None:

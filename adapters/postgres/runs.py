@@ -38,6 +38,7 @@ from ..._ports import (
     RunInput,
     RunListing,
     RunNotNamedError,
+    SendSignalInput,
     StoredRun,
 )
 from ...storage.state_key import ReadMemo, ReadsHanded
@@ -251,6 +252,13 @@ class PostgresRunStore:
         with self._session() as store:
             store.respond(run_id, request.response, check_shape=request.check_shape)
         return f"{self.name} run {run_id} request {request.response.request_id}"
+
+    def send_signal(self, request: SendSignalInput) -> str:
+        run_id = self._run_id(request.run)
+        with self._session() as store:
+            return store.send_signal(
+                run_id, request.name, request.payload, signal_id=request.signal_id
+            )
 
     def cancel_queued(self, request: RunInput) -> bool:
         run_id = self._run_id(request)

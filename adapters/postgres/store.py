@@ -26,6 +26,7 @@ from ...formats.answer_gate import admit_answer
 from ...formats.bridge import AgentResponse
 from ...formats.bridge_codec import dump_document, parse_request
 from ...storage.durable import sha256_hex
+from ...storage.runs import ENGINE_KEY
 from ...storage.state_key import ReadMemo
 from .bridge import TRY_LOCK_RUN, UNLOCK_RUN, PostgresBridge, run_lock_name
 from .connection import connect, schema_of, shown
@@ -220,6 +221,43 @@ class PostgresStore:
                 (run_id,),
             )
             self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
+
+    def send_signal(
+        self, run_id: str, name: str, payload: Any, *, signal_id: str | None = None
+    ) -> str:
+        """Keep a signal for ``run_id`` after the answer gate took its payload; a worker
+        is woken. A signal id already kept for the run is not kept again. Returns its id."""
+        from ...formats.signals import admit_signal, new_signal, signal_line
+
+        signal = new_signal(name, payload, signal_id=signal_id)
+        with self.conn.transaction():
+            row = self.conn.execute(
+                "select status, state from runs where run_id = %s for update", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise NoInstanceError(f"{self.name}: no run {run_id} in this store")
+            status, state = str(row[0]), row[1]
+            if status in ("completed", "cancelled"):
+                raise NoInstanceError(
+                    f"{self.name}: run {run_id} is {status}: it takes no more signals"
+                )
+            record = None
+            if state is not None:
+                record = (json.loads(bytes(state)).get("phase_data") or {}).get(ENGINE_KEY)
+            admit_signal(record, name, signal.payload, where=f"{self.name} run {run_id}")
+            inserted = self.conn.execute(
+                "insert into signals (run_id, signal_id, name, line) values (%s, %s, %s, %s) "
+                "on conflict (run_id, signal_id) do nothing returning 1",
+                (run_id, signal.signal_id, name, signal_line(signal)),
+            ).fetchone()
+            if inserted is None:
+                return signal.signal_id  # sent before: kept once
+            self.conn.execute(
+                "update runs set inbox = inbox + 1, updated_at = now() where run_id = %s",
+                (run_id,),
+            )
+            self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, run_id))
+        return signal.signal_id
 
     def _refuse_second(self, run_id: str, request_id: str) -> None:
         """The first answer wins: refuse a second, naming when the first came."""

@@ -9,7 +9,8 @@ commands take); they import it, never ``main``. ``run_store`` chooses the store 
 command names, once: every command on runs talks to it through the ``RunStore`` port.
 
 The command modules: ``run`` (run, resume, retry, rewind, fork, replay, drive, cancel),
-``inspect`` (status, history, output), ``answer`` (respond, pending), ``validate``
+``inspect`` (status, history, output), ``answer`` (respond, pending), ``signal_command``
+(signal), ``validate``
 (validate, schema), ``scaffold`` (init, with ``host_recipes``: what a coding agent
 needs to host a workflow), ``trust``, ``events`` (with ``event_lines``, an
 event as one readable line), ``board``, ``check``, ``evals`` and ``eval_compare`` (eval),

@@ -193,7 +193,19 @@ def drive(
     if deliver is None:
         assert workdir is not None, "answers go to a work directory or to deliver"
         deliver = _file_delivery(workdir / RESPONSES_DIR)
+    told = None
     while outcome.status == "paused":
+        if not outcome.pending and outcome.signal is not None:
+            if outcome.message != told:  # said once, not at every look
+                told = outcome.message
+                progress.reached(current_phase() if current_phase is not None else None)
+                progress.line(outcome.message)
+                then = pause_hint(outcome, Mode.DRIVE)
+                if then is not None:
+                    progress.line(f"next: {then}")
+            time.sleep(SIGNAL_POLL)  # a signal comes from outside: look again soon
+            outcome = resume()
+            continue
         if not outcome.pending:  # a durable timer: the phases before its own ended first
             progress.reached(current_phase() if current_phase is not None else None)
             progress.line(outcome.message)
@@ -226,6 +238,11 @@ def drive(
         ended_in = current_phase()
     progress.finish(outcome, phase=ended_in)
     return outcome
+
+
+#: Seconds between two looks of ``drive`` at a run waiting for a signal (a resume that
+#: finds none writes nothing).
+SIGNAL_POLL = 1.0
 
 
 def _file_delivery(responses_dir: Path) -> Callable[[dict[str, Any]], None]:

@@ -52,6 +52,7 @@ def next_step(
     store_run: str | None = None,
     options: str | None = None,
     wake_at: str | None = None,
+    signal: str | None = None,
 ) -> str | None:
     """What comes next for a run in ``status`` (``pending``: requests wait for their
     answers; ``wake_at``: a durable timer is due then), said for ``mode``: the ``next`` of
@@ -68,6 +69,8 @@ def next_step(
         )
     if status not in ("paused", "running"):
         return None
+    if signal and not pending:
+        return _signal_step(signal, mode, options=options, store_run=store_run, wake_at=wake_at)
     timer = bool(wake_at) and not pending
     if mode is Mode.DRIVE:
         return f"drive resumes it at {wake_at}, when the timer is due" if timer else None
@@ -94,6 +97,26 @@ def next_step(
     return goes_on if store_run or when else "'orchestrate resume' (or drive) goes on"
 
 
+def _signal_step(
+    signal: str, mode: Mode, *, options: str, store_run: str | None, wake_at: str | None
+) -> str:
+    """What comes next for a run waiting for ``signal`` (until ``wake_at``, if given)."""
+    send = f"'orchestrate signal {signal}{options} --data JSON'"
+    late = f" (or it goes on without one at {wake_at})" if wake_at else ""
+    if mode is Mode.WORKER:
+        return f"waiting for signal {signal}: {send} sends it, then a worker goes on{late}"
+    if mode is Mode.UI:
+        return f"waiting for signal {signal}: send it here, then resume{late}"
+    if mode is Mode.DRIVE:
+        return f"waiting for signal {signal}: {send} sends it, and drive goes on{late}"
+    goes_on = (
+        f"a worker of the store goes on, or 'orchestrate resume{options}'"
+        if store_run
+        else "'orchestrate resume' goes on"
+    )
+    return f"waiting for signal {signal}: {send} sends it, then {goes_on}{late}"
+
+
 def pause_hint(
     outcome: Outcome, mode: Mode, *, store_run: str | None = None, options: str | None = None
 ) -> str | None:
@@ -108,4 +131,5 @@ def pause_hint(
         store_run=store_run,
         options=options,
         wake_at=outcome.wake_at,
+        signal=outcome.signal,
     )

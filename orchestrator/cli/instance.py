@@ -80,6 +80,12 @@ def describe_instance(state_path: Path) -> dict[str, Any]:
     )
 
 
+def signal_waited(record: Any) -> str | None:
+    """The name of the signal a run's engine record says it waits for, if any."""
+    waiting = record.waiting_for_signal
+    return None if waiting is None else str(waiting.get("name"))
+
+
 def summarize_state(
     state: Any,
     *,
@@ -110,6 +116,7 @@ def summarize_state(
             store_run=store_run,
             options=options,
             wake_at=wake_at,
+            signal=signal_waited(record),
         )
     counts: dict[str, int] = {}
     for item in state.agent_requests:
@@ -141,6 +148,7 @@ def summarize_state(
         ],
         "request_counts": counts,
         "sleeping_until": None if pending else record.waiting_until,
+        "waiting_for_signal": None if pending else signal_waited(record),
         "usage": usage_of(state.agent_requests, prices=prices),
         "signature": "valid" if signature is None else "not valid",
         "signature_problem": signature,
@@ -411,7 +419,12 @@ def format_status(summary: dict[str, Any]) -> str:
     lines = [
         f"workflow   {summary['workflow']}  (run {summary['run_id']})",
         f"status     {summary['status']}"
-        + (f": {summary['failure']}" if summary.get("failure") else ""),
+        + (f": {summary['failure']}" if summary.get("failure") else "")
+        + (
+            f" (waiting for signal {summary['waiting_for_signal']})"
+            if summary.get("waiting_for_signal")
+            else ""
+        ),
         f"phase      {summary['phase']} {summary['phase_name']}"
         f"  (checkpoint {summary['checkpoint_name']})",
         f"completed  {', '.join(summary['completed_phases']) or '-'}",
@@ -430,7 +443,8 @@ def format_status(summary: dict[str, Any]) -> str:
     if summary.get("next"):
         lines.append(f"next       {summary['next']}")
     if summary.get("sleeping_until"):
-        lines.append(f"sleeping   until {summary['sleeping_until']} (a durable timer)")
+        timer = "the signal's deadline" if summary.get("waiting_for_signal") else "a durable timer"
+        lines.append(f"sleeping   until {summary['sleeping_until']} ({timer})")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["request_counts"].items()))
     lines.append(f"requests   {counts or 'none yet'}")
     lines += describe_usage(summary.get("usage") or {})

@@ -201,6 +201,7 @@ COMMANDS = {
     "trust": "trust",
     "eval": "evals",
     "pending": "answer",
+    "signal": "signal_command",
     "worker": "worker",
     "db": "store",
     "export": "store",

@@ -6,13 +6,13 @@ engine's record in the state (``record``), the engine itself (``engine``: the at
 run, checkpoints, the phase runner) and its parts: the lifecycle (start, resume, retry,
 rewind, fork, cancel, version migrations, and what a pause hands the next resume:
 ``lifecycle``), where a failed phase raised (``failure_trace``), the requests and
-answers (``mailbox``) and what a phase recorded, for replay (``journal``); the phase
-context handed to each phase (``context``), a step's tries under a retry policy or a
-timeout (``step_attempts``), the commands ``ctx.run_command`` runs (``commands``), how
-the context shows an edited prompt (``prompt_diff``), the ``TaskDispatcher`` Protocol
-``ctx.dispatch`` hands its tasks to (``dispatcher``), finding a workflow class from what
-the user typed (``loader``), and replaying a recorded run against the current code
-(``replay``).
+answers (``mailbox``), the signals pushed in from outside (``signals``) and what a
+phase recorded, for replay (``journal``); the phase context handed to each phase
+(``context``), a step's tries under a retry policy or a timeout (``step_attempts``), the
+commands ``ctx.run_command`` runs (``commands``), how the context shows an edited prompt
+(``prompt_diff``), the ``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its tasks to
+(``dispatcher``), finding a workflow class from what the user typed (``loader``), and
+replaying a recorded run against the current code (``replay``).
 
 May import: ``evidence``, ``orchestrator._ports``, ``storage``, ``formats`` and
 ``orchestrator._errors``. Never an adapter or the CLI: those are chosen by the caller.

@@ -20,6 +20,7 @@ from .._errors import (
     ContractError,
     NonDeterminismError,
     RunFailedError,
+    UsageError,
 )
 from .._ports import Clock
 from .._text import plural
@@ -30,6 +31,7 @@ from ..evidence.documents import (
     event_name_ok,
 )
 from ..formats.answer_gate import confidence_of
+from ..formats.answer_schema import answer_schema
 from ..formats.bridge import (
     AgentRequestRecord,
     ErrorType,
@@ -38,6 +40,7 @@ from ..formats.bridge import (
 )
 from ..formats.bridge_codec import PROMPT_MIN_LENGTH, TIMEOUT_RANGE, error_type_of
 from ..formats.convert import structure
+from ..formats.signals import check_signal_name
 from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
@@ -57,6 +60,7 @@ from .record import (
     step_type,
     to_json_value,
 )
+from .signals import delivered
 from .step_attempts import ONCE, StepAttempts, failure_record, recorded_failure, timeout_seconds
 from .workflow import Ask, PhaseSpec, RetryPolicy
 
@@ -372,6 +376,64 @@ class PhaseContext:
             entry = JournalEntry(position=position, kind="timer", fingerprint=[kind], result=wake)
             self._engine.journal.append(entry)
         self._engine.journal.sleep_until(str(entry.result))
+
+    def wait_for_signal(
+        self,
+        name: str,
+        output_type: type[T] | None = None,
+        timeout: timedelta | None = None,
+    ) -> Any:
+        """Wait for signal ``name`` (``orchestrate signal NAME``) and return its payload,
+        structured into ``output_type`` (an attrs class) when given.
+
+        A signal of that name sent earlier and not consumed yet is taken at once, the
+        oldest first; else the run pauses (exit 42, no agent request; ``orchestrate
+        status`` says "waiting for signal NAME") until one comes. With ``output_type``,
+        ``orchestrate signal`` refuses at the door a payload that does not fit (exit 2,
+        naming the field); one sent before the wait that does not fit is consumed as
+        refused (the journal says why) and the wait goes on. With ``timeout`` (a
+        ``timedelta``), the wait returns ``None`` when no signal came that long after it
+        began; the deadline is recorded, so a replay waits for the same moment.
+        """
+        where = f"phase {self._spec.name!r}: ctx.wait_for_signal"
+        self._signal_name(name, where)
+        if timeout is not None and (not isinstance(timeout, timedelta) or timeout < timedelta(0)):
+            raise RunFailedError(
+                f"{where}: timeout must be a timedelta of 0 or more (timedelta(hours=4)), "
+                f"not {timeout!r}"
+            )
+        position = self._next_position()
+        what = f"ctx.wait_for_signal({name!r})"
+        entry = self._recorded(position, kind="signal", fingerprint=[name], what=what)
+        engine = self._engine
+        if entry is None:
+            deadline = None if timeout is None else format_time(self.clock.now() + timeout)
+            entry = JournalEntry(
+                position=position, kind="signal", fingerprint=[name], result={"deadline": deadline}
+            )
+            engine.journal.append(entry)
+        if "payload" not in entry.result and not entry.result.get("timed_out"):
+            entry = engine.signals.receive(entry, answer_schema(output_type))
+        return delivered(entry, output_type, where=f"signal {name!r} payload")
+
+    def signals(self, name: str) -> list[Any]:
+        """Take every signal ``name`` sent and not consumed yet, oldest first: their
+        payloads (an empty list when none came). Never pauses; each signal is consumed
+        once, and a replay returns the same list."""
+        self._signal_name(name, f"phase {self._spec.name!r}: ctx.signals")
+        position = self._next_position()
+        entry = self._recorded(
+            position, kind="signals", fingerprint=[name], what=f"ctx.signals({name!r})"
+        )
+        if entry is None:
+            entry = self._engine.signals.drain(position, name)
+        return [copy_json(item["payload"]) for item in entry.result]
+
+    def _signal_name(self, name: Any, where: str) -> None:
+        try:
+            check_signal_name(name, where=where)
+        except UsageError as exc:
+            raise RunFailedError(str(exc)) from None
 
     def event(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Add an event of your own (``review.file_analyzed``, ``decision``) to the run's
@@ -721,6 +783,10 @@ def _describe(entry: JournalEntry) -> str:
         return f"step {entry.fingerprint[0]!r}"
     if entry.kind == "timer":
         return f"ctx.{entry.fingerprint[0]}"
+    if entry.kind == "signal":
+        return f"ctx.wait_for_signal({entry.fingerprint[0]!r})"
+    if entry.kind == "signals":
+        return f"ctx.signals({entry.fingerprint[0]!r})"
     if entry.kind in ("event", "artifact", "patch"):
         return f"{entry.kind} {entry.fingerprint[0]!r}"
     agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)

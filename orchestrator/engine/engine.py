@@ -63,6 +63,7 @@ from .record import (
     copy_json,
     to_json_value,
 )
+from .signals import SignalBox
 from .workflow import PhaseResult, PhaseSpec, Workflow
 
 RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
@@ -110,6 +111,8 @@ class Engine:
         self.journal = Journal(self)
         #: Start, resume, retry, rewind, fork, cancel.
         self.lifecycle = Lifecycle(self)
+        #: Signals from outside, once each (``ctx.wait_for_signal``, ``ctx.signals``).
+        self.signals = SignalBox(self)
         # The engine tells what happens; the recorder writes the run's evidence.
         self.recorder = Recorder(
             bridge=bridge, clock=self.clock, record_index=self.mailbox.record_index
@@ -283,6 +286,16 @@ class Engine:
         until = self.record.waiting_until
         return until is not None and self.clock.now() < parse_time(until)
 
+    def waiting_quietly(self) -> bool:
+        """Whether the run waits for a timer not yet due or a signal not yet come, with
+        nothing else to do: a resume now has nothing to write."""
+        waiting = self.record.waiting_for_signal
+        if waiting is None:
+            return self.sleeping()
+        if self.record.waiting_until is not None and not self.sleeping():
+            return False  # the wait's deadline came
+        return not self.signals.arrived()
+
     def stop_if_requested(self) -> None:
         """Leave the phase at the checkpoint just saved when the engine is asked to stop;
         a resume replays the phase to here from its journal."""
@@ -299,7 +312,8 @@ class Engine:
         self._archive_finished()
         record.revision += 1
         if record.status not in ("failed", "completed", "cancelled"):
-            record.status = "paused" if self.mailbox.pending() or self.sleeping() else "running"
+            waits = self.mailbox.pending() or self.sleeping() or record.waiting_for_signal
+            record.status = "paused" if waits else "running"
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
         self._store_record()
@@ -366,6 +380,8 @@ class Engine:
                 self.save(
                     "before_agent_invocation"
                     if self.mailbox.pending()
+                    else "waiting_for_signal"
+                    if self.record.waiting_for_signal is not None
                     else "waiting_for_timer"
                     if self.sleeping()
                     else "stopped"
@@ -540,6 +556,17 @@ class Engine:
         self.lifecycle.leave_paused()
         state = self.state
         where = f"paused in phase {state.phase} ({state.phase_name})"
+        signal = record.waiting_for_signal
+        if not pending and signal is not None:
+            until = record.waiting_until
+            return Outcome(
+                status="paused",
+                exit_code=EXIT_PAUSED,
+                message=f"{where}: waiting for signal {signal['name']}"
+                + (f" until {until}" if until else ""),
+                wake_at=until,
+                signal=str(signal["name"]),
+            )
         if not pending and record.waiting_until is None:
             record.status = "running"  # stopped on request: it goes on at the next resume
             return Outcome(

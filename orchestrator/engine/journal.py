@@ -33,6 +33,7 @@ from ..formats.times import parse_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
 from .record import EngineRecord, JournalEntry, Pause
+from .signals import consumed_ids
 from .workflow import PhaseSpec
 
 if TYPE_CHECKING:
@@ -267,6 +268,16 @@ class Journal:
         the next checkpoint saves it."""
         self._engine.record.journal.append(entry)
 
+    def replace(self, entry: JournalEntry) -> None:
+        """Put ``entry`` in the place of the entry at its position (a wait that got its
+        outcome); the next checkpoint saves it."""
+        journal = self._engine.record.journal
+        for index, kept in enumerate(journal):
+            if kept.position == entry.position:
+                journal[index] = entry
+                return
+        journal.append(entry)
+
     def record_step(
         self,
         position: int,
@@ -328,6 +339,11 @@ class Journal:
         record = self._engine.record
         dropped = [e for e in record.journal if e.position >= position]
         record.journal = [e for e in record.journal if e.position < position]
+        # Signals the dropped calls consumed go back to the inbox: the phase as it runs
+        # now takes them again, in their order.
+        given_back = {i for e in dropped for i in consumed_ids(e)}
+        if given_back:
+            record.signals_consumed = [i for i in record.signals_consumed if i not in given_back]
         record.reopened = False
         if record.tries:
             record.tries[-1]["dropped"] = [

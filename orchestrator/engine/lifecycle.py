@@ -209,8 +209,8 @@ class Lifecycle:
             if record.status == "completed":  # every phase ran; a crash cut the cleanup
                 return engine.finish()
             changed |= mailbox.expire_overdue()
-            if not changed and not mailbox.pending() and engine.sleeping():
-                return engine.pause_now()  # a timer not yet due: nothing to write
+            if not changed and not mailbox.pending() and engine.waiting_quietly():
+                return engine.pause_now()  # a timer not yet due, no signal: nothing to write
             if mailbox.pending():
                 if changed:
                     engine.tell_pause()
@@ -362,6 +362,7 @@ class Lifecycle:
         record.status, record.failure, record.failure_trace = "paused", None, None
         record.journal, record.marks = [], []
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
+        record.waiting_for_signal = None
         return moved
 
     def fork(

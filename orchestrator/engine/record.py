@@ -102,6 +102,12 @@ class EngineRecord:
     phase_started_at: str | None = None
     # A durable timer of the current phase not yet due (``ctx.sleep``, ``ctx.wait_until``).
     waiting_until: str | None = None
+    # The signal the current phase waits for (``ctx.wait_for_signal``): ``{"name": ...,
+    # "schema": the payload's JSON Schema or None}`` (see ``formats.signals``).
+    waiting_for_signal: dict[str, Any] | None = None
+    # The ids of the signals of the run's inbox consumed so far, in the order consumed:
+    # each is delivered once (saved with the journal entry that consumed it).
+    signals_consumed: list[str] = attrs.field(factory=list)
     # Each ``orchestrate retry`` of a failed run: when, the failure, and the journal
     # entries of the failed phase the new code did not make again (they left the journal).
     tries: list[dict[str, Any]] = attrs.field(factory=list)
@@ -143,6 +149,8 @@ class Outcome:
     history_path: str | None = None
     #: paused by a durable timer: when it is due (RFC 3339), and nothing is pending
     wake_at: str | None = None
+    #: paused waiting for a signal: its name (``wake_at`` too when the wait has a timeout)
+    signal: str | None = None
 
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 42

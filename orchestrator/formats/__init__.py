@@ -15,7 +15,8 @@ The modules:
   and writing them), ``state_signature`` (where a state's signature lives, and its
   parts), ``workflow_schemas`` (a workflow's own schemas), ``answer_schema`` (the
   schema of the answer an ask expects) and ``answer_gate`` (whether an answer has that
-  shape: the answer gate's check, and what a refusal says);
+  shape: the answer gate's check, and what a refusal says), ``signals`` (a signal in a
+  run's inbox, and the gate's check of its payload);
 - the task board documents and task IO with pins: ``board_documents`` (the types), ``board_rules``
   (their rules and parsing) and ``board_checks`` (the field checks and the parse those
   rules are made of);

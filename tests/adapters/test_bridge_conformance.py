@@ -25,7 +25,13 @@ from orchestrator import (
     phase,
 )
 from orchestrator._errors import NoInstanceError
-from orchestrator._ports import ConsumeInput, FinishInput, PublishInput, SaveStateInput
+from orchestrator._ports import (
+    ConsumeInput,
+    FinishInput,
+    PublishInput,
+    ReadSignalsInput,
+    SaveStateInput,
+)
 from orchestrator.adapters.file_bridge import FileBridge
 from orchestrator.adapters.memory import MemoryBridge
 from orchestrator.testing import FakeClock, SequentialIds
@@ -148,6 +154,11 @@ def test_no_instance_until_saved(adapter: Adapter) -> None:
     assert not adapter.bridge.exists()
     with pytest.raises(NoInstanceError):
         adapter.bridge.load_state()
+
+
+def test_a_run_with_no_signal_reads_an_empty_inbox(adapter: Adapter) -> None:
+    run_id = adapter.run_id or uuid.uuid4().hex
+    assert adapter.bridge.read_signals(ReadSignalsInput(run_id=run_id)) == []
 
 
 def test_state_round_trips(adapter: Adapter) -> None:

@@ -26,10 +26,12 @@ from orchestrator._ports import (
     PendingInput,
     QueueRunInput,
     ReadEventsInput,
+    ReadSignalsInput,
     RespondInput,
     RunFileInput,
     RunInput,
     RunStore,
+    SendSignalInput,
 )
 from orchestrator.formats.bridge_codec import parse_response
 from orchestrator.testing import FakeClock
@@ -264,3 +266,42 @@ def test_the_store_names_a_run_to_the_commands(subject: Subject) -> None:
     arguments = subject.store.command_arguments(run_id)
     assert arguments[0] in ("--workdir", "--store")
     assert subject.store.name
+
+
+class Signalled(Workflow):
+    name = "run-store-signals"
+    agents = ()
+
+    @phase(1)
+    def wait(self, ctx: Any) -> dict[str, Any]:
+        return {"first": ctx.wait_for_signal("go"), "rest": ctx.signals("go")}
+
+
+def test_signals_are_kept_in_order_once_each_and_reach_the_run(subject: Subject) -> None:
+    run_id = str(uuid.uuid4())
+    opened = OpenRunInput(run_id=run_id, workflow_name=Signalled.name)
+    outcome = Engine(Signalled, bridge=subject.store.bridge(opened), clock=FakeClock()).start(
+        workflow_ref="tests:Signalled", workdir=subject.workdir, run_id=run_id
+    )
+    assert (outcome.status, outcome.signal, outcome.pending) == ("paused", "go", ())
+    run = RunInput(run_id=run_id)
+
+    def send(payload: Any, signal_id: str | None) -> str:
+        sent = SendSignalInput(run=run, name="go", payload=payload, signal_id=signal_id)
+        return subject.store.send_signal(sent)
+
+    assert send(1, "first") == "first"
+    assert send(1, "first") == "first"  # sent again: kept once
+    assert send(2, "second") == "second"
+    made = send({"x": 3}, None)
+    kept = subject.store.bridge(opened).read_signals(ReadSignalsInput(run_id=run_id))
+    assert [(s.signal_id, s.payload) for s in kept] == [
+        ("first", 1),
+        ("second", 2),
+        (made, {"x": 3}),
+    ]
+    done = Engine(Signalled, bridge=subject.store.bridge(opened), clock=FakeClock()).resume()
+    assert done.status == "completed", done.message
+    assert done.outputs == {"wait": {"first": 1, "rest": [2, {"x": 3}]}}
+    with pytest.raises(NoInstanceError):
+        send(4, None)

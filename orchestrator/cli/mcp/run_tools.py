@@ -25,6 +25,7 @@ from ..._ports import (
     RespondInput,
     RunFileInput,
     RunInput,
+    SendSignalInput,
 )
 
 if TYPE_CHECKING:
@@ -177,6 +178,21 @@ class RunTools:
             result["resumed"] = self.resume({"run_id": run_id})
         return result
 
+    def signal(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        run_id, name = str(arguments["run_id"]), str(arguments["name"])
+        signal_id = arguments.get("signal_id")
+        sent = SendSignalInput(
+            run=RunInput(run_id=run_id),
+            name=name,
+            payload=arguments.get("payload"),
+            signal_id=None if signal_id is None else str(signal_id),
+        )
+        kept = self.store_of(run_id).send_signal(sent)
+        result: dict[str, Any] = {"run_id": run_id, "name": name, "signal_id": kept}
+        if arguments.get("resume"):
+            result["resumed"] = self.resume({"run_id": run_id})
+        return result
+
     def resume(self, arguments: dict[str, Any]) -> dict[str, Any]:
         from ..engines import advance, run_engine
         from ..run_commands import watch_run_board
@@ -295,6 +311,8 @@ def outcome_document(run_id: str, outcome: Outcome) -> dict[str, Any]:
     }
     if outcome.wake_at is not None:
         document["wake_at"] = outcome.wake_at
+    if outcome.signal is not None:
+        document["waiting_for_signal"] = outcome.signal
     return document
 
 

@@ -26,7 +26,7 @@ SCHEME = "orchestrator"
 #: JSON-RPC's "invalid params": a resource or prompt not served here
 INVALID_PARAMS = -32602
 #: Tools after which the runs (their list, a run's summary) may have changed.
-CHANGING = {"start_run", "respond", "resume", "cancel", "retry", "rewind"}
+CHANGING = {"start_run", "respond", "signal", "resume", "cancel", "retry", "rewind"}
 
 HOST_LOOP = """\
 You drive workflow runs of checkpoint-orchestrator through this server's tools.

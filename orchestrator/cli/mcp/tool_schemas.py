@@ -67,6 +67,22 @@ RUN_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             ("run_id",),
         ),
     ),
+    "signal": (
+        "Send a signal to a run, for its ctx.wait_for_signal(name) or ctx.signals(name): "
+        "kept durably and in order, each taken once; through the answer gate when the run "
+        "waits for it with a payload schema (a refusal names the field; nothing is kept). "
+        "signal_id makes a repeated send keep it once; resume=true resumes the run after.",
+        _object(
+            {
+                "run_id": _RUN_ID,
+                "name": {"type": "string", "description": "the signal's name"},
+                "payload": {"description": "the signal's data, any JSON value (default null)"},
+                "signal_id": {"type": "string", "description": "the sender's id for it"},
+                "resume": {"type": "boolean"},
+            },
+            ("run_id", "name"),
+        ),
+    ),
     "resume": (
         "Go on with a run whose requests are answered; returns where it stands.",
         _object({"run_id": _RUN_ID}, ("run_id",)),

@@ -8,6 +8,8 @@ POST /answer                an answer, through ``orchestrate respond``'s validat
                             if asked and nothing else is pending, ``orchestrate resume``
 POST /retry, /rewind        the recovery actions of a failed run
 POST /wake                  a run asleep on a timer: resume it when it is due (or not)
+POST /signal                a signal for a run waiting for one, through ``orchestrate
+                            signal``'s answer gate; then, if asked, ``orchestrate resume``
 GET  /boards, /board?dir=   task boards; ``view=json`` is what the page refreshes from
 GET  /static/...            the page's script and style, shipped in the package
 """
@@ -152,6 +154,7 @@ class _Handlers:
             Route("/retry", self.recover, methods=["POST"]),
             Route("/rewind", self.recover, methods=["POST"]),
             Route("/wake", self.wake, methods=["POST"]),
+            Route("/signal", self.signal, methods=["POST"]),
             Route("/boards", self.boards),
             Route("/board", self.board),
             Route("/worklog", self.worklog),
@@ -227,6 +230,16 @@ class _Handlers:
         fields = {k: str(form.get(k, "")) for k in ("request", "mode", "answer", "resume")}
         place = self.places[ref.directory]
         return await asyncio.to_thread(_answer, place, ref, self.guard, fields, self.waker)
+
+    async def signal(self, request: Request) -> Response:
+        """Send a signal to the run (its payload JSON, checked at the door)."""
+        taken = await self.posted(request)
+        if isinstance(taken, Response):
+            return taken
+        form, ref = taken
+        fields = {k: str(form.get(k, "")) for k in ("name", "payload", "resume")}
+        place = self.places[ref.directory]
+        return await asyncio.to_thread(_signal, place, ref, self.guard, fields, self.waker)
 
     async def wake(self, request: Request) -> Response:
         """Resume a sleeping run when its timer is due (``resume`` ticked), or not."""
@@ -430,6 +443,30 @@ def _answer(
         else ""
     )
     return _back(ref, f"answered{left}")
+
+
+def _signal(
+    place: Place, ref: RunRef, guard: Guard, fields: dict[str, str], waker: Waker
+) -> Response:
+    from ...formats.strict_json import loads_strict
+
+    name, text = fields["name"], fields["payload"]
+    try:
+        payload = loads_strict(text.encode("utf-8"), source="the payload") if text.strip() else None
+        place.signal(ref.run_id, name, payload)
+    except (OrchestratorError, OSError, UnicodeError) as exc:
+        return _run_page(
+            place,
+            ref,
+            guard,
+            refused={f"signal {name}": refusal_text(exc)},
+            drafts={f"signal {name}": text},
+            waker=waker,
+        )  # 200: the page itself is fine
+    if fields["resume"]:
+        spawn_resume(place, ref.run_id)
+        return _back(ref, f"signal {name} sent; the run resumes")
+    return _back(ref, f"signal {name} sent")
 
 
 def refusal_text(exc: BaseException) -> str:

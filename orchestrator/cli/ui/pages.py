@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from ..._text import plural
 from .runs import RunRef, RunRow
-from .shapes import Sleep, answer_shape, previous_refusal, sleeping
+from .shapes import Sleep, answer_shape, previous_refusal, signal_form, sleeping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -144,8 +144,8 @@ def run_page(
             head += f"<p class='refused' role='alert'>{escape(why)}</p>"
     if asks:
         asks = f"<section><h2>Waiting for an answer</h2>{asks}</section>"
-    if sleep is not None and status == "paused" and not waiting and not untrusted:
-        asks = sleeping(ref, csrf, sleep)
+    if status == "paused" and not waiting and not untrusted:
+        asks = _quiet_wait(ref, csrf, state, sleep, drafts) or asks
     actions = _recover(ref, csrf, state) if status == "failed" and not untrusted else ""
     last = str(events[-1][0]) if events else "0"
     asked = "".join(_asked(record) for record in state.agent_requests if record.x_request)
@@ -177,6 +177,18 @@ def run_page(
         + f"<section><h2>Evidence</h2><ul class='files'>{evidence}</ul></section>"
     )
     return page(f"{summary.get('workflow')} {ref.run_id[:8]}", body, csrf=csrf)
+
+
+def _quiet_wait(
+    ref: RunRef, csrf: str, state: Any, sleep: Sleep | None, drafts: dict[str, str]
+) -> str:
+    """What a paused run with no request waits for: a signal (a form that sends it), or
+    a timer (when it is due, and resuming it then); ``""`` for neither."""
+    signal = (state.phase_data.get("x_orchestrator") or {}).get("waiting_for_signal")
+    if isinstance(signal, dict):
+        name = str(signal.get("name"))
+        return signal_form(ref, csrf, name, signal.get("schema"), drafts.get(f"signal {name}"))
+    return sleeping(ref, csrf, sleep) if sleep is not None else ""
 
 
 def _recover(ref: RunRef, csrf: str, state: Any) -> str:

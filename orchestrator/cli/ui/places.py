@@ -25,6 +25,7 @@ from ..._ports import (
     RunFileInput,
     RunInput,
     RunStore,
+    SendSignalInput,
 )
 from .runs import RunRef, RunRow
 
@@ -90,6 +91,12 @@ class Place:
         choose_request(pending, request_id, where=f"run {run_id}")
         self.store.respond(RespondInput(run=run, response=response_document(request_id, text=text)))
         return len(pending) - len(self.answered(run_id, pending))
+
+    def signal(self, run_id: str, name: str, payload: Any) -> str:
+        """Keep signal ``name`` for the run, through the answer gate; its id."""
+        return self.store.send_signal(
+            SendSignalInput(run=RunInput(run_id=run_id), name=name, payload=payload)
+        )
 
     def command(self, run_id: str) -> list[str]:
         """The options that name this run to an ``orchestrate`` command."""

@@ -101,3 +101,25 @@ def sleeping(ref: RunRef, csrf: str, sleep: Sleep) -> str:
         "page closed</button>"
         "</form></section>"
     )
+
+
+def signal_form(ref: RunRef, csrf: str, name: str, schema: Any, draft: str | None) -> str:
+    """The run waiting for signal ``name``: a form that sends it (its payload, JSON,
+    checked against ``schema`` at the door), and resumes the run if ticked."""
+    text = draft if draft is not None else ""
+    return (
+        "<section class='signal'><h2>Waiting for a signal</h2>"
+        "<form method='post' action='/signal' class='signal'>"
+        f"<input type='hidden' name='dir' value='{ref.directory}'>"
+        f"<input type='hidden' name='run' value='{escape(ref.run_id)}'>"
+        f"<input type='hidden' name='csrf' value='{escape(csrf)}'>"
+        f"<input type='hidden' name='name' value='{escape(name)}'>"
+        f"<p>waiting for signal <b class='mono'>{escape(name)}</b></p>"
+        + answer_shape(schema)
+        + "<label>payload (JSON; empty: null)<textarea name='payload' rows='6' "
+        f"spellcheck='false'>{escape(text)}</textarea></label>"
+        "<label class='resume'><input type='checkbox' name='resume' value='1' checked> "
+        "resume the run once it is sent</label>"
+        "<button type='submit'>Send the signal</button>"
+        "</form></section>"
+    )
