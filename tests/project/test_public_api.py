@@ -28,6 +28,7 @@ PUBLIC = [
     "Engine",
     "ErrorCode",
     "ErrorType",
+    "Goto",
     "HostRequired",
     "InstanceBusyError",
     "NonDeterminismError",
