@@ -312,6 +312,7 @@ class Lifecycle:
                     "skill": target.name,
                     "from": record.rewinds[-1]["from_phase"],
                     "outputs_moved": sorted(moved),
+                    **({"visit": record.visit} if record.visit else {}),
                 },
             )
             engine.save("rewound")

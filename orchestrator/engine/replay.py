@@ -34,7 +34,7 @@ from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
 from .record import EngineRecord, JournalEntry, Pause, copy_json, load_record
 from .routing import outputs_at, visits_of
-from .workflow import Goto, PhaseSpec, Workflow
+from .workflow import Goto, PhaseResult, PhaseSpec, Workflow
 
 __all__ = ["ReplayReport", "load_recorded_run", "replay_run"]
 
@@ -161,17 +161,15 @@ def replay_run(
                 problem=f"phase {spec.name!r} raises on replay: {type(exc).__name__}: {exc}",
                 phase_name=spec.name,
             )
-        if completed and (record.route or isinstance(result, Goto)):
-            went = visits[index + 1] if index + 1 < len(visits) else None
-            now = workflow_cls.phase_entered(spec, result)
-            if (None if now is None else now.name) != went:
-                return ReplayReport(
-                    run_id=record.run_id,
-                    replayed=tuple(replayed),
-                    problem=f"phase {spec.name!r} (visit {visit}) now goes to "
-                    f"{_where(now and now.name)}; the recorded run went to {_where(went)}",
-                    phase_name=spec.name,
-                )
+        routed = completed and (bool(record.route) or isinstance(result, Goto))
+        changed = _route_changed(workflow_cls, spec, result, visits, index) if routed else None
+        if changed:
+            return ReplayReport(
+                run_id=record.run_id,
+                replayed=tuple(replayed),
+                problem=changed,
+                phase_name=spec.name,
+            )
         replayed.append(spec.name)
     return ReplayReport(run_id=record.run_id, replayed=tuple(replayed))
 
@@ -210,6 +208,27 @@ def _as_of(
             events=[],
             visit=visit if visit > 1 else None,
         ),
+    )
+
+
+def _route_changed(
+    workflow_cls: type[Workflow],
+    spec: PhaseSpec,
+    result: PhaseResult | Goto,
+    visits: list[str],
+    index: int,
+) -> str | None:
+    """What differs between where visit number ``index`` of the run's route went next
+    and where the code now goes; ``None`` when they agree."""
+    went = visits[index + 1] if index + 1 < len(visits) else None
+    following = workflow_cls.phase_entered(spec, result)
+    goes = None if following is None else following.name
+    if goes == went:
+        return None
+    visit = visits[:index].count(spec.name) + 1
+    return (
+        f"phase {spec.name!r} (visit {visit}) now goes to {_where(goes)}; the recorded run "
+        f"went to {_where(went)}"
     )
 
 
