@@ -9,6 +9,10 @@ a route to a phase the workflow lacks fails clearly.
 from __future__ import annotations
 
 import json
+import shlex
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,8 @@ import pytest
 from orchestrator import Goto, Workflow, WorkflowDefinitionError, phase
 from orchestrator.engine.replay import load_recorded_run, replay_run
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
-from support.cli import orchestrate
+from support import sweeps
+from support.cli import PATIENCE, child_env, command, orchestrate
 from support.evidence_support import check_run_evidence, run_dir_of
 from support.routing_flows import (
     EndlessReview,
@@ -389,3 +394,90 @@ def test_routes_are_checked_when_the_class_is_made() -> None:
             @phase(1, max_visits=0)
             def first(self, ctx: Any) -> str:
                 return "x"
+
+
+def test_a_review_loop_on_postgresql_runs_until_approved(pg_dsn: str, tmp_path: Path) -> None:
+    handler = shlex.join(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; sys.path.insert(0, sys.argv[1]); "
+            "from support.routing_flows import answer; "
+            "sys.stdout.write(answer(json.load(sys.stdin)))",
+            str(TESTS),
+        ]
+    )
+    done = orchestrate(
+        "drive", f"{FLOWS}:ReviewLoop", "--workdir", tmp_path, "--handler", handler,
+        "--store", pg_dsn,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    status = orchestrate("status", "--store", pg_dsn, "--run", run_id, "--json")
+    assert json.loads(status.stdout)["status"] == "completed", status.stdout
+    history = orchestrate("history", "--store", pg_dsn, "--run", run_id)
+    assert history.returncode == 0, history.stderr
+    assert history.stdout.count("Completed review; goes to revise") == 2
+    assert history.stdout.count("Completed revise; goes to review") == 2
+    assert "approved at review 3" in history.stdout
+
+
+def drive_handler() -> str:
+    """A ``drive`` handler that answers as :func:`answer` does."""
+    return shlex.join(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; sys.path.insert(0, sys.argv[1]); "
+            "from support.routing_flows import answer; "
+            "sys.stdout.write(answer(json.load(sys.stdin)))",
+            str(TESTS),
+        ]
+    )
+
+
+def drive_loop(workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command("drive", f"{FLOWS}:ReviewLoop", "--workdir", workdir, "--handler", drive_handler()),
+        env=child_env(env),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", sweeps.SWEEPS)
+def test_a_loop_killed_at_any_durable_write_resumes_on_its_route(
+    sweep: str, tmp_path: Path
+) -> None:
+    counted = tmp_path / "count"
+    counted.mkdir()
+    log = tmp_path / "points.log"
+    listed = drive_loop(counted, ORCHESTRATOR_CRASH_AT="count", ORCHESTRATOR_CRASH_LOG=str(log))
+    assert listed.returncode == 0, listed.stderr
+    labels = [line.partition(" ")[2] for line in log.read_text().splitlines()]
+    baseline = state_of(counted)
+    for point in sweeps.chosen(sweep, labels):
+        workdir = tmp_path / f"kill-{point}"
+        workdir.mkdir()
+        killed = drive_loop(
+            workdir,
+            ORCHESTRATOR_CRASH_AT=str(point),
+            ORCHESTRATOR_CRASH_LOG=str(tmp_path / f"kill-{point}.log"),
+        )
+        assert killed.returncode == -signal.SIGKILL, (point, labels[point - 1], killed.stderr)
+        again = drive_loop(workdir)
+        assert again.returncode == 0, (point, labels[point - 1], again.stderr)
+        state = state_of(workdir)
+        assert [p["phase_name"] for p in state["completed_phases"]] == ROUTE, point
+        assert {k: v for k, v in state["phase_data"].items() if k != "x_orchestrator"} == {
+            k: v for k, v in baseline["phase_data"].items() if k != "x_orchestrator"
+        }, point
+        route = state["phase_data"]["x_orchestrator"]["route"]
+        assert [(r["from"], r["visit"], r["to"]) for r in route] == [
+            (r["from"], r["visit"], r["to"])
+            for r in baseline["phase_data"]["x_orchestrator"]["route"]
+        ], point
+        check_run_evidence(run_dir_of(workdir))
