@@ -321,11 +321,14 @@ class Engine:
         state = self.state
         # A request whose evidence is still to be written keeps its text until it is.
         unwritten = {e.request_id for e in self.record.events}
+        # A routed run may be in an earlier phase than some it completed (a loop back):
+        # the requests of every phase but the current one are done with.
+        routed = bool(self.record.route)
         finished = [
             r
             for r in state.agent_requests
             if not r.x_archived
-            and r.phase < state.phase
+            and (r.phase < state.phase or (routed and r.phase != state.phase))
             and r.status is not HistoryStatus.PENDING
             and r.request_id not in unwritten
         ]

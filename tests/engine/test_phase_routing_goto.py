@@ -481,3 +481,37 @@ def test_a_loop_killed_at_any_durable_write_resumes_on_its_route(
             for r in baseline["phase_data"]["x_orchestrator"]["route"]
         ], point
         check_run_evidence(run_dir_of(workdir))
+
+
+class ArchivingReviewLoop(ReviewLoop):
+    """The review loop, moving each finished request to the run's history at once."""
+
+    archive_after = 1
+
+
+def test_a_loop_back_moves_the_later_phase_s_requests_to_the_history(tmp_path: Path) -> None:
+    harness = WorkflowHarness(ArchivingReviewLoop, tmp_path / "work")
+    harness.workdir.mkdir()
+    outcome = harness.run()
+    while outcome.status == "paused":
+        (request,) = outcome.pending
+        if request.phase_name == "review" and request.prompt.endswith("Topic: review 3"):
+            break
+        harness.respond(
+            request.request_id,
+            critic_answer(request.prompt)
+            if (request.agent_name == "critic")
+            else writer_answer(request.prompt),
+        )
+        outcome = harness.resume()
+    # Paused in the third review (phase 2): the revisions' requests (phase 3) are done
+    # with, and kept in the run's history rather than in the state.
+    state = state_of(harness.workdir)
+    kept = {(r["phase"], r.get("x_archived", False)) for r in state["agent_requests"]}
+    assert (3, True) in kept and (3, False) not in kept, kept
+    harness.handoff.clear()  # the next engine reads the state back, as a new process does
+    harness.respond(request.request_id, "approved")
+    done = harness.resume()
+    assert done.status == "completed", done.message
+    assert done.outputs["publish"] == {"text": "revised 2.", "verdict": "approved"}
+    assert replay_run(run_dir_of(harness.workdir), ArchivingReviewLoop).ok
