@@ -57,6 +57,7 @@ _EXPORTS = {
     "Engine": "engine.engine",
     "ErrorCode": "formats.board_documents",
     "ErrorType": "formats.bridge",
+    "Goto": "engine.workflow",
     "HostRequired": "_ports",
     "InstanceBusyError": "_errors",
     "NonDeterminismError": "_errors",
@@ -103,6 +104,7 @@ __all__ = [
     "Engine",
     "ErrorCode",
     "ErrorType",
+    "Goto",
     "HostRequired",
     "InstanceBusyError",
     "NonDeterminismError",
@@ -154,7 +156,7 @@ if TYPE_CHECKING:
     from .engine.context import PhaseContext
     from .engine.engine import Engine
     from .engine.record import Outcome
-    from .engine.workflow import Ask, PhaseResult, RetryPolicy, Workflow, phase
+    from .engine.workflow import Ask, Goto, PhaseResult, RetryPolicy, Workflow, phase
     from .formats.board_documents import ErrorCode, Priority, Task, TaskStatus, TaskType
     from .formats.bridge import (
         AgentRequest,

@@ -10,9 +10,9 @@ command names, once: every command on runs talks to it through the ``RunStore`` 
 
 The command modules: ``run`` (run, resume, retry, rewind, fork, replay, drive, cancel),
 ``inspect`` (status, history, output), ``answer`` (respond, pending), ``signal_command``
-(signal), ``validate``
-(validate, schema), ``scaffold`` (init, with ``host_recipes``: what a coding agent
-needs to host a workflow), ``trust``, ``events`` (with ``event_lines``, an
+(signal), ``validate`` (validate, schema), ``graph`` (a workflow's phases and routes as
+Mermaid text), ``scaffold`` (init, with ``host_recipes``: what a coding agent needs to
+host a workflow), ``trust``, ``events`` (with ``event_lines``, an
 event as one readable line), ``board``, ``check``, ``evals`` and ``eval_compare`` (eval),
 ``store`` (db, export), ``worker``, ``ui/`` (``orchestrate ui``, the local web app), and
 ``mcp/`` (``orchestrate mcp``, the MCP server over the same run stores).

@@ -135,7 +135,17 @@ def _error(exc: BaseException | str, code: int) -> int:
 
 
 # Commands that only read: an error in them changed nothing.
-_READ_ONLY = {"status", "validate", "schema", "replay", "history", "events", "output", "check"}
+_READ_ONLY = {
+    "status",
+    "validate",
+    "schema",
+    "graph",
+    "replay",
+    "history",
+    "events",
+    "output",
+    "check",
+}
 
 
 def _os_error_line(exc: OSError, args: argparse.Namespace) -> str:
@@ -192,6 +202,7 @@ COMMANDS = {
     "drive": "run",
     "validate": "validate",
     "schema": "validate",
+    "graph": "graph",
     "cancel": "run",
     "board": "board",
     "check": "check",

@@ -5,7 +5,9 @@ Owns the ``Workflow`` base class, ``@phase`` and the retry policy (``workflow``)
 engine's record in the state (``record``), the engine itself (``engine``: the attached
 run, checkpoints, the phase runner) and its parts: the lifecycle (start, resume, retry,
 rewind, fork, cancel, version migrations, and what a pause hands the next resume:
-``lifecycle``), where a failed phase raised (``failure_trace``), the requests and
+``lifecycle``), routing between phases (``Goto``: which visit of a phase a run is in,
+where a rewind or a fork of a routed run goes back to, the workflow's graph:
+``routing``), where a failed phase raised (``failure_trace``), the requests and
 answers (``mailbox``), the signals pushed in from outside (``signals``) and what a
 phase recorded, for replay (``journal``); the phase context handed to each phase
 (``context``), a step's tries under a retry policy or a timeout (``step_attempts``), the

@@ -83,6 +83,8 @@ class PhaseContext:
         state, record = engine.state, engine.record
         self.phase: int = spec.number
         self.phase_name: str = spec.name
+        #: Which visit of the phase this is: 1, or more when a ``Goto`` entered it again.
+        self.visit: int = record.visit or 1
         self.run_id: str = record.run_id
         self.clock: Clock = engine.clock
         self.inputs: dict[str, Any] = copy_json(record.inputs)

@@ -23,6 +23,7 @@ from .._errors import (
     BudgetExceededError,
     NonDeterminismError,
     OrchestratorError,
+    RunFailedError,
     StorageError,
     UnsafePathError,
 )
@@ -63,8 +64,9 @@ from .record import (
     copy_json,
     to_json_value,
 )
+from .routing import visits_of
 from .signals import SignalBox
-from .workflow import PhaseResult, PhaseSpec, Workflow
+from .workflow import Goto, PhaseResult, PhaseSpec, Workflow
 
 RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
 
@@ -333,11 +335,14 @@ class Engine:
         state = self.state
         # A request whose evidence is still to be written keeps its text until it is.
         unwritten = {e.request_id for e in self.record.events}
+        # A routed run may be in an earlier phase than some it completed (a loop back):
+        # the requests of every phase but the current one are done with.
+        routed = bool(self.record.route)
         finished = [
             r
             for r in state.agent_requests
             if not r.x_archived
-            and r.phase < state.phase
+            and (r.phase < state.phase or (routed and r.phase != state.phase))
             and r.status is not HistoryStatus.PENDING
             and r.request_id not in unwritten
         ]
@@ -371,7 +376,7 @@ class Engine:
                 spec = self.workflow_cls.phase_named(state.phase_name)
             except KeyError:
                 return self._fail_unknown_phase(state.phase_name)
-            self.recorder.open_phase(spec.number, spec.name)
+            self.recorder.open_phase(spec.number, spec.name, visit=self.record.visit or 1)
             try:
                 result = self.run_phase(workflow, spec)
                 next_spec = self._complete_phase(spec, result)
@@ -419,9 +424,10 @@ class Engine:
         )
         return self._fail(str(error))
 
-    def run_phase(self, workflow: Workflow, spec: PhaseSpec) -> PhaseResult:
+    def run_phase(self, workflow: Workflow, spec: PhaseSpec) -> PhaseResult | Goto:
         """Run one phase of ``workflow`` against the attached run's journal (a replay
-        runs phases one by one this way); raises :class:`Pause` when it must wait."""
+        runs phases one by one this way); raises :class:`Pause` when it must wait. A
+        :class:`Goto` it returns names a phase the workflow has and ``spec`` may go to."""
         ctx = PhaseContext(self, spec)
         self._fatal = None
         try:
@@ -454,16 +460,33 @@ class Engine:
             # AGENT_NOT_FOUND and a cancelled request fail the run even if the phase caught them
             raise self._fatal
         ctx.check_all_replayed()
+        if isinstance(value, Goto):
+            self.workflow_cls.phase_entered(spec, value)  # a bad route fails the phase
+            return value
         if isinstance(value, PhaseResult):
             return value
         return PhaseResult(output=value, summary=f"Completed {spec.name}")
 
-    def _complete_phase(self, spec: PhaseSpec, result: PhaseResult) -> PhaseSpec | None:
+    def _complete_phase(self, spec: PhaseSpec, result: PhaseResult | Goto) -> PhaseSpec | None:
         state, record = self.state, self.record
-        state.phase_data[spec.name] = to_json_value(
-            result.output, where=f"phase {spec.name!r} output"
-        )
+        next_spec = self.workflow_cls.phase_entered(spec, result)
+        routed = isinstance(result, Goto) or bool(record.route)
+        entering = self._entering(spec, next_spec) if routed and next_spec is not None else 1
+        output = to_json_value(result.output, where=f"phase {spec.name!r} output")
+        if routed and spec.name in state.phase_data:  # a visit again: keep the earlier output
+            record.earlier_visits = [
+                *(record.earlier_visits or []),
+                {
+                    "phase": spec.name,
+                    "visit": visits_of(state.completed_phases, spec.name),
+                    "output": state.phase_data[spec.name],
+                },
+            ]
+        state.phase_data[spec.name] = output
         summary = result.summary or f"Completed {spec.name}"
+        if isinstance(result, Goto):
+            summary = result.summary or f"Completed {spec.name}; goes to {result.to}"
+            self._tell_route(spec, result.to)
         state.completed_phases.append(
             CompletedPhase(
                 phase=spec.number,
@@ -475,7 +498,41 @@ class Engine:
         self.close_phase(spec, status=STATUS_PASS, summary=summary)
         record.journal = []
         record.reopened = False
-        return self.workflow_cls.phase_after(spec)
+        record.visit = entering if entering > 1 else None
+        return next_spec
+
+    def _entering(self, spec: PhaseSpec, next_spec: PhaseSpec) -> int:
+        """The visit of ``next_spec`` a routed run enters after ``spec`` completes; past
+        its ``max_visits``, the run fails (a loop that does not end)."""
+        visit = visits_of(self.state.completed_phases, next_spec.name) + 1
+        if next_spec.name == spec.name:
+            visit += 1  # the completion of this visit is not appended yet
+        if visit > next_spec.max_visits:
+            raise RunFailedError(
+                f"phase {next_spec.name!r} would be entered a {_ordinal(visit)} time, past "
+                f"its max_visits of {next_spec.max_visits}: the route does not end; make "
+                f"the loop end, or raise @phase({next_spec.number}, max_visits=...)"
+            )
+        return visit
+
+    def _tell_route(self, spec: PhaseSpec, target: str) -> None:
+        """Journal the route: the record's ``route`` is saved with the completion."""
+        record = self.record
+        visit = record.visit or 1
+        record.route = [
+            *(record.route or []),
+            {
+                "index": len(self.state.completed_phases),
+                "from": spec.name,
+                "visit": visit,
+                "to": target,
+                "at": format_time(self.clock.now()),
+            },
+        ]
+        self.recorder.emit(
+            EVENT_DECISION,
+            {"skill": spec.name, "decision": "goto", "to": target, "visit": visit},
+        )
 
     def finish(self) -> Outcome:
         """End a run whose every phase completed: save, then move it to its history."""
@@ -623,13 +680,24 @@ class Engine:
             journal=tuple(unstructure(entry) for entry in self.record.journal),
         )
         self.recorder.close_phase(
-            spec.number, spec.name, status=status, summary=summary, tally=tally
+            spec.number,
+            spec.name,
+            status=status,
+            summary=summary,
+            tally=tally,
+            visit=self.record.visit or 1,
         )
 
 
 def _all_phases(count: int) -> str:
     """``all 3 phases``; a workflow of one phase has ``its 1 phase``."""
     return f"its {plural(count, 'phase')}" if count == 1 else f"all {plural(count, 'phase')}"
+
+
+def _ordinal(number: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ... ``11th``, ``21st``."""
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}th" if 10 <= number % 100 <= 20 else f"{number}{suffix}"
 
 
 def _random_uuid() -> str:

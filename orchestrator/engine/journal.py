@@ -324,7 +324,9 @@ class Journal:
     ) -> str:
         """Write a phase's artifact now (a replay writes the same file again), then journal
         it; the recorder queues its ``artifact.written``."""
-        facts = self._engine.recorder.artifact(spec.number, spec.name, document, data)
+        engine = self._engine
+        visit = engine.record.visit or 1
+        facts = engine.recorder.artifact(spec.number, spec.name, document, data, visit=visit)
         self.append(
             JournalEntry(
                 position=position, kind="artifact", fingerprint=[document["path"]], result=facts

@@ -33,7 +33,7 @@ from ..evidence.documents import (
     EVENT_RUN_REWIND,
     EVENT_RUN_START,
 )
-from ..formats.bridge import CheckpointState, HistoryStatus
+from ..formats.bridge import CheckpointState, CompletedPhase, HistoryStatus
 from ..formats.bridge_codec import dump_document
 from ..formats.step_names import STATUS_ABSTAIN
 from ..formats.times import format_time
@@ -41,6 +41,7 @@ from ..storage.runs import ENGINE_KEY
 from .journal import JournalKept, ReplayRows
 from .mailbox import MailboxMemo
 from .record import EXIT_ERROR, EngineRecord, Outcome, copy_json, load_record, to_json_value
+from .routing import cut_for, outputs_at, visits_of
 from .workflow import PhaseSpec, Workflow
 
 if TYPE_CHECKING:
@@ -290,7 +291,8 @@ class Lifecycle:
             target = self._phase_for(to_phase, "rewind to")
             if record.status == "cancelled":
                 raise UsageError(f"run {record.run_id} was cancelled; it cannot be rewound")
-            if target.number > state.phase and record.status != "completed":
+            cut = self._routed_cut(state, record, target, "rewind to")
+            if cut is None and target.number > state.phase and record.status != "completed":
                 raise UsageError(
                     f"phase {target.name} comes after the run's current phase "
                     f"{state.phase_name}: a rewind goes back ('orchestrate resume' goes on)"
@@ -298,7 +300,11 @@ class Lifecycle:
             engine.recorder.publish()
             if record.status not in ("failed", "completed"):
                 self._stop_current_phase(f"the run was rewound to {target.name}", target)
-            moved = self._move_outputs_from(target)
+            moved = (
+                self._move_outputs_from(target)
+                if cut is None
+                else self._move_routed_outputs(target, cut)
+            )
             engine.recorder.emit(
                 EVENT_RUN_REWIND,
                 {
@@ -306,6 +312,7 @@ class Lifecycle:
                     "skill": target.name,
                     "from": record.rewinds[-1]["from_phase"],
                     "outputs_moved": sorted(moved),
+                    **({"visit": record.visit} if record.visit else {}),
                 },
             )
             engine.save("rewound")
@@ -346,15 +353,7 @@ class Lifecycle:
                 "to_phase": target.name,
                 "outputs": moved,
                 # the completions taken back, so that the run's history still tells them
-                "completed": [
-                    {
-                        "phase": p.phase,
-                        "phase_name": p.phase_name,
-                        "completed_at": p.completed_at,
-                        "result_summary": p.result_summary,
-                    }
-                    for p in taken_back
-                ],
+                "completed": [_completion(p) for p in taken_back],
             }
         )
         state.completed_phases = [p for p in state.completed_phases if p.phase < target.number]
@@ -363,6 +362,63 @@ class Lifecycle:
         record.journal, record.marks = [], []
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         record.waiting_for_signal = None
+        return moved
+
+    def _routed_cut(
+        self, state: CheckpointState, record: EngineRecord, target: PhaseSpec, what: str
+    ) -> int | None:
+        """Where a rewind or a fork of a routed run goes back to (see ``routing.cut_for``);
+        ``None`` for a run that never routed (it goes back by phase number)."""
+        if not record.route:
+            return None
+        cut = cut_for(state.completed_phases, state.phase_name, record.status, target)
+        if cut is None:
+            raise UsageError(
+                f"{what} {target.name!r}: run {record.run_id} never entered that phase (its "
+                "route went past it); name a phase the run was in ('orchestrate history' "
+                "lists them)"
+            )
+        return cut
+
+    def _move_routed_outputs(self, target: PhaseSpec, cut: int) -> dict[str, Any]:
+        """Take a routed run back to its latest visit of ``target``: the completions from
+        ``cut`` on, with their outputs and routes, move to the record's rewinds, and each
+        phase gets back the output of its latest visit before them; returns the outputs
+        taken back."""
+        engine = self._engine
+        state, record = engine.state, engine.record
+        for pending in engine.mailbox.pending():
+            pending.status = HistoryStatus.WITHDRAWN
+        completed = state.completed_phases
+        taken_back = completed[cut:]
+        outputs, earlier = outputs_at(state.phase_data, record, completed, cut)
+        moved = {
+            name: state.phase_data[name]
+            for name in {p.phase_name for p in taken_back}
+            if name in state.phase_data
+        }
+        route = record.route or []
+        record.rewinds.append(
+            {
+                "at": format_time(engine.clock.now()),
+                "from_phase": state.phase_name,
+                "from_status": record.status,
+                "to_phase": target.name,
+                "outputs": moved,
+                "completed": [_completion(p) for p in taken_back],
+                "route": [r for r in route if r.get("index", 0) >= cut],
+            }
+        )
+        state.completed_phases = completed[:cut]
+        state.phase_data = {**outputs, ENGINE_KEY: state.phase_data[ENGINE_KEY]}
+        state.phase, state.phase_name = target.number, target.name
+        record.route = [r for r in route if r.get("index", 0) < cut]
+        record.earlier_visits = earlier or None
+        visit = visits_of(state.completed_phases, target.name) + 1
+        record.visit = visit if visit > 1 else None
+        record.status, record.failure, record.failure_trace = "paused", None, None
+        record.journal, record.marks = [], []
+        record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         return moved
 
     def fork(
@@ -378,6 +434,9 @@ class Lifecycle:
             origin = load_record(source, source="the run to fork")
             target = self._phase_for(from_phase, "fork from")
             state, record = self._forked(source, origin, target, workdir, output_path)
+            cut = self._routed_cut(source, origin, target, "fork from")
+            if cut is not None:
+                self._follow_route(state, record, source, origin, cut)
             self._clear_leftovers()
             engine.attach(state, record)
             self._tell_start()
@@ -438,6 +497,24 @@ class Lifecycle:
         )
         return state, record
 
+    def _follow_route(
+        self,
+        state: CheckpointState,
+        record: EngineRecord,
+        source: CheckpointState,
+        origin: EngineRecord,
+        cut: int,
+    ) -> None:
+        """A fork of a routed run starts at the latest visit of its phase: the route up to
+        there, and each phase's output of its latest visit before it."""
+        outputs, earlier = outputs_at(source.phase_data, origin, source.completed_phases, cut)
+        state.completed_phases = list(source.completed_phases[:cut])
+        state.phase_data = outputs
+        record.route = [copy_json(r) for r in origin.route or [] if r.get("index", 0) < cut]
+        record.earlier_visits = earlier or None
+        visit = visits_of(state.completed_phases, state.phase_name) + 1
+        record.visit = visit if visit > 1 else None
+
     def _phase_for(self, name: str, what: str) -> PhaseSpec:
         workflow_cls = self._engine.workflow_cls
         try:
@@ -453,7 +530,9 @@ class Lifecycle:
         with engine.bridge.lock():
             state = engine.bridge.load_state()
             record = load_record(state, source=engine.bridge.location)
-            check_phases(state, engine.workflow_cls, source=engine.bridge.location)
+            check_phases(
+                state, engine.workflow_cls, source=engine.bridge.location, routed=bool(record.route)
+            )
             engine.attach(state, record)
             if record.status not in ("failed", "completed", "cancelled"):
                 engine.recorder.withdraw(engine.mailbox.pending(), "the run was cancelled")
@@ -506,7 +585,7 @@ class Lifecycle:
                 f"{name} was written by version {have} of {workflow_cls.name}, and this "
                 f"code is version {want}: resume it with the newer code"
             )
-        check_phases(state, workflow_cls, source=location)
+        check_phases(state, workflow_cls, source=location, routed=bool(record.route))
         engine.attach(state, record)
         if have == want:
             return
@@ -595,11 +674,14 @@ class Lifecycle:
         return True
 
 
-def check_phases(state: CheckpointState, workflow_cls: type[Workflow], *, source: str) -> None:
+def check_phases(
+    state: CheckpointState, workflow_cls: type[Workflow], *, source: str, routed: bool = False
+) -> None:
     """Refuse, as damaged, a state whose ``phase`` and ``phase_name`` are not one phase
     of the workflow, or that lists a completed phase the workflow does not have (by that
-    number and name) or that comes after the current one. Such a state was edited, or the
-    workflow's phases changed under the run; resuming it would run the wrong phase."""
+    number and name) or that comes after the current one (unless the run is ``routed``:
+    a ``Goto`` went back). Such a state was edited, or the workflow's phases changed under
+    the run; resuming it would run the wrong phase."""
     phases = ", ".join(f"{p.number} {p.name}" for p in workflow_cls.phases)
     why = (
         f"(the phases of {workflow_cls.name}: {phases}): the state was edited, or the "
@@ -622,7 +704,7 @@ def check_phases(state: CheckpointState, workflow_cls: type[Workflow], *, source
             rule="consistency",
         )
     for index, done in enumerate(state.completed_phases):
-        if numbers.get(done.phase_name) != done.phase or done.phase > state.phase:
+        if numbers.get(done.phase_name) != done.phase or (done.phase > state.phase and not routed):
             raise StateDamagedError(
                 f"completed phase {done.phase} {done.phase_name!r} is not a phase of the "
                 f"workflow before or at the current one ({state.phase} {state.phase_name}) "
@@ -631,6 +713,16 @@ def check_phases(state: CheckpointState, workflow_cls: type[Workflow], *, source
                 json_path=f"$.completed_phases[{index}]",
                 rule="consistency",
             )
+
+
+def _completion(done: CompletedPhase) -> dict[str, Any]:
+    """A completion a rewind took back, as its record keeps it (the history tells it)."""
+    return {
+        "phase": done.phase,
+        "phase_name": done.phase_name,
+        "completed_at": done.completed_at,
+        "result_summary": done.result_summary,
+    }
 
 
 def _optional_str(value: Any) -> str | None:

@@ -130,6 +130,19 @@ class EngineRecord:
     # The tokens of the answers moved to the run's history, by model (see
     # ``evidence.usage.tally_of``): what a budget needs of them once their text is gone.
     archived_usage: dict[str, Any] = attrs.field(factory=dict)
+    # Which visit of the current phase this is (1 the first time the run enters it; a
+    # ``Goto`` back to a phase enters it again). Each visit has its own evidence directory.
+    # The three routing fields stay ``None`` (and out of the state) in a run that never
+    # routed.
+    visit: int | None = None
+    # Each ``Goto`` a phase returned, in order: ``index`` (of its completion in the
+    # state's ``completed_phases``), ``from`` (the phase), ``visit`` (its visit), ``to``
+    # and ``at``. A rewind or a fork takes the routes after its point back with them.
+    route: list[dict[str, Any]] | None = None
+    # The outputs of the earlier visits of phases a route entered again (``phase``,
+    # ``visit``, ``output``): ``phase_data`` holds each phase's latest; a rewind or a fork
+    # to an earlier visit takes these back.
+    earlier_visits: list[dict[str, Any]] | None = None
     # The run's trace context for OpenTelemetry, made once at its start: ``trace_id``
     # (32 hex digits), the run span's ``span_id`` (16), and ``parent_span_id`` when the
     # run was started inside another trace (``TRACEPARENT``). Every process that goes on

@@ -32,8 +32,9 @@ from ..storage.durable import sha256_hex
 from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
-from .record import JournalEntry, Pause, copy_json, load_record
-from .workflow import Workflow
+from .record import EngineRecord, JournalEntry, Pause, copy_json, load_record
+from .routing import outputs_at, visits_of
+from .workflow import Goto, PhaseResult, PhaseSpec, Workflow
 
 __all__ = ["ReplayReport", "load_recorded_run", "replay_run"]
 
@@ -105,44 +106,42 @@ def replay_run(
     """Replay the run at ``path`` (see :func:`load_recorded_run`) against
     ``workflow_cls`` as the code is now, without calling any agent or running any step.
 
-    Phases replay in order, each from its own journal; the report names the first call
-    the code makes differently (or a phase that now raises), else says the run replays
-    clean. A phase the recorded run was waiting in replays up to where it waits.
+    Phases replay in the order the run took them (a ``Goto`` entered some again), each
+    visit from its own journal; the report names the first call the code makes
+    differently (or a phase that now raises, or now goes elsewhere than the run went),
+    else says the run replays clean. A phase the recorded run was waiting in replays up
+    to where it waits.
     """
     run_dir, state = load_recorded_run(path, signed_only=signed_only)
     record = load_record(state, source=str(run_dir))
     engine = Engine(workflow_cls, bridge=_NoStore(), clock=_EndOfTime())
     engine.replay_only = True
     workflow = workflow_cls(copy_json(record.inputs))
-    done = [p.phase_name for p in state.completed_phases]
+    done = state.completed_phases
+    # The route the run took: each completed visit, then the phase it is in now.
+    visits = [p.phase_name for p in done]
+    if record.status != "completed":
+        visits.append(state.phase_name)
     replayed: list[str] = []
-    for spec in workflow_cls.phases:
-        if spec.name in done:
-            journal = _journal_of(run_dir, spec.number, spec.name, record.journals)
-        elif spec.name == state.phase_name and record.status not in ("completed",):
-            journal = list(record.journal)
-        else:
-            break
-        earlier = {k: v for k, v in state.phase_data.items() if k in _names_before(done, spec.name)}
-        engine.attach(
-            attrs.evolve(
-                state,
-                phase=spec.number,
-                phase_name=spec.name,
-                phase_data={**copy_json(earlier), ENGINE_KEY: state.phase_data.get(ENGINE_KEY)},
-            ),
-            attrs.evolve(
-                record,
-                journal=journal,
-                evidence=False,
-                status="running",
-                reopened=False,
-                marks=[],
-                events=[],
-            ),
-        )
+    for index, name in enumerate(visits):
         try:
-            engine.run_phase(workflow, spec)
+            spec = workflow_cls.phase_named(name)
+        except KeyError:
+            return ReplayReport(
+                run_id=record.run_id,
+                replayed=tuple(replayed),
+                problem=f"the run was in phase {name!r}, which the workflow no longer declares",
+                phase_name=name,
+            )
+        completed = index < len(done)
+        visit = visits_of(done[:index], name) + 1
+        if completed:
+            journal = _journal_of(run_dir, spec.number, spec.name, record.journals, visit)
+        else:
+            journal = list(record.journal)
+        engine.attach(*_as_of(state, record, index, spec, journal, visit))
+        try:
+            result = engine.run_phase(workflow, spec)
         except Pause:
             break  # the recorded run waits here: replayed as far as it went
         except NonDeterminismError as exc:
@@ -154,7 +153,7 @@ def replay_run(
                 position=exc.position,
             )
         except Exception as exc:
-            if spec.name not in done:
+            if not completed:
                 break  # the phase the recorded run failed in fails again: as recorded
             return ReplayReport(
                 run_id=record.run_id,
@@ -162,21 +161,88 @@ def replay_run(
                 problem=f"phase {spec.name!r} raises on replay: {type(exc).__name__}: {exc}",
                 phase_name=spec.name,
             )
+        routed = completed and (bool(record.route) or isinstance(result, Goto))
+        changed = _route_changed(workflow_cls, spec, result, visits, index) if routed else None
+        if changed:
+            return ReplayReport(
+                run_id=record.run_id,
+                replayed=tuple(replayed),
+                problem=changed,
+                phase_name=spec.name,
+            )
         replayed.append(spec.name)
     return ReplayReport(run_id=record.run_id, replayed=tuple(replayed))
 
 
-def _names_before(done: list[str], name: str) -> set[str]:
-    return set(done[: done.index(name)]) if name in done else set(done)
+def _as_of(
+    state: CheckpointState,
+    record: EngineRecord,
+    index: int,
+    spec: PhaseSpec,
+    journal: list[JournalEntry],
+    visit: int,
+) -> tuple[CheckpointState, EngineRecord]:
+    """The state and record a replay attaches to run visit number ``index`` of the
+    recorded run's route: the outputs of the visits before it, and its journal."""
+    done = state.completed_phases
+    if record.route:
+        earlier, _ = outputs_at(state.phase_data, record, done, index)
+    else:
+        before = {p.phase_name for p in done[:index]}
+        earlier = {k: v for k, v in state.phase_data.items() if k in before}
+    return (
+        attrs.evolve(
+            state,
+            phase=spec.number,
+            phase_name=spec.name,
+            completed_phases=list(done[:index]),
+            phase_data={**copy_json(earlier), ENGINE_KEY: state.phase_data.get(ENGINE_KEY)},
+        ),
+        attrs.evolve(
+            record,
+            journal=journal,
+            evidence=False,
+            status="running",
+            reopened=False,
+            marks=[],
+            events=[],
+            visit=visit if visit > 1 else None,
+        ),
+    )
+
+
+def _route_changed(
+    workflow_cls: type[Workflow],
+    spec: PhaseSpec,
+    result: PhaseResult | Goto,
+    visits: list[str],
+    index: int,
+) -> str | None:
+    """What differs between where visit number ``index`` of the run's route went next
+    and where the code now goes; ``None`` when they agree."""
+    went = visits[index + 1] if index + 1 < len(visits) else None
+    following = workflow_cls.phase_entered(spec, result)
+    goes = None if following is None else following.name
+    if goes == went:
+        return None
+    visit = visits[:index].count(spec.name) + 1
+    return (
+        f"phase {spec.name!r} (visit {visit}) now goes to {_where(goes)}; the recorded run "
+        f"went to {_where(went)}"
+    )
+
+
+def _where(name: str | None) -> str:
+    return "the end of the run" if name is None else f"phase {name!r}"
 
 
 def _journal_of(
-    run_dir: Path, number: int, name: str, digests: dict[str, Any]
+    run_dir: Path, number: int, name: str, digests: dict[str, Any], visit: int = 1
 ) -> list[JournalEntry]:
     """A completed phase's journal, from its ``journal.json``: taken only when its bytes
     have the digest the signed state keeps for it (runs recorded before digests were
     kept have none to compare)."""
-    where = run_dir / phase_dir(number, name) / JOURNAL_FILE
+    where = run_dir / phase_dir(number, name, visit) / JOURNAL_FILE
     try:
         data, raw = read_json_file_bytes(where, allow_lone_surrogates=True)
     except FileNotFoundError:
@@ -187,7 +253,7 @@ def _journal_of(
             json_path="$",
             rule="required",
         ) from None
-    expected = digests.get(phase_dir(number, name))
+    expected = digests.get(phase_dir(number, name, visit))
     if isinstance(expected, str) and not hmac.compare_digest(sha256_hex(raw), expected):
         raise HistoryDamagedError(
             f"phase {name}'s journal changed since it was written: its digest is not the "

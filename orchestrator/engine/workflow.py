@@ -1,8 +1,8 @@
 """Declaring workflows: the ``Workflow`` base class and the ``@phase`` decorator.
 
 A malformed definition (bad name, duplicate or unordered phases, a phase with the wrong
-signature, an unknown fallback) fails when the class is created, not in the middle of a
-run.
+signature, an unknown fallback or route) fails when the class is created, not in the
+middle of a run.
 """
 
 from __future__ import annotations
@@ -14,23 +14,30 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import attrs
 
-from .._errors import WorkflowDefinitionError
+from .._errors import RunFailedError, WorkflowDefinitionError
 
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: How many times a run may enter one phase unless its ``@phase`` says otherwise.
+DEFAULT_MAX_VISITS = 100
+
 
 @attrs.frozen(kw_only=True)
 class PhaseSpec:
-    """One declared phase: its number, name, method and optional fallback method."""
+    """One declared phase: its number, name, method and optional fallback method; the
+    phases it declares it may go to with :class:`Goto` (``routes``), and how many times a
+    run may enter it (``max_visits``)."""
 
     number: int
     name: str
     method_name: str
     fallback: str | None = None
     asks_agents: bool = False
+    routes: tuple[str, ...] = ()
+    max_visits: int = DEFAULT_MAX_VISITS
 
 
 @attrs.frozen(kw_only=True)
@@ -39,6 +46,24 @@ class PhaseResult:
 
     output: Any = None
     summary: str = ""
+
+
+@attrs.frozen
+class Goto:
+    """What a phase may return to choose the phase that runs next: ``to`` names any
+    declared phase, an earlier one (a loop: review, revise, review again) or a later one
+    (a skip). ``output`` is the phase's output, ``summary`` its one-line summary, as in
+    :class:`PhaseResult`.
+
+    When the phase declares ``routes`` (``@phase(2, routes=("revise",))``), ``to`` must
+    be one of them; a phase that declares none may go to any phase. A phase entered again
+    runs from its top as a new visit: its evidence goes to a directory of its own, and
+    its latest output is the one ``ctx.output`` returns.
+    """
+
+    to: str
+    output: Any = attrs.field(default=None, kw_only=True)
+    summary: str = attrs.field(default="", kw_only=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -144,7 +169,13 @@ class _Attempt:
 
 
 def phase(
-    number: int, *, name: str | None = None, fallback: str | None = None, asks_agents: bool = False
+    number: int,
+    *,
+    name: str | None = None,
+    fallback: str | None = None,
+    asks_agents: bool = False,
+    routes: tuple[str, ...] = (),
+    max_visits: int = DEFAULT_MAX_VISITS,
 ) -> Callable[[F], F]:
     """Declare a method ``(self, ctx)`` as phase ``number``.
 
@@ -154,10 +185,20 @@ def phase(
     INVOCATION_FAILED run out. ``asks_agents`` marks the phases that ask agents: when
     any phase is marked, only marked phases may ask, and the request schema's
     ``phase_name`` enum lists exactly those (unmarked workflows list every phase).
+    ``routes`` names the phases this one may go to by returning :class:`Goto` (then it
+    may go to no other; ``orchestrate graph`` draws them). ``max_visits``: how many times
+    a run may enter the phase; one more fails the run (a loop that never ends).
     """
 
     def mark(method: F) -> F:
-        method.__orchestrator_phase__ = (number, name, fallback, asks_agents)  # type: ignore[attr-defined]
+        method.__orchestrator_phase__ = (  # type: ignore[attr-defined]
+            number,
+            name,
+            fallback,
+            asks_agents,
+            routes,
+            max_visits,
+        )
         return method
 
     return mark
@@ -226,6 +267,29 @@ class Workflow:
         return cls.phases[index] if index < len(cls.phases) else None
 
     @classmethod
+    def phase_entered(cls, spec: PhaseSpec, result: PhaseResult | Goto) -> PhaseSpec | None:
+        """The phase that runs after ``spec`` ended with ``result``: the one a
+        :class:`Goto` names, else the next in order (``None`` after the last). A ``Goto``
+        to a phase the workflow lacks, or to one ``spec`` does not declare in its
+        ``routes``, is refused with a :class:`RunFailedError` that says what to do."""
+        if not isinstance(result, Goto):
+            return cls.phase_after(spec)
+        target = result.to
+        if not isinstance(target, str) or target not in cls._phase_at:
+            names = ", ".join(p.name for p in cls.phases)
+            raise RunFailedError(
+                f"phase {spec.name!r} returned Goto({target!r}), and the workflow has no "
+                f"such phase (its phases: {names}); name one of them"
+            )
+        if spec.routes and target not in spec.routes:
+            raise RunFailedError(
+                f"phase {spec.name!r} returned Goto({target!r}), which is not one of the "
+                f"routes it declares ({', '.join(spec.routes)}); add it to the routes of "
+                f"@phase({spec.number}, routes=...) or go to one of them"
+            )
+        return cls.phase_named(target)
+
+    @classmethod
     def policy(cls) -> RetryPolicy:
         """The retry policy: ``retry_policy``, else ``max_retries`` retries with the
         default waits."""
@@ -262,13 +326,15 @@ def _collect_phases(cls: type[Workflow]) -> tuple[PhaseSpec, ...]:
             marker = getattr(value, "__orchestrator_phase__", None)
             if marker is None:
                 continue
-            number, name, fallback, asks_agents = marker
+            number, name, fallback, asks_agents, routes, max_visits = marker
             spec = PhaseSpec(
                 number=number,
                 name=name or attr_name,
                 method_name=attr_name,
                 fallback=fallback,
                 asks_agents=asks_agents,
+                routes=routes,
+                max_visits=max_visits,
             )
             if attr_name in seen:
                 found = [spec if s.method_name == attr_name else s for s in found]
@@ -355,6 +421,29 @@ def _check_definition(cls: type[Workflow]) -> None:
                     f"{label}: fallback {spec.fallback!r} is not a method of the class"
                 )
             _check_arity(cls, spec.fallback, 3, f"{label}: fallback must take (self, ctx, error)")
+    for spec in cls.phases:
+        _check_routes(spec, names, f"{where}, phase {spec.name!r}")
+
+
+def _check_routes(spec: PhaseSpec, names: set[str], label: str) -> None:
+    """A phase's ``routes`` name phases of the workflow; ``max_visits`` is at least 1."""
+    routes = spec.routes
+    if not isinstance(routes, tuple) or not all(isinstance(r, str) for r in routes):
+        raise WorkflowDefinitionError(
+            f'{label}: routes must be a tuple of phase names, like routes=("review",), '
+            f"got {routes!r}"
+        )
+    unknown = [r for r in routes if r not in names]
+    if unknown:
+        raise WorkflowDefinitionError(
+            f"{label}: routes name {unknown[0]!r}, which is not a phase of the workflow "
+            f"(its phases: {', '.join(sorted(names))})"
+        )
+    if len(set(routes)) != len(routes):
+        raise WorkflowDefinitionError(f"{label}: routes name a phase twice: {routes!r}")
+    visits = spec.max_visits
+    if isinstance(visits, bool) or not isinstance(visits, int) or visits < 1:
+        raise WorkflowDefinitionError(f"{label}: max_visits must be an integer >= 1")
 
 
 def _check_arity(cls: type[Workflow], method_name: str, positional: int, message: str) -> None:

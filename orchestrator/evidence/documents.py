@@ -7,6 +7,7 @@ bridge)::
     events.ndjson                         one event per line, x_seq 1, 2, 3, ... in order
     phases/<NN>-<phase>/results.json      each phase's outcome, with the artifacts that
     phases/<NN>-<phase>/<path>            ctx.artifact wrote there
+    phases/<NN>-<phase>.<V>/...           visit V (2, 3, ...) of a phase a route entered again
     agents/<NNNN>-<agent>/results.json    each agent request (NNNN: the x_seq of its
     agents/<NNNN>-<agent>/prompt.md       agent.start), its prompt and its answer
     agents/<NNNN>-<agent>/response.json   (response.txt when the answer is not JSON)
@@ -66,8 +67,10 @@ JOURNAL_FILE = "journal.json"
 _EVENT_NAME = re.compile(EVENT_NAME_PATTERN)
 
 
-def phase_dir(number: int, name: str) -> str:
-    return f"phases/{number:02d}-{name}"
+def phase_dir(number: int, name: str, visit: int = 1) -> str:
+    """A phase's output directory; a visit after the first (a route entered the phase
+    again) has its own, ``phases/02-review.2``."""
+    return f"phases/{number:02d}-{name}" + (f".{visit}" if visit > 1 else "")
 
 
 def agent_dir(sequence: int, agent: str) -> str:

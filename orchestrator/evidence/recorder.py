@@ -367,18 +367,30 @@ class Recorder:
             },
         )
 
-    def open_phase(self, number: int, name: str) -> None:
+    def open_phase(self, number: int, name: str, *, visit: int = 1) -> None:
+        """Tell the phase's start (once per visit); ``visit``: 1 unless a route entered
+        the phase again."""
         if self.mark("start"):
             book = self._require_book()
             book.phase_started_at = format_time(self.clock.now())
-            self.emit(
-                EVENT_SKILL_START,
-                {"skill": name, "phase": number, "output_dir": phase_dir(number, name)},
-                ts=book.phase_started_at,
-            )
+            data: dict[str, Any] = {
+                "skill": name,
+                "phase": number,
+                "output_dir": phase_dir(number, name, visit),
+            }
+            if visit > 1:
+                data["visit"] = visit
+            self.emit(EVENT_SKILL_START, data, ts=book.phase_started_at)
 
     def close_phase(
-        self, number: int, name: str, *, status: str, summary: str, tally: PhaseTally
+        self,
+        number: int,
+        name: str,
+        *,
+        status: str,
+        summary: str,
+        tally: PhaseTally,
+        visit: int = 1,
     ) -> None:
         """Tell the phase's end, with its ``results.json``; forget its marks."""
         book = self._require_book()
@@ -391,7 +403,7 @@ class Recorder:
             found = usable_confidence(response) if usable else None
             confidences.append(0.0 if found is None else found)
         took = milliseconds_since(book.phase_started_at, self.clock.now())
-        output_dir = phase_dir(number, name)
+        output_dir = phase_dir(number, name, visit)
         confidence = min(confidences, default=1.0) if status == STATUS_PASS else 0.0
         results = results_document(
             status=status,
@@ -454,11 +466,11 @@ class Recorder:
         )
 
     def artifact(
-        self, number: int, name: str, document: dict[str, Any], data: bytes
+        self, number: int, name: str, document: dict[str, Any], data: bytes, *, visit: int = 1
     ) -> dict[str, Any]:
         """Write a phase's artifact now (a replay writes the same file again) and queue its
         ``artifact.written``; returns its facts, with ``x_location`` relative to the run."""
-        output_dir = phase_dir(number, name)
+        output_dir = phase_dir(number, name, visit)
         location = f"{output_dir}/{document['path']}"
         book = self._require_book()
         self.bridge.write_evidence(EvidenceInput(run_id=book.run_id, files=[(location, data)]))

@@ -30,6 +30,7 @@ PUBLIC = [
     "Engine",
     "ErrorCode",
     "ErrorType",
+    "Goto",
     "HostRequired",
     "InstanceBusyError",
     "NonDeterminismError",

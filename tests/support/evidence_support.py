@@ -91,7 +91,8 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
         assert names[-1] == "run.end" and names.count("run.end") == 1 + reopened, names[-3:]
     numbers: dict[str, int] = {}  # phase name -> number, from skill.start
     open_skill: str | None = None
-    skills_started: list[str] = []
+    # (phase name, visit) in the order they started: a route may enter a phase again
+    skills_started: list[tuple[str, int]] = []
     agents: dict[str, str] = {}  # request id -> "started" | "ended"
     for index, event in enumerate(events):
         name, data = event["event"], event["data"]
@@ -99,11 +100,16 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
             before = events[index - 1]
             assert (before["event"], before["data"]["status"]) == ("run.end", "failed"), before
             assert open_skill is None
-            if data["skill"] in skills_started:  # the failed phase may start again
-                skills_started.remove(data["skill"])
+            failed = [s for s in skills_started if s[0] == data["skill"]]
+            if failed:  # the failed phase (its latest visit) may start again
+                skills_started.remove(failed[-1])
         elif name == "run.rewind":
             assert open_skill is None, f"event {index + 1}: a rewind inside {open_skill}"
-            skills_started = [s for s in skills_started if numbers[s] < data["phase"]]
+            target = (data["skill"], data.get("visit", 1))
+            if target in skills_started:  # that visit and every one after it run again
+                skills_started = skills_started[: skills_started.index(target)]
+            else:
+                skills_started = [s for s in skills_started if numbers[s[0]] < data["phase"]]
         elif name == "run.end" and index + 1 < len(events):
             after = events[index + 1]["event"]
             assert after in ("run.retry", "run.rewind"), f"event {index + 2} after the end"
@@ -111,8 +117,9 @@ def _check_story(events: list[dict[str, Any]], *, finished: bool) -> None:
             assert open_skill is None, (
                 f"event {index + 1}: {data['skill']} starts inside {open_skill}"
             )
-            assert data["skill"] not in skills_started, f"phase {data['skill']} started twice"
-            skills_started.append(data["skill"])
+            started = (data["skill"], data.get("visit", 1))
+            assert started not in skills_started, f"phase {started} started twice"
+            skills_started.append(started)
             numbers[data["skill"]] = data["phase"]
             open_skill = data["skill"]
         elif name == "skill.end":
