@@ -273,7 +273,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             "replay: name one recorded run (--run DIR) or folders of them (--corpus DIR...)"
         )
     if args.corpus is not None:
-        from .replay_corpus import cmd_replay_corpus
+        from .replay_suite import cmd_replay_corpus
 
         return cmd_replay_corpus(args)
     from ..engine.loader import locate_workflow

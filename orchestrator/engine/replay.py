@@ -243,17 +243,7 @@ def replay_outputs(
         try:
             spec = workflow_cls.phase_named(name)
         except KeyError:
-            declared = ", ".join(p.name for p in workflow_cls.phases)
-            return found(
-                divergence=Divergence(
-                    phase_name=name,
-                    position=None,
-                    recorded=f"phase {name!r}",
-                    now=f"no phase {name!r} (the workflow declares {declared})",
-                    message=f"the recorded run went through phase {name!r}, which the "
-                    f"workflow no longer declares (its phases: {declared})",
-                )
-            )
+            return found(divergence=_phase_gone(name, workflow_cls))
         journal = (
             _journal_of(run_dir, spec.number, spec.name, record.journals)
             if completed
@@ -284,6 +274,18 @@ def replay_outputs(
         phases.append(PhaseOutput(name=name, recorded=recorded, now=now, completed=completed))
         outputs[name] = now
     return found()
+
+
+def _phase_gone(name: str, workflow_cls: type[Workflow]) -> Divergence:
+    declared = ", ".join(p.name for p in workflow_cls.phases)
+    return Divergence(
+        phase_name=name,
+        position=None,
+        recorded=f"phase {name!r}",
+        now=f"no phase {name!r} (the workflow declares {declared})",
+        message=f"the recorded run went through phase {name!r}, which the workflow no "
+        f"longer declares (its phases: {declared})",
+    )
 
 
 def _replay_engine(workflow_cls: type[Workflow]) -> Engine:
