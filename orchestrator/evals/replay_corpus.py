@@ -147,9 +147,11 @@ def _change(path: str, change: str, old: Any, new: Any) -> dict[str, Any]:
 def judge_run(path: Path, shown: str, workflow_cls: type[Workflow]) -> dict[str, Any]:
     """One run's entry of ``summary.json`` (``shown``: its path as the report names it);
     ``{"skipped": reason}`` for a run of another workflow."""
+    run_id: str | None = None
     try:
         _, state = load_recorded_run(path, signed_only=True)
         record = load_record(state, source=str(path))
+        run_id = record.run_id
         if record.workflow_name != workflow_cls.name:
             return {
                 "path": shown,
@@ -158,17 +160,18 @@ def judge_run(path: Path, shown: str, workflow_cls: type[Workflow]) -> dict[str,
             }
         replay = replay_outputs(path, workflow_cls, signed_only=True)
     except OrchestratorError as exc:
-        return _failed(shown, str(exc))
+        return _failed(shown, run_id, str(exc))
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        return _failed(shown, f"{exc.filename or path}: {reason}; the run cannot be read")
+        return _failed(shown, run_id, f"{exc.filename or path}: {reason}; the run cannot be read")
     return _entry(shown, replay)
 
 
-def _failed(shown: str, reason: str) -> dict[str, Any]:
+def _failed(shown: str, run_id: str | None, reason: str) -> dict[str, Any]:
+    """A run that cannot be replayed; ``run_id`` when its state could be read."""
     return {
         "path": shown,
-        "run_id": None,
+        "run_id": run_id,
         "status": "failed",
         "recorded_status": None,
         "inputs": None,

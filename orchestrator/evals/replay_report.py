@@ -101,7 +101,8 @@ def _summary_table(runs: list[dict[str, Any]]) -> str:
         anchor = f'<a href="#run-{index}" class="mono">{name}</a>'
         rows.append(
             "<tr>"
-            f"<td class=nowrap>{anchor if run['status'] != 'unchanged' else name}"
+            f"<td class=nowrap>"
+            f"{anchor if run['status'] != 'unchanged' else f'<span class=mono>{name}</span>'}"
             f'<div class="dim mono">{escaped(run["path"])}</div></td>'
             f"<td>{_pill(run['status'])}</td>"
             f"<td>{escaped(run['recorded_status'] or '—')}</td>"

@@ -341,3 +341,38 @@ def test_the_json_diff_names_each_change_by_its_path() -> None:
     assert json_changes(None, {"a": 1}) == [
         {"path": "$", "change": "changed", "old": None, "new": {"a": 1}}
     ]
+
+
+def test_a_phase_that_now_raises_fails_the_run_and_another_workflow_is_skipped(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    """In process (the judgement the command prints): phase 9 now raises for one run, so
+    it is failed with the phase's words; a workflow of another name skips the runs."""
+    from orchestrator.evals.replay_corpus import corpus_summary
+
+    folder = tmp_path / "runs"
+    failing = recorder.completed(folder / "one", "web-01")
+    passing = recorder.completed(folder / "two", "cli-02")
+    raising = changed_copy(
+        tmp_path,
+        "raising_for_web",
+        "        if missing:\n",
+        '        if missing or self.inputs["template_name"].startswith("web-"):\n',
+    )
+    workflow = load_module(raising, "corpus_suite_raising").TemplateCreate
+    summary = corpus_summary(workflow, [folder], workflow_ref="raising", generated_at="now")
+    runs = by_id(summary)
+    assert runs[passing]["status"] == "unchanged"
+    assert runs[failing]["status"] == "failed"
+    assert runs[failing]["reason"] == (
+        "phase 'template_validation' raises on replay: RuntimeError: template incomplete, missing: "
+    )
+    assert [p["name"] for p in runs[failing]["phases"]][-1] == "claude_md_generation"
+    assert summary["gate"]["runs"] == [failing]
+    renamed = changed_copy(tmp_path, "renamed_flow", 'name = "template-create"', 'name = "other"')
+    other = load_module(renamed, "corpus_suite_renamed").TemplateCreate
+    skipped = corpus_summary(other, [folder], workflow_ref="other", generated_at="now")
+    assert skipped["runs"] == [] and skipped["totals"]["skipped"] == 2
+    assert {s["skipped"] for s in skipped["skipped"]} == {
+        "a run of workflow 'template-create', not 'other'"
+    }
