@@ -52,7 +52,8 @@ def find_recorded_runs(folder: Path) -> list[Path]:
     """The recorded runs under ``folder``, in a stable order: run directories (a
     ``state.json`` in ``.orchestrator/runs/<run_id>/``, or in a copy of such a folder,
     which holds ``phases/``) and live instances' state files (``.<workflow>-state.json``).
-    ``folder`` may itself be one of them. No symbolic link is followed."""
+    ``folder`` may itself be one of them. No folder that is a symbolic link is entered; a
+    state file that is one is listed, and refused when it is read."""
     if folder.is_file():
         return [folder]
     found: list[Path] = []
@@ -60,16 +61,13 @@ def find_recorded_runs(folder: Path) -> list[Path]:
         here = Path(directory)
         subdirs[:] = sorted(d for d in subdirs if not (here / d).is_symlink())
         if "state.json" in names and (here.parent.name == "runs" or "phases" in subdirs):
-            if not (here / "state.json").is_symlink():
-                found.append(here)
+            found.append(here)  # (a state file that is a link is refused when read)
             subdirs[:] = []  # a run's own folders hold no other run
             continue
         found += [
             here / name
             for name in sorted(names)
-            if name.startswith(".")
-            and name.endswith("-state.json")
-            and not (here / name).is_symlink()
+            if name.startswith(".") and name.endswith("-state.json")
         ]
     return found
 

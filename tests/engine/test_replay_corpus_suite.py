@@ -250,12 +250,13 @@ def test_a_changed_ask_is_diverged_with_both_sides(tmp_path: Path, recorded: Cor
 def test_damaged_forged_and_paused_runs_beside_a_good_one(
     tmp_path: Path, recorded: Corpus, recorder: Recorder
 ) -> None:
-    """A run whose journal was edited and one whose state was edited after signing are
-    failed, each with its reason and no traceback; a live run paused in phase 6 compares
-    the five phases it completed; the good run is unchanged."""
+    """A run whose journal was edited, one whose state was edited after signing and one
+    whose state is a link are failed, each with its reason and no traceback; a live run
+    paused in phase 6 compares the five phases it completed; the good run is unchanged."""
     corpus, corpus_dir = recorded.names, recorded.folder
     folder = tmp_path / "mixed"
-    good, journal_edited, state_edited = sorted(corpus)[:3]
+    # Runs the change leaves alone, so that only what was done to each shows.
+    good, journal_edited, state_edited = sorted(i for i, n in corpus.items() if "web" not in n)[:3]
     for run_id in (good, journal_edited, state_edited):
         (source,) = corpus_dir.glob(f"*/.orchestrator/runs/{run_id}")
         shutil.copytree(source, folder / run_id)
@@ -265,6 +266,9 @@ def test_damaged_forged_and_paused_runs_beside_a_good_one(
     state = json.loads(state_file.read_bytes())
     state["phase_data"]["manifest_generation"]["name"] = "forged"
     state_file.write_text(json.dumps(state))
+    linked = folder / "linked"  # a run whose state is a link to another's
+    (linked / "phases").mkdir(parents=True)
+    (linked / "state.json").symlink_to(folder / good / "state.json")
     recorder.paused_after_analysis(folder / "live", "web-99")
     changed = changed_copy(
         tmp_path,
@@ -278,7 +282,11 @@ def test_damaged_forged_and_paused_runs_beside_a_good_one(
     assert done.returncode == 1, done.stderr  # failed runs fail the default gate
     summary = summary_of(out)
     by_path = {Path(run["path"]).name: run for run in summary["runs"]}
-    assert set(by_path) == {good, journal_edited, state_edited, ".template-create-state.json"}
+    assert set(by_path) == {
+        good, journal_edited, state_edited, "linked", ".template-create-state.json"
+    }  # fmt: skip
+    assert by_path["linked"]["status"] == "failed"
+    assert "state.json: is a symbolic link" in by_path["linked"]["reason"]
     assert by_path[good]["status"] == "unchanged"
     damaged = by_path[journal_edited]
     assert damaged["status"] == "failed"
@@ -301,7 +309,7 @@ def test_damaged_forged_and_paused_runs_beside_a_good_one(
     assert "Traceback" not in done.stdout + done.stderr
     page = (out / "report.html").read_text()
     assert_self_contained(page)
-    assert page.count(">Failed</span>") == 2 * 2
+    assert page.count(">Failed</span>") == 3 * 2
     assert "journal changed since it was written" in page
     assert files_under(folder) == before  # nothing written into the runs, not even the live one
 
