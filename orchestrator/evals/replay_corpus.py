@@ -25,7 +25,7 @@ from typing import Any
 
 from .._errors import OrchestratorError
 from ..engine.record import load_record
-from ..engine.replay import OutputReplay, load_recorded_run, replay_outputs
+from ..engine.replay import OutputReplay, PhaseOutput, load_recorded_run, replay_outputs
 from ..engine.workflow import Workflow
 from ..formats.strict_json import dumps_canonical
 from ..storage.durable import atomic_write
@@ -180,18 +180,8 @@ def _failed(shown: str, run_id: str | None, reason: str) -> dict[str, Any]:
 
 
 def _entry(shown: str, replay: OutputReplay) -> dict[str, Any]:
-    phases = []
-    for phase in replay.phases:
-        changes = json_changes(phase.recorded, phase.now)
-        entry: dict[str, Any] = {
-            "name": phase.name,
-            "status": "changed" if changes or not phase.completed else "unchanged",
-            "completed_when_recorded": phase.completed,
-            "changes": changes[:MAX_CHANGES],
-            "more_changes": max(0, len(changes) - MAX_CHANGES),
-        }
-        phases.append(entry)
-    changed = [p["name"] for p in phases if p["status"] == "changed"]
+    phases = [_phase_entry(phase) for phase in replay.phases]
+    changed = [p for p in phases if p["status"] == "changed"]
     divergence = None
     if replay.failure is not None:
         status, reason = "failed", replay.failure
@@ -206,18 +196,7 @@ def _entry(shown: str, replay: OutputReplay) -> dict[str, Any]:
         }
         status, reason = "diverged", d.message.splitlines()[0]
     elif changed:
-        status = "outputs_changed"
-        reason = "; ".join(
-            f"{p['name']}: "
-            + (
-                ", ".join(c["path"] for c in p["changes"][:3])
-                + (" ..." if len(p["changes"]) > 3 or p["more_changes"] else "")
-                if p["completed_when_recorded"]
-                else "completes now (the recorded run did not complete it)"
-            )
-            for p in phases
-            if p["status"] == "changed"
-        )
+        status, reason = "outputs_changed", "; ".join(_where_changed(p) for p in changed)
     else:
         status, reason = "unchanged", None
     return {
@@ -230,6 +209,26 @@ def _entry(shown: str, replay: OutputReplay) -> dict[str, Any]:
         "divergence": divergence,
         "reason": reason,
     }
+
+
+def _phase_entry(phase: PhaseOutput) -> dict[str, Any]:
+    changes = json_changes(phase.recorded, phase.now)
+    return {
+        "name": phase.name,
+        "status": "changed" if changes or not phase.completed else "unchanged",
+        "completed_when_recorded": phase.completed,
+        "changes": changes[:MAX_CHANGES],
+        "more_changes": max(0, len(changes) - MAX_CHANGES),
+    }
+
+
+def _where_changed(phase: dict[str, Any]) -> str:
+    """``phase: $.a, $.b[1]``: a changed phase in a line (its first three paths)."""
+    if not phase["completed_when_recorded"]:
+        return f"{phase['name']}: completes now (the recorded run did not complete it)"
+    paths = [change["path"] for change in phase["changes"]]
+    more = " ..." if len(paths) > 3 or phase["more_changes"] else ""
+    return f"{phase['name']}: {', '.join(paths[:3])}{more}"
 
 
 def corpus_summary(
