@@ -252,11 +252,26 @@ class ResponseRejectedError(OrchestratorError, ValueError):
 
 
 class NonDeterminismError(OrchestratorError):
-    """A phase asked or stepped differently on replay than it did when first run."""
+    """A phase asked or stepped differently on replay than it did when first run.
 
-    def __init__(self, message: str, *, phase_name: str, position: int) -> None:
+    ``recorded`` and ``current``, when known: the call the recorded run made at
+    ``position`` and the one the code makes now, each in words (a changed prompt with its
+    text), so a report can show both sides.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        phase_name: str,
+        position: int,
+        recorded: str | None = None,
+        current: str | None = None,
+    ) -> None:
         self.phase_name = phase_name
         self.position = position
+        self.recorded = recorded
+        self.current = current
         super().__init__(message)
 
 

@@ -24,7 +24,8 @@ spans an engine sends when an OTLP endpoint is set; ``board_handoff``, the board
 hand-off to the board wing's ``handoff``; ``instance``, the reads and writes of an
 instance's files that the commands share; ``hints``, what comes next after a pause, said
 for the face that says it (the plain CLI, ``drive``, a worker, the UI); ``drive``, the
-host loop of ``drive``; and ``reference``, which makes ``docs/cli.md`` from the parser.
+host loop of ``drive``; ``replay_suite``, ``replay --corpus``; and ``reference``, which
+makes ``docs/cli.md`` from the parser.
 
 May import: every wing, and the adapters. Nothing imports the CLI.
 """

@@ -122,8 +122,34 @@ def _declare_replay(replay: argparse.ArgumentParser) -> None:
     replay.add_argument(
         "--run",
         type=Path,
-        required=True,
+        default=None,
         help="the run: its directory (.orchestrator/runs/<run_id>) or a state file",
+    )
+    replay.add_argument(
+        "--corpus",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="instead of --run: replay every recorded run under these folders (run "
+        "directories and live state files, found recursively) with their recorded answers, "
+        "and report each as unchanged, outputs_changed (a JSON diff per phase), diverged "
+        "(the first call that differs) or failed; writes summary.json and report.html",
+    )
+    replay.add_argument(
+        "--out",
+        type=Path,
+        default=Path("replay-report"),
+        metavar="DIR",
+        help="with --corpus: where summary.json and report.html go (default: "
+        "./replay-report; never inside a recorded run)",
+    )
+    replay.add_argument(
+        "--fail-on",
+        default="diverged,failed",
+        metavar="STATUSES",
+        help="with --corpus: comma-separated statuses that fail the gate (exit 1): "
+        "diverged, outputs-changed, failed; 'none' never fails (default: diverged,failed)",
     )
 
 
@@ -242,6 +268,14 @@ def _cmd_fork(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    if (args.run is None) == (args.corpus is None):
+        raise UsageError(
+            "replay: name one recorded run (--run DIR) or folders of them (--corpus DIR...)"
+        )
+    if args.corpus is not None:
+        from .replay_suite import cmd_replay_corpus
+
+        return cmd_replay_corpus(args)
     from ..engine.loader import locate_workflow
     from ..engine.replay import load_recorded_run, replay_run
 
@@ -297,7 +331,9 @@ COMMANDS = {
     ),
     "replay": Command(
         "Replay a recorded run against a workflow's current code, calling no agent; exit 1 "
-        "at the first call that differs.",
+        "at the first call that differs. With --corpus, replay every recorded run under "
+        "folders as a regression suite: each run's status, summary.json and report.html, "
+        "exit 1 when a run has a status named by --fail-on.",
         _declare_replay,
         _cmd_replay,
     ),

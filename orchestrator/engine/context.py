@@ -536,6 +536,8 @@ class PhaseContext:
                 "must make the same asks and steps, in the same order, on replay",
                 phase_name=self._spec.name,
                 position=self._position,
+                recorded=_describe(entry),
+                current="no call: the phase returns here",
             )
 
     # -- internals ----------------------------------------------------------------------
@@ -564,6 +566,8 @@ class PhaseContext:
                     f"{position}: the recorded run made no call here, this code makes {what}",
                     phase_name=self._spec.name,
                     position=position,
+                    recorded="no call: the phase returned here",
+                    current=what,
                 )
             return None
         if self._engine.journal.reopened:
@@ -732,8 +736,11 @@ class PhaseContext:
         where = f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}"
         made = f"the recorded run made {_describe(entry)}, this run makes {what}"
         edited = self._edited_prompt(entry, kind, fingerprint, asks)
+        recorded, current = _describe(entry), what
         if edited is not None:
             index, old, new = edited
+            recorded += f", request {index} with the prompt:\n{old}"
+            current += f", request {index} with the prompt:\n{new}"
             message = edited_prompt_message(
                 f"{where}: {made}: the prompt changed (request {index})",
                 old=old,
@@ -741,12 +748,21 @@ class PhaseContext:
                 replay_only=self._engine.replay_only,
             )
         else:
+            if recorded == current:  # the same call in words: its prompts' digests differ
+                recorded += f" [{', '.join(entry.fingerprint)}]"
+                current += f" [{', '.join(fingerprint)}]"
             message = (
                 f"{where}: {made} ({_what_changed(entry, kind, fingerprint)}); a phase must "
                 "make the same asks and steps, in the same order, on replay; put anything "
                 "that varies inside ctx.step, or 'orchestrate cancel' and run again"
             )
-        raise NonDeterminismError(message, phase_name=self._spec.name, position=entry.position)
+        raise NonDeterminismError(
+            message,
+            phase_name=self._spec.name,
+            position=entry.position,
+            recorded=recorded,
+            current=current,
+        )
 
     def _edited_prompt(
         self, entry: JournalEntry, kind: str, fingerprint: list[str], asks: Sequence[Ask]

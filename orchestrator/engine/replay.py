@@ -5,6 +5,10 @@ Each phase of the recorded run is run again with its journal (kept beside its
 every ask and step returns what it recorded, nothing new is asked or run, and the first
 call that differs is reported with its phase, position and what changed. So a change to
 a workflow can be checked, in a test, against the runs it would resume.
+
+:func:`replay_outputs` goes further, for a corpus of recorded runs: it replays the phases
+a run completed one after another, each fed the outputs the code now gives the phases
+before it, and returns each phase's recorded output beside its new one.
 """
 
 from __future__ import annotations
@@ -32,11 +36,19 @@ from ..storage.durable import sha256_hex
 from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
-from .record import EngineRecord, JournalEntry, Pause, copy_json, load_record
+from .record import EngineRecord, JournalEntry, Pause, copy_json, load_record, to_json_value
 from .routing import outputs_at, visits_of
 from .workflow import Goto, PhaseResult, PhaseSpec, Workflow
 
-__all__ = ["ReplayReport", "load_recorded_run", "replay_run"]
+__all__ = [
+    "Divergence",
+    "OutputReplay",
+    "PhaseOutput",
+    "ReplayReport",
+    "load_recorded_run",
+    "replay_outputs",
+    "replay_run",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -114,8 +126,7 @@ def replay_run(
     """
     run_dir, state = load_recorded_run(path, signed_only=signed_only)
     record = load_record(state, source=str(run_dir))
-    engine = Engine(workflow_cls, bridge=_NoStore(), clock=_EndOfTime())
-    engine.replay_only = True
+    engine = _replay_engine(workflow_cls)
     workflow = workflow_cls(copy_json(record.inputs))
     done = state.completed_phases
     # The route the run took: each completed visit, then the phase it is in now.
@@ -174,6 +185,161 @@ def replay_run(
     return ReplayReport(run_id=record.run_id, replayed=tuple(replayed))
 
 
+@attrs.frozen(kw_only=True)
+class PhaseOutput:
+    """One phase of a recorded run, replayed: the output it recorded and the one the code
+    gives now. ``completed`` is False for the phase the recorded run was in when it
+    paused or failed, which completes now (``recorded`` is then ``None``)."""
+
+    name: str
+    recorded: Any
+    now: Any
+    completed: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class Divergence:
+    """The first call the code makes differently from the recorded run: where, and both
+    sides in words (``recorded``: what the run did there; ``now``: what the code does)."""
+
+    phase_name: str
+    position: int | None
+    recorded: str
+    now: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class OutputReplay:
+    """What :func:`replay_outputs` found for one recorded run.
+
+    ``phases``: each phase replayed to its end, in the order the run took them;
+    ``divergence``: the first call that differs (the replay stops there); ``failure``: a
+    phase the recorded run completed that now raises (the replay stops there too).
+    """
+
+    run_id: str
+    workflow_name: str
+    recorded_status: str
+    inputs: dict[str, Any]
+    phases: tuple[PhaseOutput, ...] = ()
+    divergence: Divergence | None = None
+    failure: str | None = None
+
+
+def replay_outputs(
+    path: str | Path, workflow_cls: type[Workflow], *, signed_only: bool = False
+) -> OutputReplay:
+    """Replay the run at ``path`` (see :func:`load_recorded_run`) against ``workflow_cls``
+    as the code is now, phase after phase, with the recorded answers and step results
+    (from each phase's journal; nothing is asked, no step runs, nothing is written), and
+    return each phase's recorded output beside the output it gives now.
+
+    Unlike :func:`replay_run`, a phase sees the outputs the code now gave the phases
+    before it, so a change shows where it lands downstream. The phases replayed are the
+    ones the run completed, in its order; then the phase it paused or failed in, which
+    replays up to where it waits (or fails again, as recorded). A run that cannot be read,
+    or whose signature or journal digests do not hold, raises (see
+    :func:`load_recorded_run`).
+    """
+    run_dir, state = load_recorded_run(path, signed_only=signed_only)
+    record = load_record(state, source=str(run_dir))
+    engine = _replay_engine(workflow_cls)
+    workflow = workflow_cls(copy_json(record.inputs))
+    done = state.completed_phases
+    plan = [p.phase_name for p in done]
+    if record.status != "completed":
+        plan.append(state.phase_name)
+    outputs: dict[str, Any] = {}  # what the code gives now, by phase (its latest visit)
+    phases: list[PhaseOutput] = []
+
+    def found(**kwargs: Any) -> OutputReplay:
+        return OutputReplay(
+            run_id=record.run_id,
+            workflow_name=record.workflow_name,
+            recorded_status=record.status,
+            inputs=copy_json(record.inputs),
+            phases=tuple(phases),
+            **kwargs,
+        )
+
+    for index, name in enumerate(plan):
+        try:
+            spec = workflow_cls.phase_named(name)
+        except KeyError:
+            return found(divergence=_phase_gone(name, workflow_cls))
+        completed = index < len(done)
+        visit = visits_of(done[:index], name) + 1
+        journal = (
+            _journal_of(run_dir, spec.number, spec.name, record.journals, visit)
+            if completed
+            else list(record.journal)
+        )
+        engine.attach(*_as_of(state, record, index, spec, journal, visit, outputs))
+        try:
+            result = engine.run_phase(workflow, spec)
+            now = to_json_value(result.output, where=f"phase {name!r} output")
+        except Pause:
+            break  # the recorded run waits here: replayed as far as it went
+        except NonDeterminismError as exc:
+            return found(
+                divergence=Divergence(
+                    phase_name=exc.phase_name,
+                    position=exc.position,
+                    recorded=exc.recorded or "(not told)",
+                    now=exc.current or "(not told)",
+                    message=str(exc),
+                )
+            )
+        except Exception as exc:
+            if not completed:
+                break  # the phase the recorded run failed in fails again: as recorded
+            return found(failure=f"phase {name!r} raises on replay: {type(exc).__name__}: {exc}")
+        routed = completed and (bool(record.route) or isinstance(result, Goto))
+        changed = _route_changed(workflow_cls, spec, result, plan, index) if routed else None
+        if changed:
+            went = plan[index + 1] if index + 1 < len(plan) else None
+            return found(
+                divergence=Divergence(
+                    phase_name=name,
+                    position=None,
+                    recorded=f"went to {_where(went)}",
+                    now=changed,
+                    message=changed,
+                )
+            )
+        recorded = _recorded_output(state, record, index, name) if completed else None
+        phases.append(PhaseOutput(name=name, recorded=recorded, now=now, completed=completed))
+        outputs[name] = now
+    return found()
+
+
+def _phase_gone(name: str, workflow_cls: type[Workflow]) -> Divergence:
+    declared = ", ".join(p.name for p in workflow_cls.phases)
+    return Divergence(
+        phase_name=name,
+        position=None,
+        recorded=f"phase {name!r}",
+        now=f"no phase {name!r} (the workflow declares {declared})",
+        message=f"the recorded run went through phase {name!r}, which the workflow no "
+        f"longer declares (its phases: {declared})",
+    )
+
+
+def _replay_engine(workflow_cls: type[Workflow]) -> Engine:
+    engine = Engine(workflow_cls, bridge=_NoStore(), clock=_EndOfTime())
+    engine.replay_only = True
+    return engine
+
+
+def _recorded_output(state: CheckpointState, record: EngineRecord, index: int, name: str) -> Any:
+    """The output visit number ``index`` of the run's route recorded for phase ``name``."""
+    if not record.route:
+        return copy_json(state.phase_data.get(name))
+    after, _ = outputs_at(state.phase_data, record, state.completed_phases, index + 1)
+    return copy_json(after.get(name))
+
+
 def _as_of(
     state: CheckpointState,
     record: EngineRecord,
@@ -181,11 +347,15 @@ def _as_of(
     spec: PhaseSpec,
     journal: list[JournalEntry],
     visit: int,
+    outputs: dict[str, Any] | None = None,
 ) -> tuple[CheckpointState, EngineRecord]:
     """The state and record a replay attaches to run visit number ``index`` of the
-    recorded run's route: the outputs of the visits before it, and its journal."""
+    recorded run's route: the outputs of the visits before it (``outputs`` when given:
+    what the code now gave them), and its journal."""
     done = state.completed_phases
-    if record.route:
+    if outputs is not None:
+        earlier = outputs
+    elif record.route:
         earlier, _ = outputs_at(state.phase_data, record, done, index)
     else:
         before = {p.phase_name for p in done[:index]}

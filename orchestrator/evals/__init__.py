@@ -16,6 +16,11 @@ file reported rather than fatal), the verdicts and ``evaluation.json`` (``compar
 ``evaluate``), the self-contained ``report.html`` (``report``), and the check that a run
 or evaluation directory meets the contract's definition of done (``check``).
 
+Beside them, recorded workflow runs as a regression suite for workflow code
+(``orchestrate replay --corpus``): every run replayed against the current code with its
+recorded answers and judged (``replay_corpus``, which writes ``summary.json``), and its
+``report.html`` in the same style (``replay_report``).
+
 May import: ``engine``, ``evidence``, ``orchestrator._ports``, ``storage``, ``formats``
 and ``orchestrator._errors``. Never an adapter or the CLI: the CLI picks the store.
 """

@@ -36,7 +36,8 @@ STATUS_LABELS = {
 #: Shown outputs longer than this are cut; the case file holds the whole.
 MAX_OUTPUT_CHARS = 6000
 
-_STYLE = """
+#: The pages' style: the agent regression report's, shared by the replay report.
+PAGE_STYLE = """
 :root{--ink:#1d2433;--muted:#5d6779;--line:#e3e7ee;--bg:#f6f7f9;--card:#fff;
 --not_run:#7a2e0e;--new_failure:#b42318;--regressed:#c4320a;--both_failing:#6b4fa8;--fixed:#067647;
 --improved:#0b7285;--unchanged:#667085;--low:#067647;--medium:#b54708;--unknown:#6b4fa8;
@@ -107,13 +108,7 @@ def render_report(
     is there (a path relative to the folder): a missing one is named, never linked."""
     title = "Agent regression report"
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'\">",
-        '<meta name="referrer" content="no-referrer">',
-        f"<title>{title}</title><style>{_STYLE}</style></head><body><main>",
+        page_head(title),
         f"<h1>{title}</h1>",
         _subtitle(evaluation, exists),
         _gate(evaluation),
@@ -129,14 +124,39 @@ def render_report(
     return "\n".join(part for part in parts if part) + "\n"
 
 
-def _e(value: object) -> str:
+def page_head(title: str, *, style: str = "") -> str:
+    """A page's opening up to ``<main>``: its inline style (``PAGE_STYLE``, then
+    ``style``) and a Content-Security-Policy that lets it load nothing."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+            "style-src 'unsafe-inline'\">",
+            '<meta name="referrer" content="no-referrer">',
+            f"<title>{escaped(title)}</title><style>{PAGE_STYLE}{style}</style></head><body><main>",
+        ]
+    )
+
+
+def escaped(value: object) -> str:
+    """``value`` as text safe anywhere in a page (an element's text, an attribute)."""
     return escape(str(value), quote=True)
 
 
-def _link(href: str | None, text: str) -> str:
+_e = escaped
+
+
+def relative_link(href: str | None, text: str) -> str:
+    """A link to ``href`` (a path relative to the page) reading ``text``; without
+    ``href``, the text alone."""
     if not href:
         return _e(text)
     return f'<a href="{_e(quote(href, safe="/"))}">{_e(text)}</a>'
+
+
+_link = relative_link
 
 
 def _pill(verdict: str) -> str:
