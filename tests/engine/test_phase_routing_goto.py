@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 
 from orchestrator import Goto, Workflow, WorkflowDefinitionError, phase
-from orchestrator.engine.replay import load_recorded_run, replay_run
+from orchestrator.engine.replay import load_recorded_run, replay_outputs, replay_run
 from orchestrator.testing import MockAgentInvoker, WorkflowHarness
 from support import sweeps
 from support.cli import PATIENCE, child_env, command, orchestrate
 from support.evidence_support import check_run_evidence, run_dir_of
 from support.routing_flows import (
+    LONG,
     EndlessReview,
     HastyReviewLoop,
     LostRoute,
@@ -32,6 +33,7 @@ from support.routing_flows import (
     Triage,
     answer,
     critic_answer,
+    polish,
     writer_answer,
 )
 
@@ -515,3 +517,39 @@ def test_a_loop_back_moves_the_later_phase_s_requests_to_the_history(tmp_path: P
     assert done.status == "completed", done.message
     assert done.outputs["publish"] == {"text": "revised 2.", "verdict": "approved"}
     assert replay_run(run_dir_of(harness.workdir), ArchivingReviewLoop).ok
+
+
+class _LouderPolish(ReviewLoop):
+    """A change of the code: the revision's step adds '!' in the second visit only."""
+
+    @phase(3, routes=("review",))
+    def revise(self, ctx: Any) -> Goto:
+        asked = f"Topic: revise {ctx.visit} after {ctx.output('review')}"
+        text = str(ctx.ask("writer", LONG + asked))
+        polished = ctx.step("polish", polish, text, ctx.visit)
+        return Goto("review", output=polished + ("!" if ctx.visit == 2 else ""))
+
+
+def test_a_corpus_replay_of_a_routed_run_compares_each_visit(
+    looped: tuple[WorkflowHarness, MockAgentInvoker],
+) -> None:
+    harness, _ = looped
+    run_dir = run_dir_of(harness.workdir)
+    same = replay_outputs(run_dir, ReviewLoop)
+    assert (same.divergence, same.failure) == (None, None)
+    assert [p.name for p in same.phases] == ROUTE
+    assert [p.recorded for p in same.phases] == [p.now for p in same.phases]
+    revisions = [p.recorded for p in same.phases if p.name == "revise"]
+    assert revisions == ["revised 1.", "revised 2."]
+    changed = replay_outputs(run_dir, _LouderPolish)
+    assert (changed.divergence, changed.failure) == (None, None)
+    differing = [(p.name, p.recorded, p.now) for p in changed.phases if p.recorded != p.now]
+    # The second revision changed, and the publish phase built from it.
+    assert differing == [
+        ("revise", "revised 2.", "revised 2.!"),
+        (
+            "publish",
+            {"text": "revised 2.", "verdict": "approved"},
+            {"text": "revised 2.!", "verdict": "approved"},
+        ),
+    ]
