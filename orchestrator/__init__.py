@@ -49,6 +49,8 @@ _EXPORTS = {
     "Board": "board.board",
     "BoardError": "_errors",
     "CheckpointState": "formats.bridge",
+    "Child": "engine.children",
+    "ChildRunFailedError": "_errors",
     "Clock": "_ports",
     "ContractError": "_errors",
     "DispatchReport": "board.dispatch",
@@ -92,6 +94,8 @@ __all__ = [
     "Board",
     "BoardError",
     "CheckpointState",
+    "Child",
+    "ChildRunFailedError",
     "Clock",
     "ContractError",
     "DispatchReport",
@@ -129,6 +133,7 @@ if TYPE_CHECKING:
         AgentInvocationError,
         AnswerRefusedError,
         BoardError,
+        ChildRunFailedError,
         ContractError,
         InstanceBusyError,
         NonDeterminismError,
@@ -142,6 +147,7 @@ if TYPE_CHECKING:
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from .board.board import Board
     from .board.dispatch import BoardDispatcher, DispatchReport
+    from .engine.children import Child
     from .engine.context import PhaseContext
     from .engine.engine import Engine
     from .engine.record import Outcome

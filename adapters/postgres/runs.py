@@ -40,6 +40,7 @@ from ..._ports import (
     RunNotNamedError,
     StoredRun,
 )
+from ...storage.runs import ENGINE_KEY
 from ...storage.state_key import ReadMemo, ReadsHanded
 from .connection import connect, schema_of, shown
 from .store import PostgresStore
@@ -160,8 +161,8 @@ class PostgresRunStore:
             )
             raw = row[0] if row[0] is not None else row[1]
             if raw is None:
-                if found.status == "queued":
-                    return found
+                if found.status in ("queued", "cancelled"):
+                    return found  # not started (a queued run cancelled before it started)
                 raise NoInstanceError(f"{self.name}: run {run_id} is {row[2]}: it has no state yet")
             data, _ = read_signed(bytes(raw), source=source)
             state = parse_state(with_signature(data, None), source=source)
@@ -230,10 +231,30 @@ class PostgresRunStore:
             if request.run_id is not None:
                 store.run(request.run_id)  # an unknown run is an error, not "none pending"
             found = store.pending(request.run_id)
-        return [
+        documents = [
             PendingDocument(run_id=p.run_id, request_id=p.request_id, document=p.document)
             for p in found
         ]
+        if request.run_id is not None:
+            # A child run's requests are its parent's host's to answer: one inbox.
+            for child in self._children_of(request.run_id):
+                documents += self.pending(PendingInput(run_id=child))
+        return documents
+
+    def _children_of(self, run_id: str) -> list[str]:
+        """The child runs a live run started (its record lists them)."""
+        try:
+            found = self.read_run(RunInput(run_id=run_id))
+        except NoInstanceError:
+            return []
+        if found.state is None or not found.live:
+            return []
+        record = found.state.phase_data.get(ENGINE_KEY)
+        children = record.get("children") if isinstance(record, dict) else None
+        return [str(c) for c in children] if isinstance(children, list) else []
+
+    def child_store(self, run_id: str) -> PostgresRunStore:
+        return self  # a child is a run of this store like any other, claimable by workers
 
     def answered(self, request: RunInput) -> frozenset[str]:
         run_id = self._run_id(request)

@@ -31,6 +31,10 @@ def engine_for(
     engine = Engine(workflow_cls, bridge=bridge, invoker=invoker(agent), clock=clock())
     if new:  # a run started inside a caller's trace (W3C Trace Context) stays in it
         engine.trace_parent = os.environ.get("TRACEPARENT")
+    from .children import StoreChildRuns
+
+    # Its child runs live in the same store, advanced here as new work.
+    engine.children = StoreChildRuns(store, agent)
     boards = store.run_boards()
     if boards is not None:  # its task boards live in the store too
         engine.board_store = boards
@@ -61,6 +65,9 @@ def run_engine(store: RunStore, run: RunInput, agent: str) -> Engine:
 def start_queued(run: StoredRun, engine: Engine) -> Outcome:
     """Start a queued run with what ``run --queue`` recorded."""
     args = run.start_args or {}
+    parent = args.get("parent_run_id")
+    if isinstance(parent, str):  # a child run a worker left queued (``ctx.child``)
+        engine.parent_run_id = parent
     return engine.start(
         workflow_ref=str(run.workflow_ref),
         workdir=Path(str(args.get("workdir") or os.getcwd())),

@@ -188,6 +188,10 @@ class Fleet:
         try:
             run = RunInput(run_id=run_id)
             engine = run_engine(store, run, self.agent)
+            from .children import StoreChildRuns
+
+            # Its children are runs of the store any worker claims; their end wakes it.
+            engine.children = StoreChildRuns(store, self.agent, in_process=False)
             engine.recorder.worker = self.name
             engine.stop_requested = self.stop.is_set
             outcome = advance(store, run, engine)

@@ -242,6 +242,59 @@ class PhaseContext:
         engine.journal.record_step(position, name, stored)
         return result
 
+    def child(self, workflow: Any, inputs: dict[str, Any] | None = None, id: str | None = None) -> Any:
+        """Start a child run of ``workflow`` (a :class:`Workflow` class, or a reference
+        ``path/file.py:Class``) with ``inputs``, pause this run until it ends, and return
+        its outputs (phase name -> output).
+
+        The child is a run of its own (its run id, state and evidence), linked to this
+        one; its requests are answered from this run's pending list. ``id`` makes it
+        idempotent: the same id in this run is the same child run. A child that fails or
+        is cancelled raises :class:`ChildRunFailedError` here (and again on replay).
+        """
+        from .children import Child
+
+        return self.children_all([Child(workflow=workflow, inputs=dict(inputs or {}), id=id)])[0]
+
+    def children_all(self, children: Sequence[Any]) -> list[Any]:
+        """Start several child runs at once (each a :class:`Child`, or a tuple
+        ``(workflow, inputs[, id])``): one pause until every one has ended, their outputs
+        in order. The first that failed or was cancelled raises
+        :class:`ChildRunFailedError`, once all have ended."""
+        from .children import ChildRunner, as_child, recorded_failure
+
+        where = f"phase {self._spec.name!r}: ctx.children_all"
+        specs = [as_child(item, where=where) for item in children]
+        if not specs:
+            return []
+        runner = ChildRunner(self._engine, self._spec)
+        fingerprint, refs, inputs = runner.fingerprint(specs)
+        position = self._next_position()
+        what = f"children of {', '.join(fingerprint)}"
+        journal = self._engine.journal
+        kept = journal.entry(position)
+        if (
+            kept is not None
+            and journal.reopened
+            and kept.kind == "children"
+            and kept.fingerprint == fingerprint
+            and kept.error is not None
+        ):
+            # A retry: the same child runs go on (a retry of this run retried them).
+            journal.replace(kept, JournalEntry(
+                position=position, kind="children", fingerprint=fingerprint,
+                result={"runs": kept.result["runs"]},
+            ))
+        entry = self._recorded(position, kind="children", fingerprint=fingerprint, what=what)
+        if entry is not None:
+            if entry.error is not None:
+                raise recorded_failure(entry.error)
+            if "outputs" in entry.result:
+                return copy_json(entry.result["outputs"])  # type: ignore[no-any-return]
+        else:
+            entry = runner.open(position, fingerprint, specs)
+        return runner.settle(entry, refs, inputs)
+
     def patched(self, change_id: str) -> bool:
         """Whether this run takes the new path of a change made inside a phase.
 
@@ -681,6 +734,8 @@ def _describe(entry: JournalEntry) -> str:
         return f"step {entry.fingerprint[0]!r}"
     if entry.kind == "timer":
         return f"ctx.{entry.fingerprint[0]}"
+    if entry.kind == "children":
+        return f"children of {', '.join(entry.fingerprint)}"
     if entry.kind in ("event", "artifact", "patch"):
         return f"{entry.kind} {entry.fingerprint[0]!r}"
     agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)

@@ -31,6 +31,7 @@ from .._ports import (
     ArchiveInput,
     BoardStore,
     Bridge,
+    ChildRuns,
     Clock,
     FinishInput,
     PublishInput,
@@ -131,6 +132,11 @@ class Engine:
         #: A W3C ``traceparent`` a run started here continues (its spans go into that
         #: trace, under that span); ``None``: the run's trace is its own.
         self.trace_parent: str | None = None
+        #: Who starts and advances the child runs of this run (``ctx.child``): the host's
+        #: (``None``: a phase that starts a child fails, saying so).
+        self.children: ChildRuns | None = None
+        #: The run a run started here is a child of (its record names it).
+        self.parent_run_id: str | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -283,6 +289,10 @@ class Engine:
         until = self.record.waiting_until
         return until is not None and self.clock.now() < parse_time(until)
 
+    def waiting_children(self) -> bool:
+        """Whether the current phase waits for child runs that have not ended."""
+        return bool(self.record.waiting_children)
+
     def stop_if_requested(self) -> None:
         """Leave the phase at the checkpoint just saved when the engine is asked to stop;
         a resume replays the phase to here from its journal."""
@@ -299,7 +309,8 @@ class Engine:
         self._archive_finished()
         record.revision += 1
         if record.status not in ("failed", "completed", "cancelled"):
-            record.status = "paused" if self.mailbox.pending() or self.sleeping() else "running"
+            waits = self.mailbox.pending() or self.sleeping() or self.waiting_children()
+            record.status = "paused" if waits else "running"
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
         self._store_record()
@@ -368,6 +379,8 @@ class Engine:
                     if self.mailbox.pending()
                     else "waiting_for_timer"
                     if self.sleeping()
+                    else "waiting_for_children"
+                    if self.waiting_children()
                     else "stopped"
                 )
                 return self.pause_now()
@@ -459,6 +472,7 @@ class Engine:
         self.close_phase(spec, status=STATUS_PASS, summary=summary)
         record.journal = []
         record.reopened = False
+        record.waiting_children = []
         return self.workflow_cls.phase_after(spec)
 
     def finish(self) -> Outcome:
@@ -540,6 +554,14 @@ class Engine:
         self.lifecycle.leave_paused()
         state = self.state
         where = f"paused in phase {state.phase} ({state.phase_name})"
+        if not pending and record.waiting_children:
+            return Outcome(
+                status="paused",
+                exit_code=EXIT_PAUSED,
+                message=f"{where}: waiting for child run "
+                f"{', '.join(record.waiting_children)}; 'orchestrate pending' lists what the "
+                "children ask, and 'orchestrate resume' goes on with them",
+            )
         if not pending and record.waiting_until is None:
             record.status = "running"  # stopped on request: it goes on at the next resume
             return Outcome(

@@ -321,6 +321,15 @@ class Journal:
             record.tries[-1]["from_position"] = position
             record.tries[-1]["because"] = because
 
+    def replace(self, old: JournalEntry, new: JournalEntry) -> None:
+        """Put ``new`` in the journal where ``old`` (the very entry) is."""
+        journal = self._engine.record.journal
+        for index, entry in enumerate(journal):
+            if entry is old:
+                journal[index] = new
+                return
+        raise AssertionError("the entry to replace is not in the journal")
+
     def repoint(self, old_id: str, new_id: str) -> None:
         """The journal slot that waited for ``old_id`` now waits for ``new_id`` (a new entry
         in its place)."""
