@@ -38,8 +38,10 @@ class StoreChildRuns:
         found = _read(store, request.run_id)
         if found is None:
             return self._start(store, request)
-        if found.status in ENDED or not found.live or not self._in_process:
+        if found.status == "failed" or not found.live or not self._in_process:
             return state_of(found)
+        # Live: it goes on here (one that ended by its last checkpoint, its end cut short
+        # by a crash, finishes its end).
         from .engines import advance, run_engine
 
         run = RunInput(run_id=request.run_id)

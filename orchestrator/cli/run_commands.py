@@ -387,7 +387,7 @@ def describe_run(
             f"'orchestrate trust {found.source}' signs it as it is ('orchestrate cancel "
             "--force' sets it aside)"
         )
-    return summarize_state(
+    summary = summarize_state(
         found.state,
         source=found.source,
         answer_at=lambda request_id: store.answer_hint(
@@ -399,6 +399,18 @@ def describe_run(
         options=options,
         prices=prices,
     )
+    if summary["children"]:
+        # The child runs' requests: answered from here, as the run's own are (one inbox).
+        summary["children_pending"] = [
+            {
+                "run_id": p.run_id,
+                "request_id": p.request_id,
+                "agent_name": json.loads(p.document).get("agent_name"),
+            }
+            for p in store.pending(PendingInput(run_id=found.run_id))
+            if p.run_id != found.run_id
+        ]
+    return summary
 
 
 def cmd_drive(args: argparse.Namespace) -> int:
