@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import orchestrate
-from tests.support.sweeps import SWEEPS, chosen
+from support.cli import orchestrate
+from support.sweeps import SWEEPS, chosen
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support" / "child_runs_workflows.py"
 FAMILY = f"{SUPPORT}:Family"
