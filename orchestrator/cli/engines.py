@@ -31,7 +31,7 @@ def engine_for(
     engine = Engine(workflow_cls, bridge=bridge, invoker=invoker(agent), clock=clock())
     if new:  # a run started inside a caller's trace (W3C Trace Context) stays in it
         engine.trace_parent = os.environ.get("TRACEPARENT")
-    from .children import StoreChildRuns
+    from .child_runs import StoreChildRuns
 
     # Its child runs live in the same store, advanced here as new work.
     engine.children = StoreChildRuns(store, agent)

@@ -188,7 +188,7 @@ class Fleet:
         try:
             run = RunInput(run_id=run_id)
             engine = run_engine(store, run, self.agent)
-            from .children import StoreChildRuns
+            from .child_runs import StoreChildRuns
 
             # Its children are runs of the store any worker claims; their end wakes it.
             engine.children = StoreChildRuns(store, self.agent, in_process=False)

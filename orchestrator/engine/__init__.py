@@ -9,7 +9,8 @@ rewind, fork, cancel, version migrations, and what a pause hands the next resume
 answers (``mailbox``) and what a phase recorded, for replay (``journal``); the phase
 context handed to each phase (``context``) and how it shows an edited prompt
 (``prompt_diff``), the ``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its tasks to
-(``dispatcher``), finding a workflow class from what the user typed (``loader``), and
+(``dispatcher``), child runs (``ctx.child``, started through the host's ``ChildRuns``
+port: ``children``), finding a workflow class from what the user typed (``loader``), and
 replaying a recorded run against the current code (``replay``).
 
 May import: ``evidence``, ``orchestrator._ports``, ``storage``, ``formats`` and

@@ -112,7 +112,9 @@ class ChildRunner:
                     f"'_' and '-' (at most {MAX_CHILD_ID} characters), not {child.id!r}"
                 )
             if not isinstance(child.inputs, dict):
-                raise RunFailedError(f"{where}: a child's inputs must be a dict, not {child.inputs!r}")
+                raise RunFailedError(
+                    f"{where}: a child's inputs must be a dict, not {child.inputs!r}"
+                )
             ref, cls = reference_of(child.workflow, parent_ref=record.workflow, where=where)
             refs.append(ref)
             inputs.append(to_json_value(child.inputs, where=f"{where}: the child's inputs"))

@@ -242,7 +242,9 @@ class PhaseContext:
         engine.journal.record_step(position, name, stored)
         return result
 
-    def child(self, workflow: Any, inputs: dict[str, Any] | None = None, id: str | None = None) -> Any:
+    def child(
+        self, workflow: Any, inputs: dict[str, Any] | None = None, id: str | None = None
+    ) -> Any:
         """Start a child run of ``workflow`` (a :class:`Workflow` class, or a reference
         ``path/file.py:Class``) with ``inputs``, pause this run until it ends, and return
         its outputs (phase name -> output).
@@ -281,10 +283,15 @@ class PhaseContext:
             and kept.error is not None
         ):
             # A retry: the same child runs go on (a retry of this run retried them).
-            journal.replace(kept, JournalEntry(
-                position=position, kind="children", fingerprint=fingerprint,
-                result={"runs": kept.result["runs"]},
-            ))
+            journal.replace(
+                kept,
+                JournalEntry(
+                    position=position,
+                    kind="children",
+                    fingerprint=fingerprint,
+                    result={"runs": kept.result["runs"]},
+                ),
+            )
         entry = self._recorded(position, kind="children", fingerprint=fingerprint, what=what)
         if entry is not None:
             if entry.error is not None:

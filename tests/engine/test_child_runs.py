@@ -244,14 +244,18 @@ def test_kill_9_at_every_durable_write_of_the_cycle_loses_nothing(
         steps = tmp_path / f"{command_name}-{point}.steps"
         crash = {"ORCHESTRATOR_CRASH_AT": str(point)}
         if command_name == "resume":
-            assert orchestrate("run", FAMILY, "--workdir", work, env=env_for(steps)).returncode == 42
+            assert (
+                orchestrate("run", FAMILY, "--workdir", work, env=env_for(steps)).returncode == 42
+            )
             (item,) = pending_of(work, steps)
             orchestrate(
                 "respond", "--request-id", item["request"]["request_id"], "--text", ANSWER,
                 "--workdir", work, check=True,
             )  # fmt: skip
         workflow = [FAMILY] if command_name == "run" else []
-        killed = orchestrate(command_name, *workflow, "--workdir", work, env=env_for(steps, **crash))
+        killed = orchestrate(
+            command_name, *workflow, "--workdir", work, env=env_for(steps, **crash)
+        )
         assert killed.returncode == -9, (command_name, point, killed.stderr)
         host_until_done(work, steps)
         output = orchestrate("output", "--workdir", work, env=env_for(steps))

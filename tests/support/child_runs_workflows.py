@@ -64,7 +64,9 @@ class Family(Workflow):
     def again(self, ctx: PhaseContext) -> dict[str, Any]:
         # the same id in the same run is the same child: its outputs, not a new run
         same = ctx.child(Asker, {"topic": "rivers"}, id="asker")
-        total = ctx.step("total", lambda: logged("total", ctx.output("fan_out")["counted"]["count"] + 1))
+        total = ctx.step(
+            "total", lambda: logged("total", ctx.output("fan_out")["counted"]["count"] + 1)
+        )
         return {"same": same == ctx.output("fan_out")["asked"], "total": total}
 
 
