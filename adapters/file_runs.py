@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from .._errors import (
     AnswerRefusedError,
     ContractError,
@@ -367,6 +369,12 @@ class FileRunStore:
         request_id = request.response.request_id
         asked = next((r.request() for r in waiting if r.request_id == request_id), None)
         if asked is None:
+            for _, child in self.child_stores():  # a child's request, answered from here
+                owner = {p.request_id: p.run_id for p in child.pending(PendingInput())}
+                if request_id in owner:
+                    return child.respond(
+                        attrs.evolve(request, run=RunInput(run_id=owner[request_id]))
+                    )
             pending = [r.request_id for r in waiting]
             listed = f"pending: {', '.join(pending)}" if pending else "nothing is pending"
             raise AnswerRefusedError(

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from ..._errors import NoInstanceError, OrchestratorError, StateDamagedError, UsageError
+from ..._errors import AnswerRefusedError, NoInstanceError, OrchestratorError, StateDamagedError, UsageError
 from ..._ports import (
     AdvancedInput,
     AnswerInput,
@@ -241,6 +241,11 @@ class PostgresRunStore:
                 documents += self.pending(PendingInput(run_id=child))
         return documents
 
+    def _child_asking(self, run_id: str, request_id: str) -> str | None:
+        """The child run of ``run_id`` (or a child's child) whose request ``request_id`` is."""
+        owner = {p.request_id: p.run_id for p in self.pending(PendingInput(run_id=run_id))}
+        return owner.get(request_id)
+
     def _children_of(self, run_id: str) -> list[str]:
         """The child runs a live run started (its record lists them)."""
         try:
@@ -270,7 +275,14 @@ class PostgresRunStore:
     def respond(self, request: RespondInput) -> str:
         run_id = self._run_id(request.run)
         with self._session() as store:
-            store.respond(run_id, request.response, check_shape=request.check_shape)
+            try:
+                store.respond(run_id, request.response, check_shape=request.check_shape)
+            except AnswerRefusedError as refused:
+                child = self._child_asking(run_id, request.response.request_id)
+                if refused.reason != "not-pending" or child is None:
+                    raise
+                run_id = child  # a child run's request, answered from its parent
+                store.respond(run_id, request.response, check_shape=request.check_shape)
         return f"{self.name} run {run_id} request {request.response.request_id}"
 
     def cancel_queued(self, request: RunInput) -> bool:

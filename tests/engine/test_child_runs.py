@@ -273,3 +273,30 @@ def test_kill_9_at_every_durable_write_of_the_cycle_loses_nothing(
             point,
             labels[point - 1],
         )
+
+
+def test_the_store_takes_a_childs_answer_given_to_the_parent(tmp_path: Path) -> None:
+    """What the MCP server and the UI do: answer a request of the run they show (the
+    parent) through the run store port; the store puts it in the child's place."""
+    from orchestrator._ports import PendingInput, RespondInput, RunInput
+    from orchestrator.adapters.file_runs import FileRunStore
+    from orchestrator.cli.instance import response_document
+
+    work, steps = tmp_path / "work", tmp_path / "steps.log"
+    work.mkdir()
+    assert orchestrate("run", FAMILY, "--workdir", work, env=env_for(steps)).returncode == 42
+    parent = record_of(work / ".child-family-state.json")
+    store = FileRunStore(work)
+    (item,) = store.pending(PendingInput(run_id=parent["run_id"]))
+    assert item.run_id == f"{parent['run_id']}.asker"
+    where = store.respond(
+        RespondInput(
+            run=RunInput(run_id=parent["run_id"]),
+            response=response_document(item.request_id, text=ANSWER),
+        )
+    )
+    assert f"children/{item.run_id}/" in where
+    resumed = orchestrate("resume", "--workdir", work, env=env_for(steps))
+    assert resumed.returncode == 0, resumed.stderr
+    output = orchestrate("output", "--workdir", work, env=env_for(steps))
+    assert json.loads(output.stdout) == EXPECTED
