@@ -20,7 +20,13 @@ from typing import Any
 
 import attrs
 
-from ..._errors import AnswerRefusedError, NoInstanceError, OrchestratorError, StateDamagedError, UsageError
+from ..._errors import (
+    AnswerRefusedError,
+    NoInstanceError,
+    OrchestratorError,
+    StateDamagedError,
+    UsageError,
+)
 from ..._ports import (
     AdvancedInput,
     AnswerInput,
