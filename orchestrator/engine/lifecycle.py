@@ -375,6 +375,7 @@ class Lifecycle:
         record.status, record.failure, record.failure_trace = "paused", None, None
         record.journal, record.marks = [], []
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
+        record.waiting_children = []  # the phase starts its children anew when it runs
         return moved
 
     def fork(
