@@ -164,3 +164,49 @@ def test_a_cancel_of_a_waiting_parent_cancels_its_children(
     others = {r["status"] for run_id, r in runs.items() if run_id not in (parent_id, asker_id)}
     assert others == {"completed"}  # the counter had ended: left as it was
     assert pending_of(dsn, parent_id) == []
+
+
+def test_a_worker_killed_in_a_child_loses_nothing(pg_fresh_dsn: str, tmp_path: Path) -> None:
+    """A worker killed (kill -9, at its first crash point: right after the counting
+    child's step ran, before its checkpoint) loses nothing: two other workers take the
+    parent and its children on, the step runs again (its at-least-once window), and the
+    parent completes with both children's outputs, each child one run."""
+    from orchestrator.adapters.postgres.migrations import upgrade
+
+    dsn, steps = pg_fresh_dsn, tmp_path / "steps.log"
+    upgrade(dsn)
+    parent_id = queue_parent(dsn, tmp_path)
+    with (tmp_path / "doomed.err").open("wb") as sink:
+        doomed = subprocess.Popen(
+            command("worker", "--store", dsn, "--agent", "host"),
+            env=child_env({"CHILD_STEP_LOG": str(steps), "ORCHESTRATOR_CRASH_AT": "1"}),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    assert doomed.wait(timeout=PATIENCE) == -signal.SIGKILL, (tmp_path / "doomed.err").read_text()
+    assert Tally(steps.read_text().splitlines()) == Tally({"count lakes": 1})
+
+    workers = start_workers(dsn, tmp_path, steps, 2)
+    listed = wait_for("request of the child", lambda: pending_of(dsn, parent_id), workers, tmp_path)
+    answered = orchestrate(
+        "respond", "--store", dsn, "--run", parent_id,
+        "--request-id", listed[0]["request"]["request_id"], "--text", ANSWER,
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    wait_for(
+        "completed parent",
+        lambda: pg_fleet.statuses(dsn) == Tally({"completed": 3}),
+        workers,
+        tmp_path,
+    )
+    stop_workers(workers, tmp_path)
+    output = orchestrate("output", "--store", dsn, "--run", parent_id)
+    assert json.loads(output.stdout) == EXPECTED
+    runs = pg_fleet.read_runs(dsn)
+    assert set(runs) == {parent_id, *history_record(runs[parent_id])["children"]}
+    for run_id, run in runs.items():
+        names = [line["event"] for _, line in run["events"]]
+        assert names.count("run.start") == 1 and names[-1] == "run.end", (run_id, names)
+    # the killed worker's run of the step, then the one that counted
+    assert Tally(steps.read_text().splitlines()) == Tally({"count lakes": 2, "total": 1})
