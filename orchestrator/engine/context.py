@@ -298,6 +298,8 @@ class PhaseContext:
                 raise recorded_failure(entry.error)
             if "outputs" in entry.result:
                 return copy_json(entry.result["outputs"])  # type: ignore[no-any-return]
+            if self._engine.replay_only:
+                raise Pause()  # the recorded run was still waiting for them here
         else:
             entry = runner.open(position, fingerprint, specs)
         return runner.settle(entry, refs, inputs)
