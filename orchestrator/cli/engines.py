@@ -12,6 +12,7 @@ worker to claim (the store wakes the parent when a child ends)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,15 +96,41 @@ def advance(store: RunStore, run: RunInput, engine: Engine) -> Outcome:
 # -- child runs (ctx.child) ----------------------------------------------------------
 
 
+#: Builds the engine of a child run: ``(store, run_id, workflow class, new)``.
+EngineMaker = Callable[["RunStore", str, Any, bool], "Engine"]
+
+
 class StoreChildRuns:
     """The :class:`orchestrator._ports.ChildRuns` of runs of ``store``; ``agent``: who
     answers a child's asks in-process (as for its parent); ``in_process``: advance a child
-    here (a command), or leave it queued for the store's workers (a worker)."""
+    here (a command), or leave it queued for the store's workers (a worker); ``make``:
+    builds a child's engine (default: as a command does, with ``agent``)."""
 
-    def __init__(self, store: RunStore, agent: str, *, in_process: bool = True) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        agent: str,
+        *,
+        in_process: bool = True,
+        make: EngineMaker | None = None,
+    ) -> None:
         self._store = store
         self._agent = agent
         self._in_process = in_process
+        self._make = make
+
+    def _new_engine(self, store: RunStore, run_id: str, workflow_cls: Any) -> Engine:
+        if self._make is None:
+            return engine_for(store, run_id, workflow_cls, self._agent, new=True)
+        return self._make(store, run_id, workflow_cls, True)
+
+    def _live_engine(self, store: RunStore, run_id: str) -> Engine:
+        if self._make is None:
+            return run_engine(store, RunInput(run_id=run_id), self._agent)
+        from ..engine.loader import load_workflow
+
+        workflow_cls = load_workflow(store.workflow_of(RunInput(run_id=run_id)))
+        return self._make(store, run_id, workflow_cls, False)
 
     def advance(self, request: ChildRunInput) -> ChildRunState:
         store = self._store.child_store(request.run_id)
@@ -115,7 +142,7 @@ class StoreChildRuns:
         # Live: it goes on here (one that ended by its last checkpoint, its end cut short
         # by a crash, finishes its end).
         run = RunInput(run_id=request.run_id)
-        engine = run_engine(store, run, self._agent)
+        engine = self._live_engine(store, request.run_id)
         return _outcome_state(request.run_id, advance(store, run, engine), store)
 
     def _start(self, store: RunStore, request: ChildRunInput) -> ChildRunState:
@@ -138,7 +165,7 @@ class StoreChildRuns:
                 )
             )
             return ChildRunState(run_id=request.run_id, status="queued")
-        engine = engine_for(store, request.run_id, workflow_cls, self._agent, new=True)
+        engine = self._new_engine(store, request.run_id, workflow_cls)
         engine.parent_run_id = request.parent_run_id
         outcome = engine.start(
             workflow_ref=request.workflow_ref,
@@ -154,7 +181,7 @@ class StoreChildRuns:
         found = _read(store, run_id)
         if found is None or not found.live or found.status != "failed":
             return
-        run_engine(store, RunInput(run_id=run_id), self._agent).retry(run_id=run_id)
+        self._live_engine(store, run_id).retry(run_id=run_id)
 
     def cancel(self, run_id: str) -> None:
         store = self._store.child_store(run_id)
@@ -164,7 +191,7 @@ class StoreChildRuns:
         run = RunInput(run_id=run_id)
         if store.cancel_queued(run):
             return
-        run_engine(store, run, "host").cancel()
+        self._live_engine(store, run_id).cancel()
 
 
 def _read(store: RunStore, run_id: str) -> StoredRun | None:

@@ -300,3 +300,19 @@ def test_the_store_takes_a_childs_answer_given_to_the_parent(tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr
     output = orchestrate("output", "--workdir", work, env=env_for(steps))
     assert json.loads(output.stdout) == EXPECTED
+
+
+def test_the_harness_runs_children_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.testing import MockAgentInvoker, WorkflowHarness
+    from support.child_runs_workflows import Family
+
+    steps = tmp_path / "steps.log"
+    invoker = MockAgentInvoker({"writer": ANSWER})
+    monkeypatch.setenv("CHILD_STEP_LOG", str(steps))
+    outcome = WorkflowHarness(Family, tmp_path, invoker=invoker).run()
+    assert outcome.status == "completed", outcome.message
+    assert outcome.outputs == EXPECTED
+    assert len(invoker.get_invocations("writer")) == 1
+    assert step_log(steps) == Tally({"count lakes": 1, "total": 1})
