@@ -137,7 +137,8 @@ class StoreChildRuns:
         found = _read(store, request.run_id)
         if found is None:
             return self._start(store, request)
-        if found.status == "failed" or not found.live or not self._in_process:
+        queued = found.status == "queued"  # left for a worker, which has not started it
+        if found.status == "failed" or not (found.live or queued) or not self._in_process:
             return state_of(found)
         # Live: it goes on here (one that ended by its last checkpoint, its end cut short
         # by a crash, finishes its end).
@@ -186,10 +187,10 @@ class StoreChildRuns:
     def cancel(self, run_id: str) -> None:
         store = self._store.child_store(run_id)
         found = _read(store, run_id)
-        if found is None or not found.live or found.status in ("completed", "cancelled"):
-            return
         run = RunInput(run_id=run_id)
-        if store.cancel_queued(run):
+        if found is not None and found.status == "queued" and store.cancel_queued(run):
+            return
+        if found is None or not found.live or found.status in ("completed", "cancelled"):
             return
         self._live_engine(store, run_id).cancel()
 

@@ -210,3 +210,34 @@ def test_a_worker_killed_in_a_child_loses_nothing(pg_fresh_dsn: str, tmp_path: P
         assert names.count("run.start") == 1 and names[-1] == "run.end", (run_id, names)
     # the killed worker's run of the step, then the one that counted
     assert Tally(steps.read_text().splitlines()) == Tally({"count lakes": 2, "total": 1})
+
+
+def test_a_resume_of_the_parent_goes_on_with_its_children_in_process(
+    pg_fresh_dsn: str, tmp_path: Path
+) -> None:
+    """Without a worker: ``orchestrate resume --run PARENT`` advances the child that was
+    answered in that process, then the parent."""
+    from orchestrator.adapters.postgres.migrations import upgrade
+
+    dsn, steps = pg_fresh_dsn, tmp_path / "steps.log"
+    upgrade(dsn)
+    started = orchestrate(
+        "run", FAMILY, "--store", dsn, "--workdir", tmp_path,
+        env={"CHILD_STEP_LOG": str(steps)},
+    )  # fmt: skip
+    assert started.returncode == 42, started.stderr
+    parent_id = started.stdout.strip()
+    (item,) = pending_of(dsn, parent_id)
+    answered = orchestrate(
+        "respond", "--store", dsn, "--run", parent_id,
+        "--request-id", item["request"]["request_id"], "--text", ANSWER,
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    resumed = orchestrate(
+        "resume", "--store", dsn, "--run", parent_id, env={"CHILD_STEP_LOG": str(steps)}
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    output = orchestrate("output", "--store", dsn, "--run", parent_id)
+    assert json.loads(output.stdout) == EXPECTED
+    assert pg_fleet.statuses(dsn) == Tally({"completed": 3})
+    assert Tally(steps.read_text().splitlines()) == Tally({"count lakes": 1, "total": 1})
