@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from .._errors import (
     AnswerRefusedError,
     ContractError,
@@ -57,6 +59,7 @@ from ..formats.bridge import (
 )
 from ..storage.runs import (
     ENGINE_KEY,
+    HISTORY_DIR,
     find_live_state,
     is_run_id,
     live_state_files,
@@ -313,9 +316,24 @@ class FileRunStore:
                             run_id=run_id, request_id=record.request_id, document=document
                         )
                     )
+        own = {p.run_id for p in found} | self._live_run_ids(request)
+        for _, child in self.child_stores():
+            # A child's requests are its parent's host's to answer: one inbox.
+            for item in child.pending(PendingInput()):
+                if request.run_id is None or request.run_id in own or item.run_id == request.run_id:
+                    found.append(item)
         if request.run_id is not None and not found:
+            if self._child_named(request.run_id) is not None:
+                return found
             self.read_run(RunInput(run_id=request.run_id))  # unknown: NoInstanceError
         return found
+
+    def _live_run_ids(self, request: PendingInput) -> set[str]:
+        """The run ids of the live instances ``request`` names."""
+        if request.run_id is None:
+            return set()
+        live = self._live_for(RunInput(run_id=request.run_id, workflow=request.workflow))
+        return {request.run_id} if live is not None else set()
 
     def answered(self, request: RunInput) -> frozenset[str]:
         from ..storage import beneath
@@ -343,12 +361,21 @@ class FileRunStore:
         from ..storage.beneath import make_directories
         from ..storage.durable import create_new
 
+        child = self._child_named(request.run.run_id)
+        if child is not None and self._live_for(request.run) is None:
+            return child.respond(request)  # a child run's request: answered in its place
         state_path = self._live_path(request.run)
         state = read_state(state_path, signed_only=True)
         waiting = [r for r in state.agent_requests if r.status is HistoryStatus.PENDING]
         request_id = request.response.request_id
         asked = next((r.request() for r in waiting if r.request_id == request_id), None)
         if asked is None:
+            for _, child in self.child_stores():  # a child's request, answered from here
+                owner = {p.request_id: p.run_id for p in child.pending(PendingInput())}
+                if request_id in owner:
+                    return child.respond(
+                        attrs.evolve(request, run=RunInput(run_id=owner[request_id]))
+                    )
             pending = [r.request_id for r in waiting]
             listed = f"pending: {', '.join(pending)}" if pending else "nothing is pending"
             raise AnswerRefusedError(
@@ -526,6 +553,52 @@ class FileRunStore:
         if request.board_id:
             return []
         return last_lines(self.workdir / BOARD_DIR / "ledger.ndjson", request.count)
+
+    # -- child runs -------------------------------------------------------------------------
+
+    def child_store(self, run_id: str) -> FileRunStore:
+        """A child run's own work directory, ``.orchestrator/children/<run_id>/`` here
+        (made when first asked for): one instance per work directory holds for it too."""
+        from ..storage.beneath import make_directories
+
+        if not is_run_id(run_id):
+            raise UsageError(f"{self.workdir}: {run_id!r} cannot be a child run's id")
+        place = children_dir(self.workdir) / run_id
+        try:
+            make_directories(place)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, path=str(place), action="write") from exc
+        return FileRunStore(place, boards=self._boards)
+
+    def child_stores(self) -> list[tuple[str, FileRunStore]]:
+        """The child runs kept here, each ``(run_id, its store)``, in name order."""
+        from ..storage import beneath
+
+        place = children_dir(self.workdir)
+        if not beneath.is_directory(place):
+            return []
+        return [
+            (name, FileRunStore(place / name, boards=self._boards))
+            for name in sorted(beneath.list_directory(place))
+            if is_run_id(name) and beneath.is_directory(place / name)
+        ]
+
+    def _child_named(self, run_id: str | None) -> FileRunStore | None:
+        """The store of child run ``run_id`` (or of a child of a child), when it is one."""
+        if run_id is None:
+            return None
+        for name, store in self.child_stores():
+            if name == run_id:
+                return store
+            deeper = store._child_named(run_id)
+            if deeper is not None:
+                return deeper
+        return None
+
+
+def children_dir(workdir: Path) -> Path:
+    """Where a work directory keeps the places of its run's child runs."""
+    return workdir / HISTORY_DIR / "children"
 
 
 # -- reading states ---------------------------------------------------------------------------

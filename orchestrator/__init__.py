@@ -49,6 +49,8 @@ _EXPORTS = {
     "Board": "board.board",
     "BoardError": "_errors",
     "CheckpointState": "formats.bridge",
+    "Child": "engine.children",
+    "ChildRunFailedError": "_errors",
     "Clock": "_ports",
     "CommandFailedError": "_errors",
     "CommandResult": "engine.commands",
@@ -96,6 +98,8 @@ __all__ = [
     "Board",
     "BoardError",
     "CheckpointState",
+    "Child",
+    "ChildRunFailedError",
     "Clock",
     "CommandFailedError",
     "CommandResult",
@@ -137,6 +141,7 @@ if TYPE_CHECKING:
         AgentInvocationError,
         AnswerRefusedError,
         BoardError,
+        ChildRunFailedError,
         CommandFailedError,
         ContractError,
         InstanceBusyError,
@@ -152,6 +157,7 @@ if TYPE_CHECKING:
     from ._ports import AgentAnswer, AgentInvoker, Clock, HostRequired
     from .board.board import Board
     from .board.dispatch import BoardDispatcher, DispatchReport
+    from .engine.children import Child
     from .engine.commands import CommandResult
     from .engine.context import PhaseContext
     from .engine.engine import Engine

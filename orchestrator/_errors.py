@@ -304,6 +304,17 @@ class BudgetExceededError(RunFailedError):
         self.spent, self.budget, self.unit = spent, budget, unit
 
 
+class ChildRunFailedError(RunFailedError):
+    """A child run (``ctx.child``) failed or was cancelled: raised into the parent's
+    phase, and raised again when the phase is replayed. ``run_id``: the child's;
+    ``status``: ``failed`` or ``cancelled``."""
+
+    def __init__(self, message: str, *, run_id: str, status: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+
+
 class StepFailedError(OrchestratorError):
     """On replay: a ``ctx.step`` that raised when it ran, whose exception could not be
     made again from its record (its class, with the recorded message)."""

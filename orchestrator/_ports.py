@@ -576,6 +576,56 @@ class BoardTailInput:
     count: int = 30
 
 
+@attrs.frozen(kw_only=True)
+class ChildRunInput:
+    """A child run a phase waits for: its id, its parent's, the workflow it runs (a
+    reference ``path.py:Class`` or ``module:Class``) and its inputs."""
+
+    run_id: str
+    parent_run_id: str
+    workflow_ref: str
+    inputs: dict[str, Any]
+    #: the parent's work directory (where a store that keeps no directory starts it)
+    workdir: str
+
+
+@attrs.frozen(kw_only=True)
+class ChildRunState:
+    """Where a child run is: ``queued``, ``running``, ``paused``, ``failed``,
+    ``completed`` or ``cancelled``; a completed one's outputs (phase name -> output), a
+    failed one's failure, and the requests it waits for (its own and its children's)."""
+
+    run_id: str
+    status: str
+    outputs: dict[str, Any] | None = None
+    failure: str | None = None
+    pending: tuple[str, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the child will not go on by itself: completed, failed or cancelled."""
+        return self.status in ("completed", "failed", "cancelled")
+
+
+class ChildRuns(Protocol):
+    """How an engine starts, advances, retries and cancels the child runs of its run
+    (``ctx.child``): the host gives one to each engine it builds (``Engine.children``).
+    Each child is a run of its own in the host's store; this port never runs the parent."""
+
+    def advance(self, request: ChildRunInput) -> ChildRunState:
+        """Start the child when it does not exist yet (the same id: the same child), else
+        go on with it where this host may (or leave it to a worker); where it is now."""
+        ...
+
+    def retry(self, run_id: str) -> None:
+        """Re-open a failed child at its failed phase (it goes on at its next advance)."""
+        ...
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel a child that has not ended (and its own children)."""
+        ...
+
+
 class RunStore(Protocol):
     """Where runs live, as the faces see them. A read of a run the store does not hold
     raises :class:`orchestrator.NoInstanceError` naming the store and the run."""
@@ -698,6 +748,12 @@ class RunStore(Protocol):
 
     def board_tail(self, request: BoardTailInput) -> list[bytes]:
         """The last lines of the board's ledger, read without reading it whole."""
+        ...
+
+    def child_store(self, run_id: str) -> RunStore:
+        """The store child run ``run_id`` of this store's run lives in: this store when
+        it keeps many runs, a place of the child's own where it keeps one (a work
+        directory's ``.orchestrator/children/<run_id>/``)."""
         ...
 
 

@@ -178,9 +178,11 @@ class WorkflowHarness:
 
     def engine(self) -> Engine:
         from .adapters.file_bridge import FileBridge
+        from .adapters.file_runs import FileRunStore
+        from .cli.engines import StoreChildRuns
 
         bridge = FileBridge(self.workdir, self.workflow_cls.name)
-        return Engine(
+        engine = Engine(
             self.workflow_cls,
             bridge=bridge,
             invoker=self.invoker,
@@ -188,6 +190,26 @@ class WorkflowHarness:
             new_id=self.new_id,
             handoff=self.handoff,
         )
+        # Child runs (``ctx.child``) run in this process too, with the same agents and clock.
+        engine.children = StoreChildRuns(FileRunStore(self.workdir), "host", make=self._child)
+        return engine
+
+    def _child(self, store: Any, run_id: str, workflow_cls: Any, new: bool) -> Engine:
+        """The engine of a child run kept in ``store`` (its place in the work directory)."""
+        from ._ports import OpenRunInput
+        from .cli.engines import StoreChildRuns
+
+        opened = OpenRunInput(run_id=run_id, workflow_name=workflow_cls.name, new=new)
+        engine = Engine(
+            workflow_cls,
+            bridge=store.bridge(opened),
+            invoker=self.invoker,
+            clock=self.clock,
+            new_id=self.new_id,
+            handoff=self.handoff,
+        )
+        engine.children = StoreChildRuns(store, "host", make=self._child)
+        return engine
 
     def run(
         self, inputs: dict[str, Any] | None = None, *, output_path: str | None = None

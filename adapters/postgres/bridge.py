@@ -212,6 +212,8 @@ class PostgresBridge:
             published = self._publish_rows(pending)
             if request.evidence is not None:
                 self._evidence_rows(request.evidence)
+            if status == "failed":
+                self._wake_parent(record)
         self._version = int(row[0])
         self._published = published
 
@@ -361,6 +363,17 @@ class PostgresBridge:
                     [(evidence.run_id, _sequence_of(line), line) for line in lines],
                 )
 
+    def _wake_parent(self, record: Any) -> None:
+        """A child run that ends (or fails) makes its parent able to advance, in the
+        transaction that ends it: the parent's inbox grows, and a worker is woken."""
+        parent = record.get("parent_run_id") if isinstance(record, dict) else None
+        if not isinstance(parent, str):
+            return
+        if self.conn.execute(_wake_parent_sql(), (parent,)).fetchone() is not None:
+            from .store import READY_CHANNEL
+
+            self.conn.execute("select pg_notify(%s, %s)", (READY_CHANNEL, parent))
+
     @_store_errors("write")
     def finish(self, request: FinishInput) -> str:
         with self.conn.transaction():
@@ -378,9 +391,17 @@ class PostgresBridge:
             )
             self.conn.execute("delete from requests where run_id = %s", (self.run_id,))
             self.conn.execute("delete from responses where run_id = %s", (self.run_id,))
+            self._wake_parent(state.phase_data.get(ENGINE_KEY) or {})
         self._published = ()
         self._version = None
         return f"{self.store_name} runs/{request.run_id}"
+
+
+def _wake_parent_sql() -> str:
+    return (
+        "update runs set inbox = inbox + 1, updated_at = now() where run_id = %s "
+        "and status in ('paused', 'running') returning 1"
+    )
 
 
 def _published_by(state: CheckpointState, status: str) -> tuple[AgentRequest, ...]:

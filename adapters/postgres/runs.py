@@ -20,7 +20,13 @@ from typing import Any
 
 import attrs
 
-from ..._errors import NoInstanceError, OrchestratorError, StateDamagedError, UsageError
+from ..._errors import (
+    AnswerRefusedError,
+    NoInstanceError,
+    OrchestratorError,
+    StateDamagedError,
+    UsageError,
+)
 from ..._ports import (
     AdvancedInput,
     AnswerInput,
@@ -41,6 +47,7 @@ from ..._ports import (
     SendSignalInput,
     StoredRun,
 )
+from ...storage.runs import ENGINE_KEY
 from ...storage.state_key import ReadMemo, ReadsHanded
 from .connection import connect, schema_of, shown
 from .store import PostgresStore
@@ -161,8 +168,8 @@ class PostgresRunStore:
             )
             raw = row[0] if row[0] is not None else row[1]
             if raw is None:
-                if found.status == "queued":
-                    return found
+                if found.status in ("queued", "cancelled"):
+                    return found  # not started (a queued run cancelled before it started)
                 raise NoInstanceError(f"{self.name}: run {run_id} is {row[2]}: it has no state yet")
             data, _ = read_signed(bytes(raw), source=source)
             state = parse_state(with_signature(data, None), source=source)
@@ -231,10 +238,35 @@ class PostgresRunStore:
             if request.run_id is not None:
                 store.run(request.run_id)  # an unknown run is an error, not "none pending"
             found = store.pending(request.run_id)
-        return [
+        documents = [
             PendingDocument(run_id=p.run_id, request_id=p.request_id, document=p.document)
             for p in found
         ]
+        if request.run_id is not None:
+            # A child run's requests are its parent's host's to answer: one inbox.
+            for child in self._children_of(request.run_id):
+                documents += self.pending(PendingInput(run_id=child))
+        return documents
+
+    def _child_asking(self, run_id: str, request_id: str) -> str | None:
+        """The child run of ``run_id`` (or a child's child) whose request ``request_id`` is."""
+        owner = {p.request_id: p.run_id for p in self.pending(PendingInput(run_id=run_id))}
+        return owner.get(request_id)
+
+    def _children_of(self, run_id: str) -> list[str]:
+        """The child runs a live run started (its record lists them)."""
+        try:
+            found = self.read_run(RunInput(run_id=run_id))
+        except NoInstanceError:
+            return []
+        if found.state is None or not found.live:
+            return []
+        record = found.state.phase_data.get(ENGINE_KEY)
+        children = record.get("children") if isinstance(record, dict) else None
+        return [str(c) for c in children] if isinstance(children, list) else []
+
+    def child_store(self, run_id: str) -> PostgresRunStore:
+        return self  # a child is a run of this store like any other, claimable by workers
 
     def answered(self, request: RunInput) -> frozenset[str]:
         run_id = self._run_id(request)
@@ -250,7 +282,14 @@ class PostgresRunStore:
     def respond(self, request: RespondInput) -> str:
         run_id = self._run_id(request.run)
         with self._session() as store:
-            store.respond(run_id, request.response, check_shape=request.check_shape)
+            try:
+                store.respond(run_id, request.response, check_shape=request.check_shape)
+            except AnswerRefusedError as refused:
+                child = self._child_asking(run_id, request.response.request_id)
+                if refused.reason != "not-pending" or child is None:
+                    raise
+                run_id = child  # a child run's request, answered from its parent
+                store.respond(run_id, request.response, check_shape=request.check_shape)
         return f"{self.name} run {run_id} request {request.response.request_id}"
 
     def send_signal(self, request: SendSignalInput) -> str:

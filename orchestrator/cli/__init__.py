@@ -19,7 +19,8 @@ event as one readable line), ``board``, ``check``, ``evals`` and ``eval_compare`
 Beside them: ``run_store``, the one
 place a command chooses its store (and the only one that names the PostgreSQL adapter);
 ``run_commands``, the commands on runs written once over the ``RunStore`` port;
-``engines``, an engine for a run of a store; ``telemetry``, the live OpenTelemetry
+``engines``, an engine for a run of a store (and its child runs, ``ctx.child``, run in
+the same store); ``telemetry``, the live OpenTelemetry
 spans an engine sends when an OTLP endpoint is set; ``board_handoff``, the board commands'
 hand-off to the board wing's ``handoff``; ``instance``, the reads and writes of an
 instance's files that the commands share; ``hints``, what comes next after a pause, said

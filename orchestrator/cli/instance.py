@@ -149,6 +149,9 @@ def summarize_state(
         "request_counts": counts,
         "sleeping_until": None if pending else record.waiting_until,
         "waiting_for_signal": None if pending else signal_waited(record),
+        # child runs (ctx.child): those the current phase waits for, and all it started
+        "waiting_for_children": list(record.waiting_children),
+        "children": list(record.children),
         "usage": usage_of(state.agent_requests, prices=prices),
         "signature": "valid" if signature is None else "not valid",
         "signature_problem": signature,
@@ -437,6 +440,14 @@ def format_status(summary: dict[str, Any]) -> str:
             f"pending    {request['request_id']}  {request['agent_name']}"
             f"  retry {request['retry_count']}"
             f"  -> answer in {request['response_file']}"
+        )
+    for run_id in summary.get("waiting_for_children") or ():
+        lines.append(f"waiting    for child run {run_id}")
+    for request in summary.get("children_pending") or ():
+        lines.append(
+            f"pending    {request['request_id']}  {request['agent_name']}"
+            f"  (child run {request['run_id']})"
+            f"  -> 'orchestrate respond --request-id {request['request_id']}' here"
         )
     if summary.get("signature_problem"):
         lines.append(f"signature  NOT VALID: {summary['signature_problem']}")

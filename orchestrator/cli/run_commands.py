@@ -214,9 +214,13 @@ def cmd_respond(args: argparse.Namespace) -> int:
         found = store.read_run(run)
         records = found.state.agent_requests if found.state is not None else []
         pending = [r.request_id for r in records if r.status is HistoryStatus.PENDING]
-        request_id = choose_request(pending, request_id, where=found.source)
+        # The requests of its child runs are answered here too (one inbox).
+        children = children_pending(store, found)
+        request_id = choose_request(pending + list(children), request_id, where=found.source)
         response = document or response_document(request_id, text=text, **answer_options(args))
         where = RunInput(run_id=found.run_id or args.run, workflow=args.workflow)
+        if request_id in children:
+            where = RunInput(run_id=children[request_id])
         try:
             print(store.respond(RespondInput(run=where, response=response)))
         except AnswerRefusedError as refused:
@@ -225,6 +229,18 @@ def cmd_respond(args: argparse.Namespace) -> int:
             print(json.dumps(refusal_document(refused), indent=2, ensure_ascii=False))
             return EXIT_USAGE
     return EXIT_OK
+
+
+def children_pending(store: RunStore, found: StoredRun) -> dict[str, str]:
+    """The pending requests of a live run's child runs (and theirs): request id -> the
+    child run's id."""
+    if found.state is None or not found.live or not found.run_id:
+        return {}
+    return {
+        p.request_id: p.run_id
+        for p in store.pending(PendingInput(run_id=found.run_id))
+        if p.run_id != found.run_id
+    }
 
 
 def refusal_document(refused: AnswerRefusedError) -> dict[str, Any]:
@@ -371,7 +387,7 @@ def describe_run(
             f"'orchestrate trust {found.source}' signs it as it is ('orchestrate cancel "
             "--force' sets it aside)"
         )
-    return summarize_state(
+    summary = summarize_state(
         found.state,
         source=found.source,
         answer_at=lambda request_id: store.answer_hint(
@@ -383,6 +399,18 @@ def describe_run(
         options=options,
         prices=prices,
     )
+    if summary["children"]:
+        # The child runs' requests: answered from here, as the run's own are (one inbox).
+        summary["children_pending"] = [
+            {
+                "run_id": p.run_id,
+                "request_id": p.request_id,
+                "agent_name": json.loads(p.document).get("agent_name"),
+            }
+            for p in store.pending(PendingInput(run_id=found.run_id))
+            if p.run_id != found.run_id
+        ]
+    return summary
 
 
 def cmd_drive(args: argparse.Namespace) -> int:

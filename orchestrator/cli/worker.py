@@ -180,7 +180,7 @@ class Fleet:
 
     def _advance(self, store: WorkerRunStore, run_id: str) -> None:
         from .._ports import RunInput
-        from .engines import advance, run_engine
+        from .engines import StoreChildRuns, advance, run_engine
         from .hints import Mode, pause_hint, run_options
 
         handled = None
@@ -188,6 +188,8 @@ class Fleet:
         try:
             run = RunInput(run_id=run_id)
             engine = run_engine(store, run, self.agent)
+            # Its children are runs of the store any worker claims; their end wakes it.
+            engine.children = StoreChildRuns(store, self.agent, in_process=False)
             engine.recorder.worker = self.name
             engine.stop_requested = self.stop.is_set
             outcome = advance(store, run, engine)

@@ -45,6 +45,7 @@ from ..formats.step_names import EVENT_ERROR, RESULTS_FILE
 from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
+from .calls import ask_fingerprint, describe_asks, describe_call, edited_prompt, what_changed
 from .commands import check_argv
 from .dispatcher import TaskDispatcher, installed_dispatcher
 from .journal import PhaseReplay
@@ -55,7 +56,6 @@ from .record import (
     Pause,
     copy_json,
     needs_structuring,
-    prompt_digest,
     record_value,
     step_type,
     to_json_value,
@@ -318,6 +318,31 @@ class PhaseContext:
             retry=ONCE if retry is None and seconds is not None else retry,
         )
 
+    def child(
+        self, workflow: Any, inputs: dict[str, Any] | None = None, id: str | None = None
+    ) -> Any:
+        """Start a child run of ``workflow`` (a :class:`Workflow` class, or a reference
+        ``path/file.py:Class``) with ``inputs``, pause this run until it ends, and return
+        its outputs (phase name -> output).
+
+        The child is a run of its own (its run id, state and evidence), linked to this
+        one; its requests are answered from this run's pending list. ``id`` makes it
+        idempotent: the same id in this run is the same child run. A child that fails or
+        is cancelled raises :class:`ChildRunFailedError` here (and again on replay).
+        """
+        from .children import Child
+
+        return self.children_all([Child(workflow=workflow, inputs=dict(inputs or {}), id=id)])[0]
+
+    def children_all(self, children: Sequence[Any]) -> list[Any]:
+        """Start several child runs at once (each a :class:`Child`, or a tuple
+        ``(workflow, inputs[, id])``): one pause until every one has ended, their outputs
+        in order. The first that failed or was cancelled raises
+        :class:`ChildRunFailedError`, once all have ended."""
+        from .children import run_children
+
+        return run_children(self, children)
+
     def patched(self, change_id: str) -> bool:
         """Whether this run takes the new path of a change made inside a phase.
 
@@ -526,17 +551,17 @@ class PhaseContext:
         later = [e for e in record.journal if e.position >= self._position]
         if later and self._engine.journal.reopened:
             self._engine.journal.drop_from(
-                self._position, because=f"the phase now ends before {_describe(later[0])}"
+                self._position, because=f"the phase now ends before {describe_call(later[0])}"
             )
         elif later:
             entry = later[0]
             raise NonDeterminismError(
                 f"phase {self._spec.name!r} (phase {self._spec.number}) finished at position "
-                f"{self._position}, but the recorded run went on to {_describe(entry)}; a phase "
-                "must make the same asks and steps, in the same order, on replay",
+                f"{self._position}, but the recorded run went on to {describe_call(entry)}; a "
+                "phase must make the same asks and steps, in the same order, on replay",
                 phase_name=self._spec.name,
                 position=self._position,
-                recorded=_describe(entry),
+                recorded=describe_call(entry),
                 current="no call: the phase returns here",
             )
 
@@ -572,9 +597,9 @@ class PhaseContext:
             return None
         if self._engine.journal.reopened:
             if entry.kind != kind or entry.fingerprint != fingerprint:
-                because = f"{what}: {_what_changed(entry, kind, fingerprint)}"
+                because = f"{what}: {what_changed(entry, kind, fingerprint)}"
             elif not self._engine.journal.usable(entry):
-                because = f"{_describe(entry)} failed in the try before"
+                because = f"{describe_call(entry)} failed in the try before"
             else:
                 return entry
             self._engine.journal.drop_from(position, because=because)
@@ -592,8 +617,8 @@ class PhaseContext:
         for ask in asks:
             self._check_ask(ask)
         position = self._next_position()
-        fingerprint = [_ask_fingerprint(a) for a in asks]
-        what = _describe_asks(kind, asks)
+        fingerprint = [ask_fingerprint(a) for a in asks]
+        what = describe_asks(kind, asks)
         entry = self._recorded(position, kind=kind, fingerprint=fingerprint, what=what, asks=asks)
         if entry is None:
             engine.check_budget([a.agent for a in asks])
@@ -734,9 +759,9 @@ class PhaseContext:
         if entry.kind == kind and entry.fingerprint == fingerprint:
             return
         where = f"phase {self._spec.name!r} (phase {self._spec.number}), position {entry.position}"
-        made = f"the recorded run made {_describe(entry)}, this run makes {what}"
-        edited = self._edited_prompt(entry, kind, fingerprint, asks)
-        recorded, current = _describe(entry), what
+        made = f"the recorded run made {describe_call(entry)}, this run makes {what}"
+        edited = edited_prompt(self._engine.mailbox, entry, kind, fingerprint, asks)
+        recorded, current = describe_call(entry), what
         if edited is not None:
             index, old, new = edited
             recorded += f", request {index} with the prompt:\n{old}"
@@ -752,7 +777,7 @@ class PhaseContext:
                 recorded += f" [{', '.join(entry.fingerprint)}]"
                 current += f" [{', '.join(fingerprint)}]"
             message = (
-                f"{where}: {made} ({_what_changed(entry, kind, fingerprint)}); a phase must "
+                f"{where}: {made} ({what_changed(entry, kind, fingerprint)}); a phase must "
                 "make the same asks and steps, in the same order, on replay; put anything "
                 "that varies inside ctx.step, or 'orchestrate cancel' and run again"
             )
@@ -763,69 +788,3 @@ class PhaseContext:
             recorded=recorded,
             current=current,
         )
-
-    def _edited_prompt(
-        self, entry: JournalEntry, kind: str, fingerprint: list[str], asks: Sequence[Ask]
-    ) -> tuple[int, str, str] | None:
-        """``(index, recorded text, current text)`` of the first prompt that changed, when
-        the ask is the recorded one but for its prompts and the recorded text is at hand."""
-        if entry.kind != kind or not len(entry.fingerprint) == len(fingerprint) == len(asks):
-            return None
-        for index, (old, new) in enumerate(zip(entry.fingerprint, fingerprint, strict=True)):
-            if old == new:
-                continue
-            if old.split(" ")[0] != new.split(" ")[0]:
-                return None  # another agent: the call changed, not only its words
-            try:
-                recorded = self._engine.mailbox.records_of(entry)[index].request().prompt
-            except (KeyError, IndexError, ValueError):
-                return None  # the recorded request is not at hand (an archived one)
-            return index, recorded, asks[index].prompt
-        return None
-
-
-def _what_changed(entry: JournalEntry, kind: str, fingerprint: list[str]) -> str:
-    if entry.kind != kind:
-        return f"the call changed (the recorded run made {_describe(entry)})"
-    if kind in ("ask", "ask_all"):
-        return _fingerprint_change(entry.fingerprint, fingerprint)
-    return f"{kind} {entry.fingerprint[0]!r} became {fingerprint[0]!r}"
-
-
-def _ask_fingerprint(ask: Ask) -> str:
-    return f"{ask.agent} {prompt_digest(ask.prompt)}"
-
-
-def _describe(entry: JournalEntry) -> str:
-    if entry.kind == "step":
-        return f"step {entry.fingerprint[0]!r}"
-    if entry.kind == "timer":
-        return f"ctx.{entry.fingerprint[0]}"
-    if entry.kind == "signal":
-        return f"ctx.wait_for_signal({entry.fingerprint[0]!r})"
-    if entry.kind == "signals":
-        return f"ctx.signals({entry.fingerprint[0]!r})"
-    if entry.kind in ("event", "artifact", "patch"):
-        return f"{entry.kind} {entry.fingerprint[0]!r}"
-    agents = ", ".join(f.split(" ")[0] for f in entry.fingerprint)
-    return f"{entry.kind} of {agents}"
-
-
-def _describe_asks(kind: str, asks: Sequence[Ask]) -> str:
-    return f"{kind} of {', '.join(a.agent for a in asks)}"
-
-
-def _fingerprint_change(old: list[str], new: list[str]) -> str:
-    if len(old) != len(new):
-        return f"{plural(len(old), 'request')} recorded, {len(new)} now"
-    for index, (a, b) in enumerate(zip(old, new, strict=True)):
-        if a != b:
-            old_agent, old_hash = a.split(" ")
-            new_agent, new_hash = b.split(" ")
-            if old_agent != new_agent:
-                return f"request {index}: agent {old_agent} became {new_agent}"
-            return (
-                f"request {index}: the prompt changed (sha256 {old_hash[:12]}... became "
-                f"{new_hash[:12]}...)"
-            )
-    return "unchanged"

@@ -32,6 +32,7 @@ from .._ports import (
     ArchiveInput,
     BoardStore,
     Bridge,
+    ChildRuns,
     Clock,
     FinishInput,
     PublishInput,
@@ -136,6 +137,11 @@ class Engine:
         #: A W3C ``traceparent`` a run started here continues (its spans go into that
         #: trace, under that span); ``None``: the run's trace is its own.
         self.trace_parent: str | None = None
+        #: Who starts and advances the child runs of this run (``ctx.child``): the host's
+        #: (``None``: a phase that starts a child fails, saying so).
+        self.children: ChildRuns | None = None
+        #: The run a run started here is a child of (its record names it).
+        self.parent_run_id: str | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -298,6 +304,10 @@ class Engine:
             return False  # the wait's deadline came
         return not self.signals.arrived()
 
+    def waiting_children(self) -> bool:
+        """Whether the current phase waits for child runs that have not ended."""
+        return bool(self.record.waiting_children)
+
     def stop_if_requested(self) -> None:
         """Leave the phase at the checkpoint just saved when the engine is asked to stop;
         a resume replays the phase to here from its journal."""
@@ -314,7 +324,12 @@ class Engine:
         self._archive_finished()
         record.revision += 1
         if record.status not in ("failed", "completed", "cancelled"):
-            waits = self.mailbox.pending() or self.sleeping() or record.waiting_for_signal
+            waits = (
+                self.mailbox.pending()
+                or self.sleeping()
+                or record.waiting_for_signal
+                or self.waiting_children()
+            )
             record.status = "paused" if waits else "running"
         state.checkpoint_name = checkpoint_name
         state.created_at = format_time(self.clock.now())
@@ -389,6 +404,8 @@ class Engine:
                     if self.record.waiting_for_signal is not None
                     else "waiting_for_timer"
                     if self.sleeping()
+                    else "waiting_for_children"
+                    if self.waiting_children()
                     else "stopped"
                 )
                 return self.pause_now()
@@ -498,6 +515,7 @@ class Engine:
         self.close_phase(spec, status=STATUS_PASS, summary=summary)
         record.journal = []
         record.reopened = False
+        record.waiting_children = []
         record.visit = entering if entering > 1 else None
         return next_spec
 
@@ -623,6 +641,14 @@ class Engine:
                 + (f" until {until}" if until else ""),
                 wake_at=until,
                 signal=str(signal["name"]),
+            )
+        if not pending and record.waiting_children:
+            return Outcome(
+                status="paused",
+                exit_code=EXIT_PAUSED,
+                message=f"{where}: waiting for child run "
+                f"{', '.join(record.waiting_children)}; 'orchestrate pending' lists what the "
+                "children ask, and 'orchestrate resume' goes on with them",
             )
         if not pending and record.waiting_until is None:
             record.status = "running"  # stopped on request: it goes on at the next resume

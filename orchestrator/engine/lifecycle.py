@@ -146,6 +146,7 @@ class Lifecycle:
                 inputs=inputs,
                 evidence=True,
                 trace=new_trace_context(run_id, parent=engine.trace_parent),
+                parent_run_id=engine.parent_run_id,
             )
             state = CheckpointState(
                 phase=first.number,
@@ -239,9 +240,21 @@ class Lifecycle:
                     "failed: there is nothing to retry ('orchestrate resume' goes on)"
                 )
             if not cut_short:
+                self._retry_children()
                 return self._reopen()
         # Re-opened already, by a retry that a crash cut short: go on as resume does.
         return self.resume()
+
+    def _retry_children(self) -> None:
+        """A retry of a run reaches its children: each child the failed phase waited
+        for that failed is re-opened first, and the phase goes on with the same runs."""
+        engine = self._engine
+        host = engine.children
+        if host is None:
+            return
+        for entry in engine.record.journal:
+            if entry.kind == "children" and entry.error is not None:
+                host.retry(str(entry.error["run_id"]))
 
     def _reopen(self) -> Outcome:
         engine = self._engine
@@ -362,6 +375,7 @@ class Lifecycle:
         record.journal, record.marks = [], []
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         record.waiting_for_signal = None
+        record.waiting_children = []  # the phase starts its children anew when it runs
         return moved
 
     def _routed_cut(
@@ -419,6 +433,8 @@ class Lifecycle:
         record.status, record.failure, record.failure_trace = "paused", None, None
         record.journal, record.marks = [], []
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
+        record.waiting_for_signal = None
+        record.waiting_children = []  # the phase starts its children anew when it runs
         return moved
 
     def fork(
@@ -534,6 +550,10 @@ class Lifecycle:
                 state, engine.workflow_cls, source=engine.bridge.location, routed=bool(record.route)
             )
             engine.attach(state, record)
+            if record.status not in ("completed", "cancelled") and engine.children is not None:
+                # Its children first: a crash before the run's own cancel cancels again.
+                for child in record.children:
+                    engine.children.cancel(child)
             if record.status not in ("failed", "completed", "cancelled"):
                 engine.recorder.withdraw(engine.mailbox.pending(), "the run was cancelled")
                 engine.recorder.run_end("cancelled")

@@ -148,6 +148,12 @@ class EngineRecord:
     # run was started inside another trace (``TRACEPARENT``). Every process that goes on
     # with the run sends its spans into this trace (see ``evidence.live_spans``).
     trace: dict[str, Any] | None = None
+    # A child run (``ctx.child``): the run id of the run that started it.
+    parent_run_id: str | None = None
+    # The child runs this run started, in the order it started them (their run ids).
+    children: list[str] = attrs.field(factory=list)
+    # The child runs the current phase waits for (not yet ended).
+    waiting_children: list[str] = attrs.field(factory=list)
 
 
 @attrs.frozen(kw_only=True)

@@ -22,6 +22,8 @@ PUBLIC = [
     "Board",
     "BoardError",
     "CheckpointState",
+    "Child",
+    "ChildRunFailedError",
     "Clock",
     "CommandFailedError",
     "CommandResult",
