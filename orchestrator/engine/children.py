@@ -12,7 +12,7 @@ or the failure, so a replay of the parent uses what was recorded and runs no chi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,6 @@ from .record import JournalEntry, Pause, copy_json, to_json_value
 from .workflow import Workflow
 
 if TYPE_CHECKING:
-    from .context import PhaseContext
     from .engine import Engine
     from .workflow import PhaseSpec
 
@@ -198,17 +197,24 @@ def recorded_failure(error: dict[str, Any]) -> ChildRunFailedError:
     )
 
 
-def run_children(ctx: PhaseContext, children: Sequence[Any]) -> list[Any]:
+def run_children(
+    engine: Engine,
+    spec: PhaseSpec,
+    children: Sequence[Any],
+    *,
+    next_position: Callable[[], int],
+    recorded: Callable[..., JournalEntry | None],
+) -> list[Any]:
     """``ctx.children_all``: start the child runs (or take what the journal recorded of
-    them), pause until every one has ended, and return their outputs in order."""
-    spec, engine = ctx._spec, ctx._engine
+    them), pause until every one has ended, and return their outputs in order.
+    ``next_position`` and ``recorded`` are the phase context's journal cursor."""
     where = f"phase {spec.name!r}: ctx.children_all"
     specs = [as_child(item, where=where) for item in children]
     if not specs:
         return []
     runner = ChildRunner(engine, spec)
     fingerprint, refs, inputs = runner.fingerprint(specs)
-    position = ctx._next_position()
+    position = next_position()
     what = f"children of {', '.join(fingerprint)}"
     journal = engine.journal
     kept = journal.entry(position)
@@ -228,7 +234,7 @@ def run_children(ctx: PhaseContext, children: Sequence[Any]) -> list[Any]:
                 result={"runs": kept.result["runs"]},
             )
         )
-    entry = ctx._recorded(position, kind="children", fingerprint=fingerprint, what=what)
+    entry = recorded(position, kind="children", fingerprint=fingerprint, what=what)
     if entry is not None:
         if entry.error is not None:
             raise recorded_failure(entry.error)

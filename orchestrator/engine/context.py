@@ -341,7 +341,13 @@ class PhaseContext:
         :class:`ChildRunFailedError`, once all have ended."""
         from .children import run_children
 
-        return run_children(self, children)
+        return run_children(
+            self._engine,
+            self._spec,
+            children,
+            next_position=self._next_position,
+            recorded=self._recorded,
+        )
 
     def patched(self, change_id: str) -> bool:
         """Whether this run takes the new path of a change made inside a phase.

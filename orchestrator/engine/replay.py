@@ -282,15 +282,7 @@ def replay_outputs(
         except Pause:
             break  # the recorded run waits here: replayed as far as it went
         except NonDeterminismError as exc:
-            return found(
-                divergence=Divergence(
-                    phase_name=exc.phase_name,
-                    position=exc.position,
-                    recorded=exc.recorded or "(not told)",
-                    now=exc.current or "(not told)",
-                    message=str(exc),
-                )
-            )
+            return found(divergence=_divergence_of(exc))
         except Exception as exc:
             if not completed:
                 break  # the phase the recorded run failed in fails again: as recorded
@@ -312,6 +304,16 @@ def replay_outputs(
         phases.append(PhaseOutput(name=name, recorded=recorded, now=now, completed=completed))
         outputs[name] = now
     return found()
+
+
+def _divergence_of(exc: NonDeterminismError) -> Divergence:
+    return Divergence(
+        phase_name=exc.phase_name,
+        position=exc.position,
+        recorded=exc.recorded or "(not told)",
+        now=exc.current or "(not told)",
+        message=str(exc),
+    )
 
 
 def _phase_gone(name: str, workflow_cls: type[Workflow]) -> Divergence:
