@@ -178,9 +178,14 @@ class FileRunStore:
     def read_run(self, request: RunInput) -> StoredRun:
         """The live instance (the one ``request`` names, by its run id or its workflow, or
         the only one), else a run the directory kept (``request.run_id``'s, or the one
-        that ended last)."""
+        that ended last), else a child run kept here (read in its own place)."""
         live_path = self._live_for(request)
         problem = None
+        named = request.run_id
+        if live_path is None and named is not None and not _kept(self.workdir, named):
+            child = self._child_named(named)
+            if child is not None:
+                return child.read_run(request)
         if live_path is not None:
             state, problem = read_live(live_path, signed_only=request.signed_only)
             source = str(live_path)
@@ -409,6 +414,13 @@ class FileRunStore:
         from ..storage.ndjson import append_lines
         from .file_bridge import read_signal_lines
 
+        child = self._child_named(request.run.run_id)
+        if child is not None and self._live_for(request.run) is None:
+            return child.send_signal(request)  # a child run's signal: kept in its place
+        if request.run.run_id is None and request.run.workflow is None:
+            waiting = self._waiting_for_signal(request.name)
+            if waiting is not None and waiting is not self:
+                return waiting.send_signal(request)  # the child run that waits for it
         state_path = self._live_path(request.run)
         state = read_state(state_path, signed_only=True)
         run_id = _run_id_of(state)
@@ -582,6 +594,24 @@ class FileRunStore:
             for name in sorted(beneath.list_directory(place))
             if is_run_id(name) and beneath.is_directory(place / name)
         ]
+
+    def _waiting_for_signal(self, name: str) -> FileRunStore | None:
+        """The place of the run here that waits for signal ``name``: this directory's
+        live instance, else the first of its child runs (or theirs) that waits for it;
+        ``None`` when none does (a signal is then kept for the live instance)."""
+        try:
+            state, _ = read_live(self._live_path(RunInput()), signed_only=True)
+        except OrchestratorError:
+            return None  # no live instance here (or one not to be read): nothing waits
+        record = state.phase_data.get(ENGINE_KEY)
+        waiting = record.get("waiting_for_signal") if isinstance(record, dict) else None
+        if isinstance(waiting, dict) and waiting.get("name") == name:
+            return self
+        for _, child in self.child_stores():
+            found = child._waiting_for_signal(name)
+            if found is not None:
+                return found
+        return None
 
     def _child_named(self, run_id: str | None) -> FileRunStore | None:
         """The store of child run ``run_id`` (or of a child of a child), when it is one."""

@@ -443,6 +443,11 @@ def format_status(summary: dict[str, Any]) -> str:
         )
     for run_id in summary.get("waiting_for_children") or ():
         lines.append(f"waiting    for child run {run_id}")
+    for waiting in summary.get("children_signals") or ():
+        lines.append(
+            f"waiting    child run {waiting['run_id']} waits for signal {waiting['signal']}"
+            f"  -> 'orchestrate signal {waiting['signal']} --run {waiting['run_id']}'"
+        )
     for request in summary.get("children_pending") or ():
         lines.append(
             f"pending    {request['request_id']}  {request['agent_name']}"

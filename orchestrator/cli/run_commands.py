@@ -410,7 +410,28 @@ def describe_run(
             for p in store.pending(PendingInput(run_id=found.run_id))
             if p.run_id != found.run_id
         ]
+        summary["children_signals"] = _children_signals(store, summary["waiting_for_children"])
     return summary
+
+
+def _children_signals(store: RunStore, run_ids: list[str]) -> list[dict[str, str]]:
+    """The signals the child runs a run waits for wait for: ``{run_id, signal}`` each
+    (a host sends them from the parent's place, as it answers the children's asks)."""
+    from .._errors import OrchestratorError
+    from ..engine.record import load_record
+
+    found: list[dict[str, str]] = []
+    for run_id in run_ids:
+        try:
+            child = store.read_run(RunInput(run_id=run_id))
+            if child.state is None:
+                continue
+            waiting = load_record(child.state, source=child.source).waiting_for_signal
+        except OrchestratorError:
+            continue  # a child not to be read is told by its own status
+        if waiting is not None:
+            found.append({"run_id": run_id, "signal": str(waiting.get("name"))})
+    return found
 
 
 def cmd_drive(args: argparse.Namespace) -> int:

@@ -316,3 +316,43 @@ def test_the_harness_runs_children_in_process(
     assert outcome.outputs == EXPECTED
     assert len(invoker.get_invocations("writer")) == 1
     assert step_log(steps) == Tally({"count lakes": 1, "total": 1})
+
+
+def test_a_signal_sent_in_the_parents_place_reaches_the_child_that_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = orchestrate("run", f"{SUPPORT}:AwaitsApproval", "--workdir", work)
+    assert ran.returncode == 42, ran.stderr
+    (child_id,) = record_of(next(work.glob(".*-state.json")))["waiting_children"]
+    status = orchestrate("status", "--workdir", work)
+    assert (
+        f"child run {child_id} waits for signal approve  -> "
+        f"'orchestrate signal approve --run {child_id}'" in status.stdout
+    ), status.stdout
+    # The child's own status is read from the parent's place.
+    child = orchestrate("status", "--run", child_id, "--json", "--workdir", work)
+    assert json.loads(child.stdout)["waiting_for_signal"] == "approve", child.stderr
+    sent = orchestrate("signal", "approve", "--data", '{"by": "ann"}', "--workdir", work)
+    assert sent.returncode == 0, sent.stderr
+    # Kept in the child's inbox, not the parent's (which waits for no signal).
+    assert not list(work.glob(".orchestrator/runs/*/signals.ndjson"))
+    resumed = orchestrate("resume", "--workdir", work)
+    assert resumed.returncode == 0, resumed.stderr
+    output = orchestrate("output", "--workdir", work)
+    assert json.loads(output.stdout) == {"spawn": {"wait": {"by": "ann"}}}
+
+
+def test_a_signal_may_name_the_child_run(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    assert orchestrate("run", f"{SUPPORT}:AwaitsApproval", "--workdir", work).returncode == 42
+    (child_id,) = record_of(next(work.glob(".*-state.json")))["waiting_children"]
+    sent = orchestrate(
+        "signal", "approve", "--run", child_id, "--data", '"yes"', "--workdir", work
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert orchestrate("resume", "--workdir", work).returncode == 0
+    output = orchestrate("output", "--workdir", work)
+    assert json.loads(output.stdout) == {"spawn": {"wait": "yes"}}

@@ -90,3 +90,25 @@ class Caught(Workflow):
     @phase(1)
     def run_child(self, ctx: PhaseContext) -> dict[str, Any]:
         return ctx.child(Failing, {})  # type: ignore[no-any-return]
+
+
+class Approval(Workflow):
+    """A child that waits for the signal ``approve``."""
+
+    name = "child-approval"
+    agents = ()
+
+    @phase(1)
+    def wait(self, ctx: PhaseContext) -> Any:
+        return ctx.wait_for_signal("approve")
+
+
+class AwaitsApproval(Workflow):
+    """A parent whose one child waits for a signal."""
+
+    name = "child-awaits-approval"
+    agents = ()
+
+    @phase(1)
+    def spawn(self, ctx: PhaseContext) -> Any:
+        return ctx.child(Approval, {}, id="approval")
