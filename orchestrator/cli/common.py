@@ -329,3 +329,20 @@ def add_store_argument(
             metavar="ID",
             help="with --store: the run's id (as 'run' printed it)",
         )
+
+
+def fail_on_words(text: str, words: tuple[str, ...], *, what: str, listed: int) -> list[str]:
+    """``--fail-on``'s comma-separated ``words`` (or ``none``), spelt as the documents
+    spell them (``new_failure``); an unknown word is refused, naming the first ``listed``
+    of ``words`` (a ``what``)."""
+    if text.strip() == "none":
+        return []
+    chosen = []
+    for word in (w.strip() for w in text.split(",")):
+        if word.replace("_", "-") not in words:
+            raise UsageError(
+                f"--fail-on: {word!r} is not a {what}; use a comma-separated list of "
+                f"{', '.join(words[:listed])}, or none"
+            )
+        chosen.append(word.replace("-", "_"))
+    return chosen

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._errors import UnfinishedRunError, UsageError
 from .._text import plural, printable
+from .common import fail_on_words
 
 EXIT_OK, EXIT_FAILED = 0, 1
 #: ``compare``'s exit code for an error that is neither a usage error (2) nor the gate (1).
@@ -98,17 +99,7 @@ def add_compare_commands(subs: Any, formatter: Any) -> None:
 
 def parse_fail_on(text: str) -> list[str]:
     """``--fail-on``'s verdicts, as evaluation.json spells them (``new_failure``)."""
-    if text.strip() == "none":
-        return []
-    verdicts = []
-    for word in (w.strip() for w in text.split(",")):
-        if word.replace("_", "-") not in _VERDICT_WORDS:
-            raise UsageError(
-                f"--fail-on: {word!r} is not a verdict; use a comma-separated list of "
-                f"{', '.join(_VERDICT_WORDS)}, or none"
-            )
-        verdicts.append(word.replace("-", "_"))
-    return verdicts
+    return fail_on_words(text, _VERDICT_WORDS, what="verdict", listed=len(_VERDICT_WORDS))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -15,23 +15,14 @@ from pathlib import Path
 
 from .._errors import UsageError
 from .._text import plural, printable
+from .common import fail_on_words
 
 _STATUS_WORDS = ("diverged", "outputs-changed", "failed", "unchanged")
 
 
 def parse_fail_on(text: str) -> list[str]:
     """``--fail-on``'s statuses, as summary.json spells them (``outputs_changed``)."""
-    if text.strip() == "none":
-        return []
-    statuses = []
-    for word in (w.strip() for w in text.split(",")):
-        if word.replace("_", "-") not in _STATUS_WORDS:
-            raise UsageError(
-                f"--fail-on: {word!r} is not a status; use a comma-separated list of "
-                f"{', '.join(_STATUS_WORDS[:3])}, or none"
-            )
-        statuses.append(word.replace("-", "_"))
-    return statuses
+    return fail_on_words(text, _STATUS_WORDS, what="status", listed=3)
 
 
 def cmd_replay_corpus(args: argparse.Namespace) -> int:
