@@ -551,6 +551,37 @@ class BoardTailInput:
     count: int = 30
 
 
+#: The statuses of runs that ended: what ``orchestrate prune`` may remove.
+FINISHED_STATUSES = ("completed", "failed", "cancelled")
+
+
+@attrs.frozen(kw_only=True)
+class PruneInput:
+    """Which finished runs go: those in ``status`` (never a live one, whatever is asked),
+    last changed before ``older_than`` (any time when ``None``), except the ``keep_last``
+    most recent of them per workflow (none kept at 0), and never those in ``keep``.
+    ``dry_run``: say what would go, remove nothing."""
+
+    status: Sequence[str] = FINISHED_STATUSES
+    older_than: datetime | None = None
+    keep_last: int = 0
+    keep: Sequence[str] = ()
+    dry_run: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class PrunedRun:
+    """A run ``prune`` chose: ``removed`` (or, on a dry run, would be); else ``skipped``
+    says why it stayed (another process held it, it changed meanwhile)."""
+
+    run_id: str
+    workflow: str
+    status: str
+    updated_at: datetime
+    removed: bool
+    skipped: str | None = None
+
+
 class RunStore(Protocol):
     """Where runs live, as the faces see them. A read of a run the store does not hold
     raises :class:`orchestrator.NoInstanceError` naming the store and the run."""
@@ -666,6 +697,13 @@ class RunStore(Protocol):
 
     def board_tail(self, request: BoardTailInput) -> list[bytes]:
         """The last lines of the board's ledger, read without reading it whole."""
+        ...
+
+    def prune_runs(self, request: PruneInput) -> list[PrunedRun]:
+        """Remove the finished runs ``request`` selects, each whole (its state, history,
+        events and evidence files, its mailbox, and what the store keeps of it elsewhere)
+        or not at all, oldest first; a run that is live, or held by another process, is
+        never removed. Returns the runs chosen, each removed or skipped with why."""
         ...
 
 
