@@ -131,3 +131,124 @@ def listing(workdir: Path) -> dict[str, Any]:
         assert read.problem is None, (row.run_id, read.problem)
         found[row.run_id] = row.status
     return found
+
+
+# -- a PostgreSQL store ---------------------------------------------------------------------
+
+#: The tables that hold rows of a run beside its ``runs`` row, and their columns after the id.
+RUN_TABLES = {
+    "requests": ("request_id", "position", "document"),
+    "responses": ("request_id", "document", "sha256", "received_at"),
+    "events": ("seq", "line"),
+    "run_files": ("path", "content"),
+}
+RUN_COLUMNS = (
+    "workflow_name",
+    "workflow_ref",
+    "status",
+    "state",
+    "state_version",
+    "history",
+    "start_args",
+    "inbox",
+    "handled",
+    "wake_at",
+    "created_at",
+)
+
+
+def pg_real_runs(dsn: str, count: int) -> list[str]:
+    ids = []
+    for _ in range(count):
+        done = orchestrate("run", FLOW, "--store", dsn, "--agent", AGENT)
+        assert done.returncode == 0, done.stderr
+        ids.append(done.stdout.strip())
+    return ids
+
+
+def pg_clone_many(dsn: str, sources: list[str], count: int, *, now: Any) -> dict[str, Any]:
+    """``count`` copies of the ended runs ``sources`` (in turn), each row of a run copied
+    with its id changed and its history signed again, the i-th last changed i hours
+    before ``now``; each copy's id and time. One transaction."""
+    from datetime import timedelta
+
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    made = {}
+    with psycopg.connect(dsn) as conn:
+        rows = {}
+        for source in sources:
+            run = conn.execute(
+                f"select {', '.join(RUN_COLUMNS)} from runs where run_id = %s", (source,)
+            ).fetchone()
+            assert run is not None and run[3] is None, source  # ended: no live state
+            others = {
+                table: conn.execute(
+                    f"select {', '.join(columns)} from {table} where run_id = %s", (source,)
+                ).fetchall()
+                for table, columns in RUN_TABLES.items()
+            }
+            archive = conn.execute(
+                "select line from archive where run_id = %s order by seq", (source,)
+            ).fetchall()
+            rows[source] = (run, others, archive)
+        for i in range(count):
+            source = sources[i % len(sources)]
+            new = str(uuid.UUID(int=i + 1))
+            moment = now - timedelta(hours=i + 1)
+            run, others, archive = rows[source]
+            changes = {source: new, source.replace("-", ""): new.replace("-", "")}
+            values = list(run)
+            values[5] = resign(bytes(values[5]), changes)
+            values[6] = None if values[6] is None else Jsonb(values[6])
+            conn.execute(
+                f"insert into runs (run_id, {', '.join(RUN_COLUMNS)}, updated_at) "
+                f"values ({', '.join(['%s'] * (len(RUN_COLUMNS) + 2))})",
+                (new, *values, moment),
+            )
+            for table, columns in RUN_TABLES.items():
+                copied = [
+                    (new, *(_changed(v, source, new) for v in row)) for row in others[table]
+                ]
+                if copied:
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            f"insert into {table} (run_id, {', '.join(columns)}) "
+                            f"values ({', '.join(['%s'] * (len(columns) + 1))})",
+                            copied,
+                        )
+            for (line,) in archive:
+                conn.execute(
+                    "insert into archive (run_id, line) values (%s, %s)",
+                    (new, _changed(line, source, new)),
+                )
+            made[new] = moment
+    return made
+
+
+def _changed(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, (bytes, memoryview)):
+        return bytes(value).replace(old.encode(), new.encode())
+    return value
+
+
+def pg_run_digests(dsn: str) -> dict[str, str]:
+    """Each run of the store, by its id: a digest of its row and of every row of it in the
+    other tables (what a whole run is)."""
+    import psycopg
+
+    found: dict[str, Any] = {}
+    with psycopg.connect(dsn) as conn:
+        for row in conn.execute(
+            f"select run_id, {', '.join(RUN_COLUMNS)}, updated_at from runs order by run_id"
+        ):
+            found[row[0]] = hashlib.sha256(repr(row[1:]).encode())
+        for table, columns in {**RUN_TABLES, "archive": ("seq", "line")}.items():
+            for row in conn.execute(
+                f"select run_id, {', '.join(columns)} from {table} order by run_id, "
+                f"{columns[0]}"
+            ):
+                assert row[0] in found, f"{table} holds a row of run {row[0]}, which is gone"
+                found[row[0]].update(repr((table, *row[1:])).encode())
+    return {run_id: digest.hexdigest() for run_id, digest in found.items()}
