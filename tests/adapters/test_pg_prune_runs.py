@@ -158,7 +158,8 @@ def test_kill_9_during_prune_leaves_every_run_whole_or_gone(
     log = f"{tmp_path}/crash.log"
     gone_so_far: set[str] = set()
     # Two crash points a batch: its rows deleted, not committed; committed. Each process
-    # counts its own: 1 and 3 fall inside a transaction, 2 right after a commit.
+    # counts its own: 1 and 3 fall inside a transaction (3 in its second batch), 2 right
+    # after a commit.
     kills = [(1, None), (2, None), (3, None), (None, 0.3), (None, 0.6)]
     for crash_at, delay in kills:
         process = prune_process(dsn, crash_at, log)
@@ -175,6 +176,6 @@ def test_kill_9_during_prune_leaves_every_run_whole_or_gone(
         assert read_all(dsn).keys() == now.keys()
         gone_so_far = set(before) - set(now)
         if crash_at is not None:  # a batch goes at its commit, whole: none of it before
-            assert len(gone_so_far) == {1: 0, 2: BATCH, 3: BATCH}[crash_at]
+            assert len(gone_so_far) == {1: 0, 2: BATCH, 3: 2 * BATCH}[crash_at]
     prune_cli(dsn, *ARGS)
     assert set(prune.pg_run_digests(dsn)) == set(before) - goes
