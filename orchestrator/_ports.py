@@ -264,6 +264,16 @@ class LedgerSnapshot:
     body: dict[str, Any]
 
 
+@attrs.frozen(kw_only=True)
+class ReplaceLedgerInput:
+    """A compacted ledger: ``snapshot`` (one line, with its ``\n``) folds every delta up
+    to and including ``seq``; ``tail`` is the ledger's whole lines after them, unchanged."""
+
+    snapshot: bytes
+    seq: int
+    tail: bytes
+
+
 @runtime_checkable
 class LedgerStore(Protocol):
     """Where a board's ledger lines live: appended under one writers' lock, read by
@@ -291,6 +301,12 @@ class LedgerStore(Protocol):
         ...
 
     def save_snapshot(self, request: LedgerSnapshot) -> None: ...
+
+    def replace_ledger(self, request: ReplaceLedgerInput) -> None:
+        """Replace the ledger by its compacted form (inside :meth:`locked`), whole or not at
+        all: a reader sees the old ledger or the new one. A reader's position in the old
+        one reads as ``restart``."""
+        ...
 
 
 @attrs.frozen(kw_only=True)

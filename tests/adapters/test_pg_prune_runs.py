@@ -10,11 +10,12 @@ import random
 import signal
 import subprocess
 import time
-from pathlib import Path
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support import prune_support as prune
 from support.cli import child_env, command, orchestrate
 
@@ -86,7 +87,7 @@ def thousand_runs(pg_fresh_dsn: str) -> tuple[str, dict[str, datetime], str]:
     cancelled = paused.stdout.strip()
     done = orchestrate("cancel", "--store", dsn, "--run", cancelled)
     assert done.returncode == 0, done.stderr
-    made = prune.pg_clone_many(dsn, sources[:1] + [cancelled], 997, now=NOW)
+    made = prune.pg_clone_many(dsn, [*sources[:1], cancelled], 997, now=NOW)
     for row in read_listing(dsn):  # the real runs too: 1,000 finished runs in all
         made.setdefault(row.run_id, row.updated_at)
     assert len(made) == 1000

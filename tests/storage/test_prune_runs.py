@@ -14,12 +14,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from support import prune_support as prune
-from support.cli import child_env, command, orchestrate
-from support.sweeps import chosen
 
 from orchestrator._ports import PruneInput, RunListing
 from orchestrator.adapters.retention import select_runs
+from support import prune_support as prune
+from support.cli import child_env, command, orchestrate
+from support.sweeps import chosen
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 NOW_TEXT = "2026-06-01T12:00:00Z"
@@ -56,7 +56,12 @@ def with_live_instance(workdir: Path) -> str:
 
 
 def expected(
-    made: dict[str, float], statuses: dict[str, str], *, older: timedelta, keep: int, wanted: set[str]
+    made: dict[str, float],
+    statuses: dict[str, str],
+    *,
+    older: timedelta,
+    keep: int,
+    wanted: set[str],
 ) -> set[str]:
     """What prune should remove, worked out here on its own: of the runs in ``wanted``
     statuses, all but the ``keep`` most recent, last changed before NOW - ``older``."""

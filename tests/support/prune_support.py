@@ -208,9 +208,7 @@ def pg_clone_many(dsn: str, sources: list[str], count: int, *, now: Any) -> dict
                 (new, *values, moment),
             )
             for table, columns in RUN_TABLES.items():
-                copied = [
-                    (new, *(_changed(v, source, new) for v in row)) for row in others[table]
-                ]
+                copied = [(new, *(_changed(v, source, new) for v in row)) for row in others[table]]
                 if copied:
                     with conn.cursor() as cursor:
                         cursor.executemany(
@@ -246,8 +244,7 @@ def pg_run_digests(dsn: str) -> dict[str, str]:
             found[row[0]] = hashlib.sha256(repr(row[1:]).encode())
         for table, columns in {**RUN_TABLES, "archive": ("seq", "line")}.items():
             for row in conn.execute(
-                f"select run_id, {', '.join(columns)} from {table} order by run_id, "
-                f"{columns[0]}"
+                f"select run_id, {', '.join(columns)} from {table} order by run_id, {columns[0]}"
             ):
                 assert row[0] in found, f"{table} holds a row of run {row[0]}, which is gone"
                 found[row[0]].update(repr((table, *row[1:])).encode())
