@@ -44,7 +44,7 @@ def removing_dir(workdir: Path) -> Path:
 def prune_runs(workdir: Path, request: PruneInput) -> list[PrunedRun]:
     """Remove the finished runs of ``workdir`` that ``request`` selects (see
     :meth:`orchestrator._ports.RunStore.prune_runs`)."""
-    from .retention import select_runs
+    from .prune_rule import select_runs
 
     if not request.dry_run:
         finish_removals(workdir)
@@ -96,10 +96,10 @@ def _prune_workflow(workdir: Path, workflow: str, runs: list[RunListing]) -> lis
         live, unread = live_runs(workdir)  # again, under the lock: what may go live is held
         outcomes = []
         for run in runs:
-            why = _why_kept(workdir, run, live, unread)
-            if why is None:
+            kept = _why_kept(workdir, run, live, unread)
+            if kept is None:
                 remove_run(workdir, run.run_id)
-            outcomes.append(_pruned(run, removed=why is None, skipped=why))
+            outcomes.append(_pruned(run, removed=kept is None, skipped=kept))
         return outcomes
     finally:
         lock.release()
@@ -192,8 +192,8 @@ def remove_run(workdir: Path, run_id: str) -> None:
         if not stat.S_ISDIR(info.st_mode):
             return  # not a run's directory: nothing orchestrate made
         os.rename(name, new, src_dir_fd=source_fd, dst_dir_fd=target_fd)
-        os.fsync(source_fd)
-        os.fsync(target_fd)
+    fsync_directory(source.parent)  # both entries last: the run is gone, and held aside
+    fsync_directory(removing)
     crash_point(f"prune: run {run_id} moved aside")
     _finish(workdir, aside)
 

@@ -337,8 +337,8 @@ class PostgresRunStore:
 
     def prune_runs(self, request: PruneInput) -> list[PrunedRun]:
         """Remove the finished runs ``request`` selects, a batch of them per transaction
-        (see ``retention``)."""
-        from .retention import prune_runs
+        (see ``pruning``)."""
+        from .pruning import prune_runs
 
         with self._session() as store:
             return prune_runs(store, request)

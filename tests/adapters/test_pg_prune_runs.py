@@ -154,7 +154,7 @@ def test_kill_9_during_prune_leaves_every_run_whole_or_gone(
     statuses = read_all(dsn)
     goes = expected(made, statuses)
     before = prune.pg_run_digests(dsn)
-    from orchestrator.adapters.postgres.retention import BATCH
+    from orchestrator.adapters.postgres.pruning import BATCH
 
     log = f"{tmp_path}/crash.log"
     gone_so_far: set[str] = set()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator._ports import PruneInput, RunListing
-from orchestrator.adapters.retention import select_runs
+from orchestrator.adapters.prune_rule import select_runs
 from support import prune_support as prune
 from support.cli import child_env, command, orchestrate
 from support.sweeps import chosen

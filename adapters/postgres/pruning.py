@@ -16,7 +16,7 @@ from typing import Any
 
 from ..._ports import PrunedRun, PruneInput, RunListing
 from ...storage.durable import crash_point
-from ..retention import select_runs
+from ..prune_rule import select_runs
 from .bridge import run_lock_name
 from .store import PostgresStore
 
