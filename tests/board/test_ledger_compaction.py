@@ -212,3 +212,38 @@ def test_kill_9_during_compact_in_postgresql_leaves_the_old_ledger_or_the_new_on
     assert board_of(Ledger(board_pg_store())) == reference
     checked = orchestrate("check", "ledger", *args)
     assert json.loads(checked.stdout)["allow"] is True, checked.stdout
+
+
+def test_a_power_cut_during_compact_leaves_the_old_ledger_or_the_new_one(tmp_path: Path) -> None:
+    """Every disk a power cut during a compaction could leave (``support.powercut``) holds
+    the old ledger or the new one, whole: the board reads the same, ``check ledger``
+    accepts it, and compacting again goes on from it."""
+    from support import powercut
+
+    from orchestrator.cli.check import _check_ledger
+
+    root = tmp_path / "root"
+    directory = root / ".board"
+    directory.mkdir(parents=True)
+    busy_ledger(lambda: FileBoardStore(directory), tasks=6, rounds=2)
+    Ledger(FileBoardStore(directory), snapshot_every=5)  # a snapshot file too
+    reference = board_of(Ledger(FileBoardStore(directory)))
+    old = (directory / "ledger.ndjson").read_bytes()
+    with powercut.recording(root) as rec:
+        compact_ledger(FileBoardStore(directory), keep=3, at=AT)
+    new = (directory / "ledger.ndjson").read_bytes()
+    disks = powercut.explore(rec, seed=39, budget=80)
+    assert disks
+    seen = set()
+    for crash in disks:
+        powercut.materialise(crash.disk, root)
+        where = crash.describe(rec.log)
+        with powercut.syncs_skipped():
+            data = (directory / "ledger.ndjson").read_bytes()
+            assert data in (old, new), where
+            seen.add(data == new)
+            assert _check_ledger(data)["allow"] is True, where
+            assert board_of(Ledger(FileBoardStore(directory))) == reference, where
+            compact_ledger(FileBoardStore(directory), keep=3, at=AT)
+            assert board_of(Ledger(FileBoardStore(directory))) == reference, where
+    assert seen == {False, True}  # cuts before and after the rename were both tried

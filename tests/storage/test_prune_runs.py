@@ -241,3 +241,47 @@ def test_kill_9_during_prune_leaves_every_run_whole_or_gone(
         whole_or_gone(workdir, before)
         for run_id, entry in entries.items():
             assert entry.is_file() == (run_id not in goes), (point, run_id)
+
+
+# -- power cuts -------------------------------------------------------------------------------
+
+
+def test_a_power_cut_during_prune_leaves_every_run_whole_or_gone(
+    sources: list[Path], tmp_path: Path
+) -> None:
+    """Every disk a power cut during a prune could leave (``support.powercut``) holds each
+    run whole or not at all, and the next prune finishes."""
+    from support import powercut
+
+    from orchestrator.adapters.file_prune import prune_runs
+
+    root = tmp_path / "work"
+    root.mkdir()
+    made = prune.clone_many(sources, root, 6, now=NOW.timestamp())
+    live = with_live_instance(root)
+    before = prune.run_digests(root)
+    request = PruneInput(older_than=NOW - timedelta(hours=2), keep_last=1)
+    goes = expected(
+        made,
+        dict.fromkeys(made, "completed"),
+        older=timedelta(hours=2),
+        keep=1,
+        wanted={"completed"},
+    )
+    assert len(goes) == 4
+    with powercut.recording(root) as rec:
+        prune_runs(root, request)
+    disks = powercut.explore(rec, seed=39, budget=120)
+    assert len(disks) > 20
+    for crash in disks:
+        powercut.materialise(crash.disk, root)
+        for run_id in prune.kept_ids(root) & set(made):  # a disk keeps no times: put them back
+            os.utime(root / ".orchestrator" / "runs" / run_id / "state.json", (made[run_id],) * 2)
+        with powercut.syncs_skipped():
+            where = crash.describe(rec.log)
+            now = prune.run_digests(root)
+            assert all(now[r] == before[r] for r in now), where
+            assert set(prune.listing(root)) == set(now), where
+            prune_runs(root, request)
+        assert prune.kept_ids(root) == (set(made) | {live}) - goes, where
+        assert os.listdir(root / ".orchestrator" / "removing") == [], where
