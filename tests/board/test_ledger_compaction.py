@@ -218,9 +218,8 @@ def test_a_power_cut_during_compact_leaves_the_old_ledger_or_the_new_one(tmp_pat
     """Every disk a power cut during a compaction could leave (``support.powercut``) holds
     the old ledger or the new one, whole: the board reads the same, ``check ledger``
     accepts it, and compacting again goes on from it."""
-    from support import powercut
-
     from orchestrator.cli.check import _check_ledger
+    from support import powercut
 
     root = tmp_path / "root"
     directory = root / ".board"

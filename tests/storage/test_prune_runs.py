@@ -251,9 +251,8 @@ def test_a_power_cut_during_prune_leaves_every_run_whole_or_gone(
 ) -> None:
     """Every disk a power cut during a prune could leave (``support.powercut``) holds each
     run whole or not at all, and the next prune finishes."""
-    from support import powercut
-
     from orchestrator.adapters.file_prune import prune_runs
+    from support import powercut
 
     root = tmp_path / "work"
     root.mkdir()
