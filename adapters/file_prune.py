@@ -224,9 +224,10 @@ def _finish(workdir: Path, aside: Path) -> None:
         _empty(top, last="state.json")
     finally:
         os.close(top)
-    beneath.remove_directory(aside)
+    with contextlib.suppress(FileNotFoundError):
+        beneath.remove_directory(aside)
     fsync_directory(aside.parent)
-    crash_point(f"prune: {aside.name} removed")
+    crash_point(f"prune: run {aside.name.rpartition('.')[0]} removed")
 
 
 def _empty(fd: int, *, last: str | None = None) -> None:
@@ -234,18 +235,20 @@ def _empty(fd: int, *, last: str | None = None) -> None:
     ``last`` after the rest."""
     names = sorted(os.listdir(fd), key=lambda n: (n == last, n))
     for name in names:
-        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-            inner = os.open(name, flags, dir_fd=fd)
-            try:
-                _empty(inner)
-            finally:
-                os.close(inner)
-            os.rmdir(name, dir_fd=fd)
-        else:
-            os.unlink(name, dir_fd=fd)
-            crash_point(f"prune: removed {name}")
+        # Gone meanwhile: another prune finishing the same leftover; nothing is lost.
+        with contextlib.suppress(FileNotFoundError):
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                inner = os.open(name, flags, dir_fd=fd)
+                try:
+                    _empty(inner)
+                finally:
+                    os.close(inner)
+                os.rmdir(name, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
+                crash_point(f"prune: removed {name}")
 
 
 def _forget_checkpoints(workdir: Path, state_path: Path) -> None:
