@@ -589,7 +589,7 @@ def fold_ledger(
             continue
         number = state.seq + 1 if first_line is None else first_line + offset
         where = f"{source} line {number}"
-        if line.startswith(b'{"x_ledger_snapshot":'):
+        if line.startswith(b'{"x_ledger_snapshot":') and _snapshot_only(line):
             _adopt_snapshot(state, fold, line, where)
             continue
         delta = _parse_line(line, where)
@@ -618,6 +618,16 @@ def fold_ledger(
             fold.duplicates += 1
         fold.last_line = line
     return fold
+
+
+def _snapshot_only(line: bytes) -> bool:
+    """Whether ``line`` is an object with ``x_ledger_snapshot`` as its one member (a delta
+    that merely begins with that extension field is read as a delta, as ever)."""
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and list(document) == ["x_ledger_snapshot"]
 
 
 def _adopt_snapshot(state: LedgerState, fold: Fold, line: bytes, where: str) -> None:
