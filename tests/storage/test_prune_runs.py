@@ -205,15 +205,15 @@ def test_the_sweep_kills_prune_at_the_points_of_each_kind(crash_labels: list[str
         assert needed in kinds, needed
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("case", range(6))
 def test_kill_9_during_prune_leaves_every_run_whole_or_gone(
-    seed: int, sources: list[Path], crash_labels: list[str], tmp_path: Path
+    case: int, sources: list[Path], crash_labels: list[str], tmp_path: Path
 ) -> None:
     """Each case kills at the first point of each kind (spread over the cases) and at
     random points; then a prune with nothing set finishes the work."""
     points = chosen("each-kind", crash_labels)
-    picks = [p for i, p in enumerate(points) if i % 6 == seed]
-    picks += random.Random(seed).sample(range(1, len(crash_labels) + 1), 2)
+    picks = [p for i, p in enumerate(points) if i % 6 == case]
+    picks += random.Random(case).sample(range(1, len(crash_labels) + 1), 2)
     for point in picks:
         where = tmp_path / f"at-{point}"
         where.mkdir()
