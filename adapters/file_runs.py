@@ -39,6 +39,8 @@ from .._ports import (
     OpenRunInput,
     PendingDocument,
     PendingInput,
+    PrunedRun,
+    PruneInput,
     QueueRunInput,
     ReadEventsInput,
     RespondInput,
@@ -550,6 +552,15 @@ class FileRunStore:
         from ..storage import beneath
 
         return beneath.read_file_under(runs_dir(self.workdir) / request.run_id, request.path)
+
+    # -- retention ------------------------------------------------------------------------
+
+    def prune_runs(self, request: PruneInput) -> list[PrunedRun]:
+        """Remove finished runs' directories whole (see ``file_prune``); never the live
+        instance's run."""
+        from .file_prune import prune_runs
+
+        return prune_runs(self.workdir, request)
 
     # -- the task board -------------------------------------------------------------------
 

@@ -277,6 +277,16 @@ class LedgerSnapshot:
     body: dict[str, Any]
 
 
+@attrs.frozen(kw_only=True)
+class ReplaceLedgerInput:
+    """A compacted ledger: ``snapshot`` (one line, with its ``\n``) folds every delta up
+    to and including ``seq``; ``tail`` is the ledger's whole lines after them, unchanged."""
+
+    snapshot: bytes
+    seq: int
+    tail: bytes
+
+
 @runtime_checkable
 class LedgerStore(Protocol):
     """Where a board's ledger lines live: appended under one writers' lock, read by
@@ -304,6 +314,12 @@ class LedgerStore(Protocol):
         ...
 
     def save_snapshot(self, request: LedgerSnapshot) -> None: ...
+
+    def replace_ledger(self, request: ReplaceLedgerInput) -> None:
+        """Replace the ledger by its compacted form (inside :meth:`locked`), whole or not at
+        all: a reader sees the old ledger or the new one. A reader's position in the old
+        one reads as ``restart``."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -626,6 +642,37 @@ class ChildRuns(Protocol):
         ...
 
 
+#: The statuses of runs that ended: what ``orchestrate prune`` may remove.
+FINISHED_STATUSES = ("completed", "failed", "cancelled")
+
+
+@attrs.frozen(kw_only=True)
+class PruneInput:
+    """Which finished runs go: those in ``status`` (never a live one, whatever is asked),
+    last changed before ``older_than`` (any time when ``None``), except the ``keep_last``
+    most recent of them per workflow (none kept at 0), and never those in ``keep``.
+    ``dry_run``: say what would go, remove nothing."""
+
+    status: Sequence[str] = FINISHED_STATUSES
+    older_than: datetime | None = None
+    keep_last: int = 0
+    keep: Sequence[str] = ()
+    dry_run: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class PrunedRun:
+    """A run ``prune`` chose: ``removed`` (or, on a dry run, would be); else ``skipped``
+    says why it stayed (another process held it, it changed meanwhile)."""
+
+    run_id: str
+    workflow: str
+    status: str
+    updated_at: datetime
+    removed: bool
+    skipped: str | None = None
+
+
 class RunStore(Protocol):
     """Where runs live, as the faces see them. A read of a run the store does not hold
     raises :class:`orchestrator.NoInstanceError` naming the store and the run."""
@@ -754,6 +801,13 @@ class RunStore(Protocol):
         """The store child run ``run_id`` of this store's run lives in: this store when
         it keeps many runs, a place of the child's own where it keeps one (a work
         directory's ``.orchestrator/children/<run_id>/``)."""
+        ...
+
+    def prune_runs(self, request: PruneInput) -> list[PrunedRun]:
+        """Remove the finished runs ``request`` selects, each whole (its state, history,
+        events and evidence files, its mailbox, and what the store keeps of it elsewhere)
+        or not at all, oldest first; a run that is live, or held by another process, is
+        never removed. Returns the runs chosen, each removed or skipped with why."""
         ...
 
 

@@ -12,6 +12,8 @@ imported only when a ``postgresql://`` store is named. The modules:
 - ``bridge``: one run's state, mailbox and evidence as rows of the store;
 - ``runs``: the ``RunStore`` port over the store, every SQL statement the faces need
   (with ``db status`` and the read of a run for ``export``);
+- ``pruning``: ``orchestrate prune`` on the store, finished runs removed a batch per
+  transaction;
 - ``task_board``: a task board (its ledger as rows, under a transaction's advisory lock);
   :func:`board_store` opens one.
 

@@ -37,6 +37,8 @@ from ..._ports import (
     OpenRunInput,
     PendingDocument,
     PendingInput,
+    PrunedRun,
+    PruneInput,
     QueueRunInput,
     ReadEventsInput,
     RespondInput,
@@ -377,6 +379,16 @@ class PostgresRunStore:
                 (request.board_id, request.count),
             ).fetchall()
         return [bytes(r[0]) for r in reversed(rows)]
+
+    # -- retention ----------------------------------------------------------------------
+
+    def prune_runs(self, request: PruneInput) -> list[PrunedRun]:
+        """Remove the finished runs ``request`` selects, a batch of them per transaction
+        (see ``pruning``)."""
+        from .pruning import prune_runs
+
+        with self._session() as store:
+            return prune_runs(store, request)
 
     # -- the workers' side (WorkerRunStore) ---------------------------------------------
 

@@ -32,6 +32,7 @@ from ..._ports import (
     LedgerLines,
     LedgerSnapshot,
     ReadLedgerInput,
+    ReplaceLedgerInput,
     WorklogInput,
 )
 from .connection import connect, schema_of, shown
@@ -173,6 +174,23 @@ class PostgresBoardStore:
                 code="LEDGER_INCONSISTENT",
             ) from None
         return request.lines[-1].seq
+
+    def replace_ledger(self, request: ReplaceLedgerInput) -> None:
+        """In the writers' transaction: the folded rows go, the snapshot line takes the
+        place of the last of them (so a reader at that position reads on from there, and
+        one before it reads again from the start); the fold kept for loading goes too."""
+        if not self._in_lock:
+            raise RuntimeError(f"{self.location}: replace the ledger inside locked()")
+        self.conn.execute(
+            "delete from board_ledger where board_id = %s and seq <= %s",
+            (self.board_id, request.seq),
+        )
+        self.conn.execute("delete from board_snapshots where board_id = %s", (self.board_id,))
+        self.conn.execute(
+            "insert into board_ledger (board_id, seq, delta_id, task_id, document) "
+            "values (%s, %s, %s, '', %s)",
+            (self.board_id, request.seq, f"x_ledger_snapshot:{request.seq}", request.snapshot[:-1]),
+        )
 
     def load_snapshot(self) -> LedgerSnapshot | None:
         row = self.conn.execute(

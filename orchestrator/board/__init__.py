@@ -23,6 +23,7 @@ Its modules:
 - ``handoff.py``: a task's answer (a submitted result, a time-out) handed to the workflow
   run waiting for it, through the ``RunStore`` port;
 - ``ledger.py``: the append-only ledger and the rows it folds into;
+- ``compaction.py``: the ledger folded into a verified snapshot line (``board compact``);
 - ``file_store.py``: the board kept in a directory (a ``BoardStore`` and ``LedgerStore``);
 - ``gateway.py``: a subagent's answer judged into a verdict;
 - ``dispatch.py``: ``ctx.dispatch``, tasks handed to subagents from a workflow phase;

@@ -23,6 +23,7 @@ from .._ports import (
     LedgerLines,
     LedgerSnapshot,
     ReadLedgerInput,
+    ReplaceLedgerInput,
     WorklogInput,
 )
 from ..storage import beneath
@@ -56,6 +57,9 @@ class FileBoardStore:
         # taken there checks the ledger against.
         self._last_line = b""
         self._last_end = 0
+        # Which file the positions given out are in: a compaction puts a new one in its
+        # place, where an old position means nothing.
+        self._file_id: tuple[int, int] | None = None
 
     def close(self) -> None:
         """Nothing to close: every file is opened and closed by the call that needs it."""
@@ -75,14 +79,19 @@ class FileBoardStore:
 
     def read_ledger(self, request: ReadLedgerInput) -> LedgerLines:
         try:
-            size = os.stat(self.path).st_size
+            fd = beneath.open_file(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            size = 0
-        if size < request.after:
-            return LedgerLines(data=b"", end=0, restart=True)
-        if size == request.after:
-            return LedgerLines(data=b"", end=request.after)
-        with open(beneath.open_file(self.path, os.O_RDONLY), "rb") as ledger:
+            self._file_id = None
+            return LedgerLines(data=b"", end=0, restart=request.after > 0)
+        with open(fd, "rb") as ledger:
+            info = os.fstat(ledger.fileno())  # size and identity of the file read, not a newer one
+            file_id = (info.st_dev, info.st_ino)
+            replaced = self._file_id is not None and file_id != self._file_id
+            self._file_id = file_id
+            if info.st_size < request.after or (request.after and replaced):
+                return LedgerLines(data=b"", end=0, restart=True)
+            if info.st_size == request.after:
+                return LedgerLines(data=b"", end=request.after)
             ledger.seek(request.after)
             data = ledger.read()
         whole = data.rfind(b"\n") + 1  # a torn last line is left for the next writer to cut
@@ -117,6 +126,7 @@ class FileBoardStore:
             with open(beneath.open_file(self.path, os.O_RDONLY), "rb") as ledger:
                 ledger.seek(offset - length)
                 last_line = ledger.read(length)
+                info = os.fstat(ledger.fileno())
             if sha256_hex(last_line) != document["last_line_sha256"]:
                 return None  # the ledger is not the one the snapshot was taken of
             snapshot = LedgerSnapshot(
@@ -127,6 +137,7 @@ class FileBoardStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None  # no snapshot, or one we cannot trust: fold the whole ledger
         self._last_line, self._last_end = last_line, offset
+        self._file_id = (info.st_dev, info.st_ino)  # the file the snapshot's offset is in
         return snapshot
 
     def save_snapshot(self, request: LedgerSnapshot) -> None:
@@ -141,6 +152,19 @@ class FileBoardStore:
             **request.body,
         }
         atomic_write(self.snapshot_path, json.dumps(document, separators=(",", ":")).encode())
+
+    def replace_ledger(self, request: ReplaceLedgerInput) -> None:
+        """Write the compacted ledger beside the old one and rename it over it (a reader
+        sees one or the other, whole); the snapshot file, whose offsets are the old
+        ledger's, goes first."""
+        from ..storage.durable import remove_file
+
+        if remove_file(self.snapshot_path):
+            fsync_directory(self.directory)
+        atomic_write(self.path, request.snapshot + request.tail)
+        info = os.stat(self.path)
+        self._file_id = (info.st_dev, info.st_ino)
+        self._last_line, self._last_end = b"", 0
 
     # -- the board ------------------------------------------------------------------------
 

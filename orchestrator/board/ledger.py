@@ -563,6 +563,8 @@ class Fold:
     last_line: bytes = b""
     applied: int = 0
     duplicates: int = 0
+    #: what the snapshot line a compacted ledger begins with folded (see ``compaction``)
+    snapshot: Any = None
 
 
 def fold_ledger(
@@ -587,6 +589,9 @@ def fold_ledger(
             continue
         number = state.seq + 1 if first_line is None else first_line + offset
         where = f"{source} line {number}"
+        if line.startswith(b'{"x_ledger_snapshot":') and _snapshot_only(line):
+            _adopt_snapshot(state, fold, line, where)
+            continue
         delta = _parse_line(line, where)
         try:
             if delta.x_seq != state.seq + 1:
@@ -613,6 +618,31 @@ def fold_ledger(
             fold.duplicates += 1
         fold.last_line = line
     return fold
+
+
+def _snapshot_only(line: bytes) -> bool:
+    """Whether ``line`` is an object with ``x_ledger_snapshot`` as its one member (a delta
+    that merely begins with that extension field is read as a delta, as ever)."""
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and list(document) == ["x_ledger_snapshot"]
+
+
+def _adopt_snapshot(state: LedgerState, fold: Fold, line: bytes, where: str) -> None:
+    """The snapshot line of a compacted ledger: only its first line, read on an empty
+    board."""
+    from .compaction import adopt_snapshot
+
+    if state.seq or state.rows or fold.applied or fold.duplicates or fold.snapshot:
+        raise BoardError(
+            f"{where}: a ledger snapshot line stands only at the start of a ledger; the "
+            "ledger was edited or two files were joined; restore it from a copy",
+            code=ErrorCode.LEDGER_INCONSISTENT.value,
+        )
+    fold.snapshot = adopt_snapshot(state, line, where)
+    fold.last_line = line
 
 
 def _check_contract(deltas: Sequence[LedgerDelta], at: str) -> None:

@@ -14,8 +14,9 @@ The command modules: ``run`` (run, resume, retry, rewind, fork, replay, drive, c
 Mermaid text), ``scaffold`` (init, with ``host_recipes``: what a coding agent needs to
 host a workflow), ``trust``, ``events`` (with ``event_lines``, an
 event as one readable line), ``board``, ``check``, ``evals`` and ``eval_compare`` (eval),
-``store`` (db, export), ``worker``, ``ui/`` (``orchestrate ui``, the local web app), and
-``mcp/`` (``orchestrate mcp``, the MCP server over the same run stores).
+``store`` (db, export), ``retention`` (prune), ``worker``, ``ui/`` (``orchestrate
+ui``, the local web app), and ``mcp/`` (``orchestrate mcp``, the MCP server over the
+same run stores).
 Beside them: ``run_store``, the one
 place a command chooses its store (and the only one that names the PostgreSQL adapter);
 ``run_commands``, the commands on runs written once over the ``RunStore`` port;

@@ -71,6 +71,17 @@ def _declare_ledger(ledger: argparse.ArgumentParser) -> None:
     ledger.add_argument("--table", action="store_true", help="one readable line per delta")
 
 
+def _declare_compact(compact: argparse.ArgumentParser) -> None:
+    compact.add_argument(
+        "--keep",
+        type=int,
+        default=100,
+        metavar="N",
+        help="keep the last N deltas as lines after the snapshot (default: 100)",
+    )
+    compact.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
 def _declare_locks(locks: argparse.ArgumentParser) -> None:
     locks.add_argument("--history", action="store_true", help="also released locks")
 
@@ -339,9 +350,50 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from ..board.compaction import compact_ledger
+    from ..formats.times import SystemClock, format_time
+
+    if args.keep < 0:
+        raise UsageError(f"--keep {args.keep}: write 0 or more")
+    board = board_of(args)
+    done = compact_ledger(board.store, keep=args.keep, at=format_time(SystemClock().now()))
+    head = done.head
+    if args.json:
+        _print(
+            {
+                "folded": done.folded,
+                "kept": done.kept,
+                "seq": head.seq if head else 0,
+                "deltas": head.deltas if head else 0,
+                "deltas_sha256": head.deltas_sha256 if head else None,
+                "size_before": done.size_before,
+                "size_after": done.size_after,
+            }
+        )
+    elif not done.folded:
+        print(f"{board.store.ledger_location}: nothing to fold ({plural(done.kept, 'delta')} kept)")
+    else:
+        assert head is not None
+        print(
+            f"{board.store.ledger_location}: folded {plural(done.folded, 'delta')} into a "
+            f"snapshot at x_seq {head.seq} ({plural(head.deltas, 'delta')} in all, sha256 "
+            f"{head.deltas_sha256[:16]}); {plural(done.kept, 'delta')} kept after it; "
+            f"{done.size_before} -> {done.size_after} bytes"
+        )
+    return EXIT_OK
+
+
 def _cmd_ledger(args: argparse.Namespace) -> int:
     for line in ledger_lines(board_of(args)):
         delta = json.loads(line)
+        if "x_ledger_snapshot" in delta:  # a compacted ledger's first line: not a delta
+            if args.table and args.task is None:
+                folded = delta["x_ledger_snapshot"]
+                print(f"{folded['seq']:>4} (snapshot of {plural(folded['deltas'], 'delta')})")
+            elif not args.table and args.task is None:
+                sys.stdout.write(line.decode() + "\n")
+            continue
         if args.task is not None and delta.get("task_id") != args.task:
             continue
         if args.table:
@@ -537,6 +589,11 @@ SUBCOMMANDS = {
         "Show every task: status, owner, attempts, locks.", _declare_status, _cmd_status
     ),
     "ledger": Command("Print the ledger's deltas (NDJSON).", _declare_ledger, _cmd_ledger),
+    "compact": Command(
+        "Fold the ledger into a verified snapshot line, keeping the last deltas after it.",
+        _declare_compact,
+        _cmd_compact,
+    ),
     "locks": Command("Print the lock table (JSON).", _declare_locks, _cmd_locks),
     "assign": Command(
         "Start a task: write its packet, take its locks.", _declare_assign, _cmd_assign

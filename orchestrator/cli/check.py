@@ -209,15 +209,24 @@ def _check_ledger(raw: bytes, *, source: str = "<stdin>") -> dict[str, Any]:
     fold = fold_ledger(state, raw, source=source, first_line=1)
     tail = raw[fold.consumed :]
     torn = {"line": raw.count(b"\n", 0, fold.consumed) + 1, "bytes": len(tail)}
-    if not fold.applied and not fold.duplicates:
+    if not fold.applied and not fold.duplicates and fold.snapshot is None:
         return _no_delta(raw, source, torn if tail.strip() else None)
-    details = {"torn_tail": torn} if tail.strip() else {}
+    details: dict[str, Any] = {"torn_tail": torn} if tail.strip() else {}
     left_out = f" (line {torn['line']}, a torn last line of {plural(len(tail), 'byte')}, left out)"
+    compacted = ""
+    if fold.snapshot is not None:  # a compacted ledger: its first line folds the earlier ones
+        head = fold.snapshot
+        compacted = f" after a snapshot of {plural(head.deltas, 'delta')} (to x_seq {head.seq})"
+        details["snapshot"] = {
+            "seq": head.seq,
+            "deltas": head.deltas,
+            "deltas_sha256": head.deltas_sha256,
+        }
     return {
         "allow": True,
         "code": "OK",
-        "reason": f"{plural(fold.applied, 'delta')} apply cleanly "
-        f"({plural(fold.duplicates, 'duplicate')} ignored){left_out if details else ''}; "
+        "reason": f"{plural(fold.applied, 'delta')} apply cleanly{compacted} "
+        f"({plural(fold.duplicates, 'duplicate')} ignored){left_out if tail.strip() else ''}; "
         f"{plural(len(state.rows), 'task')}, {plural(len(state.active_locks()), 'lock')} held",
         "details": details,
     }

@@ -216,6 +216,7 @@ COMMANDS = {
     "worker": "worker",
     "db": "store",
     "export": "store",
+    "prune": "retention",
     "ui": "ui.serve",
     "mcp": "mcp.command",
 }

@@ -241,3 +241,40 @@ def test_a_resume_of_the_parent_goes_on_with_its_children_in_process(
     assert json.loads(output.stdout) == EXPECTED
     assert pg_fleet.statuses(dsn) == Tally({"completed": 3})
     assert Tally(steps.read_text().splitlines()) == Tally({"count lakes": 1, "total": 1})
+
+
+def test_prune_keeps_the_ended_children_of_a_waiting_parent(
+    pg_fresh_dsn: str, tmp_path: Path
+) -> None:
+    """A child that completed while its parent waits for the other is not pruned: the
+    parent reads its outputs when it goes on."""
+    from orchestrator.adapters.postgres.migrations import upgrade
+
+    dsn, steps = pg_fresh_dsn, tmp_path / "steps.log"
+    upgrade(dsn)
+    started = orchestrate(
+        "run", FAMILY, "--store", dsn, "--workdir", tmp_path,
+        env={"CHILD_STEP_LOG": str(steps)},
+    )  # fmt: skip
+    assert started.returncode == 42, started.stderr
+    parent_id = started.stdout.strip()
+    assert pg_fleet.statuses(dsn)["completed"] == 1  # the counting child ended
+    pruned = orchestrate("prune", "--keep-last", "0", "--json", "--store", dsn)
+    assert pruned.returncode == 0, pruned.stderr
+    assert pg_fleet.statuses(dsn)["completed"] == 1, pruned.stdout
+    (item,) = pending_of(dsn, parent_id)
+    answered = orchestrate(
+        "respond", "--store", dsn, "--run", parent_id,
+        "--request-id", item["request"]["request_id"], "--text", ANSWER,
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    resumed = orchestrate(
+        "resume", "--store", dsn, "--run", parent_id, env={"CHILD_STEP_LOG": str(steps)}
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    output = orchestrate("output", "--store", dsn, "--run", parent_id)
+    assert json.loads(output.stdout) == EXPECTED
+    # Once the parent has ended, the family goes whole.
+    again = orchestrate("prune", "--keep-last", "0", "--store", dsn)
+    assert again.returncode == 0, again.stderr
+    assert pg_fleet.statuses(dsn) == Tally()

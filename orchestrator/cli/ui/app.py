@@ -546,7 +546,7 @@ def _snapshot_of(board: Any, lines: list[bytes], *, where: str) -> dict[str, Any
             delta = json.loads(line)
         except ValueError:
             continue  # a line being appended
-        if isinstance(delta, dict):
+        if isinstance(delta, dict) and "x_ledger_snapshot" not in delta:  # not a delta
             tail.append(delta)
     return {"where": where, "columns": columns, "ledger_tail": tail}
 
