@@ -756,7 +756,7 @@ def growth(last: Series, first: Series, target: float | None) -> str:
     text = f"{wall:.2f}x/{cpu:.2f}x"
     if target is None:
         return text
-    return f"{text} (target <= {target:g}x: {verdict(wall, target, at_most=True)})"
+    return f"{text} (target <= {target:.3g}x: {verdict(wall, target, at_most=True)})"
 
 
 def process_target(figures: Figures) -> tuple[float, str]:
