@@ -199,7 +199,7 @@ class FileBridge:
             fsync_directory(self.workdir)
         return kept
 
-    def save_state(self, request: SaveStateInput) -> None:
+    def save_state(self, request: SaveStateInput) -> int | None:
         self._check_key()
         record = request.state.phase_data.get(ENGINE_KEY)
         if isinstance(record, dict) and isinstance(record.get("run_id"), str):
@@ -216,6 +216,7 @@ class FileBridge:
             self._write_evidence(evidence, lead=(self.state_path, data))
         self._saved = data
         self._note_checkpoint(request.state)
+        return len(data)
 
     def _note_checkpoint(self, state: CheckpointState) -> None:
         """The state just written is its run's latest: noted beside the key."""

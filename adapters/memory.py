@@ -77,11 +77,12 @@ class MemoryBridge:
         data = loads_strict(self.state_bytes, source=source, allow_lone_surrogates=True)
         return parse_state(data, source=source)
 
-    def save_state(self, request: SaveStateInput) -> None:
+    def save_state(self, request: SaveStateInput) -> int | None:
         self.state_bytes = dump_document(request.state)
         self._saves += 1
         if request.evidence is not None:
             self.write_evidence(request.evidence)
+        return len(self.state_bytes)
 
     def state_token(self) -> object | None:
         return None if self.state_bytes is None else self._saves

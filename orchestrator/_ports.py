@@ -165,9 +165,10 @@ class Bridge(Protocol):
 
     def load_state(self) -> CheckpointState: ...
 
-    def save_state(self, request: SaveStateInput) -> None:
+    def save_state(self, request: SaveStateInput) -> int | None:
         """Durably replace the state (atomic; survives power loss once it returns), then
-        publish ``request.evidence`` as :meth:`write_evidence` does."""
+        publish ``request.evidence`` as :meth:`write_evidence` does. Returns the state's
+        size in bytes as written (``None`` when the store does not tell it)."""
         ...
 
     def publish(self, request: PublishInput) -> None: ...

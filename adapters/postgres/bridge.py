@@ -174,7 +174,7 @@ class PostgresBridge:
         return state
 
     @_store_errors("write")
-    def save_state(self, request: SaveStateInput) -> None:
+    def save_state(self, request: SaveStateInput) -> int | None:
         state = request.state
         data = signed_document(state, self._encoded)
         record = state.phase_data.get(ENGINE_KEY) or {}
@@ -216,6 +216,7 @@ class PostgresBridge:
                 self._wake_parent(record)
         self._version = int(row[0])
         self._published = published
+        return len(data)
 
     @_store_errors("read")
     def state_token(self) -> object | None:

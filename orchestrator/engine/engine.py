@@ -67,6 +67,7 @@ from .record import (
 )
 from .routing import visits_of
 from .signals import SignalBox
+from .size_warning import check_sizes, note_archived
 from .workflow import Goto, PhaseResult, PhaseSpec, Workflow
 
 RETRYABLE = frozenset({ErrorType.TIMEOUT, ErrorType.INVOCATION_FAILED})
@@ -336,9 +337,10 @@ class Engine:
         self._store_record()
         # The checkpoint and the evidence it makes true go to the disk as one group.
         evidence = self.recorder.outgoing() if publish else None
-        self.bridge.save_state(SaveStateInput(state=state, evidence=evidence))
+        size = self.bridge.save_state(SaveStateInput(state=state, evidence=evidence))
         if publish:
             self.recorder.sent()
+        check_sizes(self, size)
 
     def _archive_finished(self) -> None:
         """Move finished requests of completed phases to the run's history, in batches.
@@ -366,12 +368,16 @@ class Engine:
         run_id = self.record.run_id
         self.bridge.archive(ArchiveInput(records=tuple(finished), run_id=run_id))
         self.record.archived_usage = add_tallies(self.record.archived_usage, tally_of(finished))
+        sizes: list[tuple[str, int]] = []
         for record in finished:
             # The line's digest stays in the signed state, which thus vouches for it.
-            record.x_archived_sha256 = record_line_digest(encode_record_line(record))
+            line = encode_record_line(record)
+            sizes.append((record.request_id, len(line)))
+            record.x_archived_sha256 = record_line_digest(line)
             record.x_request = record.x_response = None
             record.x_position = None
             record.x_archived = True
+        note_archived(self, sizes)
 
     def _store_record(self) -> None:
         record = self.record

@@ -154,6 +154,12 @@ class EngineRecord:
     children: list[str] = attrs.field(factory=list)
     # The child runs the current phase waits for (not yet ended).
     waiting_children: list[str] = attrs.field(factory=list)
+    # The bytes of the request lines moved to the run's history so far, and its largest
+    # lines (``[request id, bytes]``, at most three): what the size warning tells.
+    history_bytes: int | None = None
+    history_largest: list[list[Any]] | None = None
+    # The size warnings told (``"state"``, ``"history"``): each once per run.
+    size_warned: list[str] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -212,7 +212,9 @@ class Workflow:
     options: ``purpose`` (words used in the generated JSON Schemas), ``max_retries`` (for
     TIMEOUT and INVOCATION_FAILED) or a whole ``retry_policy`` (:class:`RetryPolicy`),
     ``archive_after`` (how many finished requests of completed phases gather in the state
-    before they move to the run's history), ``version`` (an integer, recorded in each
+    before they move to the run's history), ``warn_state_bytes`` / ``warn_history_bytes``
+    (a run's state or history past that many bytes warns once, naming its largest items;
+    1 MiB and 256 MiB unless set), ``version`` (an integer, recorded in each
     run's state), ``budget_tokens`` / ``budget_usd`` (an ask that would start once the
     run's answers have used that many tokens, or cost that much, fails the phase with
     BUDGET_EXCEEDED) and ``prices`` (model -> ``{"input": USD, "output": USD}`` per
@@ -232,6 +234,8 @@ class Workflow:
     max_retries: ClassVar[int] = 2
     retry_policy: ClassVar[RetryPolicy | None] = None
     archive_after: ClassVar[int] = 16
+    warn_state_bytes: ClassVar[int] = 1024 * 1024
+    warn_history_bytes: ClassVar[int] = 256 * 1024 * 1024
     version: ClassVar[int] = 1
     budget_tokens: ClassVar[int | None] = None
     budget_usd: ClassVar[float | None] = None

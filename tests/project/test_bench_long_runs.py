@@ -71,11 +71,38 @@ def test_long_runs_bench_prints_every_figure_of_each_shape(tmp_path: Path) -> No
     # The loop's replay floor, beside its write floor: for the loop alone.
     assert not missing(lines, REPLAY, 1), "\n".join(lines)
     assert not any(line.startswith("LangGraph") for line in lines)
-    start = next(i for i, line in enumerate(lines) if line.startswith("targets (issue 18;"))
+    # The state file's largest size at any pause, for each shape.
+    assert not missing(lines, ("the state file's largest size at any pause: ",), 2)
+    start = next(i for i, line in enumerate(lines) if line.startswith("targets (issues 18 and 39;"))
     targets = lines[start:]
-    assert targets[1].startswith("  1. in process, last tenth <= 1.5x the first tenth: 5 phases ")
+    assert targets[1].startswith("  1. in process, last tenth <= 1.25x the first tenth: 5 phases ")
     assert "; 4 asks in a loop " in targets[1]
-    assert targets[3] == "  2. ours >= 2x faster than LangGraph: not measured (run with --peers)"
+    assert targets[2].startswith("     across processes, last cycles <= 1.15x the first plus ")
+    assert "replay floor" in targets[2].split("; 4 asks in a loop ")[1]
+    assert targets[3].startswith("     the state file at most 64 KiB at every pause (issue 39): ")
+    assert targets[4] == "  2. ours >= 2x faster than LangGraph: not measured (run with --peers)"
+
+
+def test_long_runs_bench_asks_runs_the_two_shapes_of_issue_39(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_CRASH")}
+    command = [sys.executable, str(BENCH), "--asks", "4", "--process-samples", "0"]
+    result = subprocess.run(
+        [*command, "--dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("== 4 phases, one ask each: 3 cycles") for line in lines)
+    assert any(line.startswith("== one phase asking 4 times in a loop: 3 cycles") for line in lines)
+    refused = subprocess.run(
+        [*command, "--shapes", "loop:4"], capture_output=True, text=True, check=False
+    )
+    assert refused.returncode == 2
+    assert "give --asks N or --shapes, not both" in refused.stderr
 
 
 @pytest.mark.slow
