@@ -4,7 +4,7 @@ Imported as ``orchestrator.adapters``: ``orchestrator/adapters`` is a link to th
 so the checkout and an installed wheel (which holds a copy) agree. Each module implements
 one port and nothing else: the file bridge (``file_bridge``) and the in-memory bridge
 (``memory``), both ``Bridge``; the work directory's run store (``file_runs``,
-``RunStore``), with ``file_prune``,
+``RunStore``), with ``file_signals``, the runs' inboxes of signals, ``file_prune``,
 how it removes finished runs whole for ``orchestrate prune``, and ``prune_rule``, which
 runs a prune selects in every store; the subprocess and HTTP agents
 (``subprocess_agent``, ``http_agent``), both ``AgentInvoker``; and the PostgreSQL store

@@ -408,43 +408,19 @@ class FileRunStore:
         return str(target)
 
     def send_signal(self, request: SendSignalInput) -> str:
-        """Append the signal to the live run's inbox (``signals.ndjson`` in the run's
-        directory), synced before this returns, after the answer gate took its payload;
-        a signal id already there is not kept again."""
-        from ..formats.signals import SIGNALS_FILE, admit_signal, new_signal, signal_line
-        from ..storage.beneath import make_directories
-        from ..storage.ndjson import append_lines
-        from .file_bridge import read_signal_lines
+        """Append the signal to the inbox of the run that takes it (``--run``'s, else the
+        run here that waits for it, else the live instance), synced before this returns,
+        after the answer gate took its payload; a signal id already there is kept once."""
+        from .file_signals import append_signal, waiting_for_signal
 
         child = self._child_named(request.run.run_id)
         if child is not None and self._live_for(request.run) is None:
             return child.send_signal(request)  # a child run's signal: kept in its place
         if request.run.run_id is None and request.run.workflow is None:
-            waiting = self._waiting_for_signal(request.name)
+            waiting = waiting_for_signal(self, request.name)
             if waiting is not None and waiting is not self:
                 return waiting.send_signal(request)  # the child run that waits for it
-        state_path = self._live_path(request.run)
-        state = read_state(state_path, signed_only=True)
-        run_id = _run_id_of(state)
-        record = state.phase_data.get(ENGINE_KEY)
-        admit_signal(
-            record if isinstance(record, dict) else None,
-            request.name,
-            request.payload,
-            where=f"{state_path} (run {run_id})",
-        )
-        signal = new_signal(request.name, request.payload, signal_id=request.signal_id)
-        inbox = runs_dir(self.workdir) / run_id / SIGNALS_FILE
-        try:
-            if request.signal_id is not None and any(
-                s.signal_id == request.signal_id for s in read_signal_lines(inbox)
-            ):
-                return request.signal_id  # sent before: kept once
-            make_directories(inbox.parent)
-            append_lines(inbox, [signal_line(signal)])
-        except OSError as exc:
-            raise StorageError.from_os_error(exc, path=str(inbox), action="write") from exc
-        return signal.signal_id
+        return append_signal(self.workdir, self._live_path(request.run), request)
 
     def _refuse_if_answered(self, path: Path, request_id: str, *, anything: bool = False) -> bool:
         """Refuse a second answer: ``path`` holds an answer to ``request_id`` (with
@@ -605,24 +581,6 @@ class FileRunStore:
             for name in sorted(beneath.list_directory(place))
             if is_run_id(name) and beneath.is_directory(place / name)
         ]
-
-    def _waiting_for_signal(self, name: str) -> FileRunStore | None:
-        """The place of the run here that waits for signal ``name``: this directory's
-        live instance, else the first of its child runs (or theirs) that waits for it;
-        ``None`` when none does (a signal is then kept for the live instance)."""
-        try:
-            state, _ = read_live(self._live_path(RunInput()), signed_only=True)
-        except OrchestratorError:
-            return None  # no live instance here (or one not to be read): nothing waits
-        record = state.phase_data.get(ENGINE_KEY)
-        waiting = record.get("waiting_for_signal") if isinstance(record, dict) else None
-        if isinstance(waiting, dict) and waiting.get("name") == name:
-            return self
-        for _, child in self.child_stores():
-            found = child._waiting_for_signal(name)
-            if found is not None:
-                return found
-        return None
 
     def _child_named(self, run_id: str | None) -> FileRunStore | None:
         """The store of child run ``run_id`` (or of a child of a child), when it is one."""

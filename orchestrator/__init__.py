@@ -11,11 +11,12 @@ the command line.
 The wings, each a package (``docs/architecture.md``): ``formats`` (the wire formats),
 ``storage`` (bytes to disk and back), ``evidence`` (what a run leaves behind),
 ``engine``, ``board`` (the task board), ``evals`` (agent regression runs), ``adapters``
-(the ports' implementations) and ``cli`` (``orchestrate``). The base modules: ``_errors``
-(the exception hierarchy), ``_ports`` (the ports), ``_text`` (text made safe to print),
-``_http`` (what the HTTP clients share). The face: this module, ``testing`` (the testing
-helpers), ``_pytest_plugin`` (them as pytest fixtures), ``otel`` (the OpenTelemetry
-export) and ``__main__`` (``python -m orchestrator``).
+(the ports' implementations) and ``cli`` (``orchestrate``). The base modules:
+``_errors`` (the exception hierarchy), ``_ports`` (the ports, with the task board's in
+``_board_ports``), ``_text`` (text made safe to print), ``_http`` (what the HTTP clients
+share). The face: this module, ``testing`` (the testing helpers), ``_pytest_plugin``
+(them as pytest fixtures), ``otel`` (the OpenTelemetry export) and ``__main__``
+(``python -m orchestrator``).
 """
 
 from __future__ import annotations

@@ -7,16 +7,16 @@ run, checkpoints, the phase runner) and its parts: the lifecycle (start, resume,
 rewind, fork, cancel, version migrations, and what a pause hands the next resume:
 ``lifecycle``), routing between phases (``Goto``: which visit of a phase a run is in,
 where a rewind or a fork of a routed run goes back to, the workflow's graph:
-``routing``), where a failed phase raised (``failure_trace``), the requests and answers
-(``mailbox``), the signals pushed in from outside (``signals``) and what a phase
-recorded, for replay (``journal``); the phase context handed to each phase (``context``)
-and how a call it makes is told in words (``calls``), a step's tries under a retry
-policy or a timeout (``step_attempts``), the commands ``ctx.run_command`` runs
-(``commands``), how the context shows an edited prompt (``prompt_diff``), the
-``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its tasks to (``dispatcher``), child
-runs (``ctx.child``, started through the host's ``ChildRuns`` port: ``children``),
-finding a workflow class from what the user typed (``loader``), and replaying a recorded
-run against the current code (``replay``).
+``routing``), where a failed phase raised (``failure_trace``), a state or history past
+its size (``size_warning``), the requests and answers (``mailbox``), the signals pushed
+in from outside (``signals``) and what a phase recorded, for replay (``journal``); the
+phase context handed to each phase (``context``) and how a call it makes is told in
+words (``calls``), a step's tries under a retry policy or a timeout (``step_attempts``),
+the commands ``ctx.run_command`` runs (``commands``), how the context shows an edited
+prompt (``prompt_diff``), the ``TaskDispatcher`` Protocol ``ctx.dispatch`` hands its
+tasks to (``dispatcher``), child runs (``ctx.child``, started through the host's
+``ChildRuns`` port: ``children``), finding a workflow class from what the user typed
+(``loader``), and replaying a recorded run against the current code (``replay``).
 
 May import: ``evidence``, ``orchestrator._ports``, ``storage``, ``formats`` and
 ``orchestrator._errors``. Never an adapter or the CLI: those are chosen by the caller.

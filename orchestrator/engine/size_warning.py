@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .._text import plural
 from ..formats.bridge import AgentRequestRecord
 from ..formats.strict_json import dumps_canonical
 from ..storage.runs import ENGINE_KEY
@@ -79,7 +80,8 @@ def _state_items(engine: Engine) -> list[tuple[str, int]]:
             items.append((f"output of phase {name!r}", _size(value)))
     for request in state.agent_requests:
         items.append((f"request {request.request_id}", _request_size(request)))
-    items.append((f"journal ({len(engine.record.journal)} entries)", _journal_size(engine)))
+    journal = plural(len(engine.record.journal), "entry", "entries")
+    items.append((f"journal ({journal})", _journal_size(engine)))
     items.sort(key=lambda item: -item[1])
     return items[:NAMED]
 

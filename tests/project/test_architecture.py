@@ -63,6 +63,7 @@ LOOSE_MODULES = {
     "orchestrator._text": "base",
     "orchestrator._http": "base",
     "orchestrator._ports": "ports",
+    "orchestrator._board_ports": "ports",
     "orchestrator.__main__": "face",
     "orchestrator._pytest_plugin": "face",
     "orchestrator.testing": "face",
