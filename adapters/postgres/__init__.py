@@ -13,7 +13,9 @@ imported only when a ``postgresql://`` store is named. The modules:
 - ``runs``: the ``RunStore`` port over the store, every SQL statement the faces need
   (with ``db status`` and the read of a run for ``export``);
 - ``task_board``: a task board (its ledger as rows, under a transaction's advisory lock);
-  :func:`board_store` opens one.
+  :func:`board_store` opens one;
+- ``text_blobs``: texts stored once (``storage.blobs``' backend over the ``text_blobs``
+  table).
 
 May import: ``orchestrator._ports``, ``storage``, ``formats`` and the base modules, like
 every adapter.

@@ -21,6 +21,7 @@ PostgreSQL store keeps them in its ``text_blobs`` table.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .._errors import HistoryDamagedError, UsageError
-from .durable import atomic_write, create_new, sha256_hex
+from .durable import atomic_write, create_new, fsync_directory, sha256_hex
 from .files import read_regular_file
 
 __all__ = [
@@ -100,11 +101,9 @@ class FileBlobBackend:
         path = self._path(digest)
         if path.exists():
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        _make_durably(path.parent)
+        with contextlib.suppress(FileExistsError):  # another writer stored it first
             create_new(path, body)
-        except FileExistsError:  # another writer stored the same text first
-            pass
 
     def read_blob(self, digest: str) -> bytes | None:
         try:
@@ -123,7 +122,7 @@ class FileBlobBackend:
 
     def write_index(self, run_id: str, body: bytes) -> None:
         folder = self.root / "index"
-        folder.mkdir(parents=True, exist_ok=True)
+        _make_durably(folder)
         atomic_write(folder / f"{run_id}.json", body, durable=False)
 
 
@@ -197,8 +196,10 @@ class TextBlobs:
         number = parent.number + 1
         target = number & (number - 1)
         for entry in index:
-            if entry.number == target and entry.length <= parent.length and (
-                entry is parent or _starts_with(data, entry)
+            if (
+                entry.number == target
+                and entry.length <= parent.length
+                and (entry is parent or _starts_with(data, entry))
             ):
                 depth = self._depth(entry.digest)
                 if depth is not None and depth + 1 < MAX_DEPTH:
@@ -262,43 +263,50 @@ class TextBlobs:
             raise UsageError(f"{ref!r} is not a text reference ('{REF_PREFIX}' and 64 hex digits)")
         digest = ref[len(REF_PREFIX) :]
         parts: list[bytes] = []
+        links: list[str] = []  # the chain, from the text asked for to its full copy
         current = digest
-        expected_length: int | None = None
         for _ in range(MAX_DEPTH + 1):
+            links.append(current)
             body = self.backend.read_blob(current)
             where = self.backend.where(current)
             if body is None:
                 raise HistoryDamagedError(
                     f"text {REF_PREFIX}{current} is missing: no blob at {where}", source=where
                 )
-            if not body.startswith(_MAGIC) or b"\n" not in body:
-                raise _damaged(where, "it does not begin as a blob does")
             newline = body.find(b"\n")
+            if not body.startswith(_MAGIC) or newline < 0:
+                raise _damaged(where, "it does not begin as a blob does")
             head = body[len(_MAGIC) : newline].decode("ascii", "replace").split(" ")
-            payload = body[newline + 1 :]
+            parts.append(body[newline + 1 :])
             if head[0] == "full" and len(head) == 2:
-                parts.append(payload)
                 break
             if head[0] != "delta" or len(head) != 4 or not _HEX.fullmatch(head[2]):
                 raise _damaged(where, "its header is not one a blob has")
-            try:
-                base_length = int(head[3])
-            except ValueError:
-                raise _damaged(where, "its header is not one a blob has") from None
-            if expected_length is not None and base_length + len(payload) != expected_length:
-                raise _damaged(where, "its length is not the one its link gives")
-            parts.append(payload)
-            expected_length = base_length
             current = head[2]
         else:
             raise _damaged(self.backend.where(digest), f"its links run past {MAX_DEPTH}")
-        data = b"".join(reversed(parts))
-        if sha256_hex(data) != digest:
-            raise _damaged(
-                self.backend.where(digest),
-                "its text does not give the digest that names it (changed after it was stored)",
-            )
+        data = b""
+        # Each link's text is checked against its own digest, the full copy first: a
+        # changed blob is named itself, not the text that links to it.
+        for link, part in zip(reversed(links), reversed(parts), strict=True):
+            data += part
+            if sha256_hex(data) != link:
+                raise _damaged(
+                    self.backend.where(link),
+                    "its text does not give the digest that names it (changed after it was stored)",
+                )
         return data
+
+
+def _make_durably(folder: Path) -> None:
+    """Make ``folder`` and any missing parent, each entry synced into its parent, so a
+    blob written there lasts a power cut with its path."""
+    if folder.is_dir():
+        return
+    _make_durably(folder.parent)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir()
+    fsync_directory(folder.parent)
 
 
 def _damaged(where: str, why: str) -> HistoryDamagedError:
