@@ -29,7 +29,6 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from peers import INSTALL_HINT, langgraph_installed
 
@@ -155,7 +154,8 @@ def langgraph_line(asks: int, texts: list[str], root: Path, floor: int) -> str:
         size = langgraph_transcript.measure(asks, texts.__getitem__, ANSWER, root)
     except Exception as exc:  # the peer is reported, never judged
         return f"LangGraph: no figure, its loop failed: {exc}"
-    return f"LangGraph + SqliteSaver, its SQLite file:  {mib(size)}  ({size / floor:.2f}x the floor)"
+    ratio = f"({size / floor:.2f}x the floor)"
+    return f"LangGraph + SqliteSaver, its SQLite file:  {mib(size)}  {ratio}"
 
 
 def mib(size: int) -> str:
@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  every prompt in full:                  {mib(sum(len(t) for t in texts))}")
         print(f"  distinct text:                         {mib(distinct)}")
         print(f"  floor (2 x distinct + 8 MiB):          {mib(floor)}")
-        print(f"ours, the whole work directory:          {mib(ours)}  (most at a pause {mib(peak)})")
+        most = f"(most at a pause {mib(peak)})"
+        print(f"ours, the whole work directory:          {mib(ours)}  {most}")
         for area, size in sizes.items():
             print(f"  {area:<8}                               {mib(size)}")
         print(f"the prompts through the text blobs alone: {mib(blobs_alone(texts, root))}")
