@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .._errors import HistoryDamagedError, UsageError
+from . import beneath
 from .durable import atomic_write, create_new, fsync_directory, sha256_hex
 from .files import read_regular_file
 
@@ -256,7 +257,7 @@ class TextBlobs:
     def get(self, ref: str) -> str:
         """The text ``ref`` names, checked against its digest; a blob that is missing or
         does not give back its digest is refused naming it."""
-        return self.get_bytes(ref).decode("utf-8", "surrogateescape")
+        return self.get_bytes(ref).decode("utf-8", "surrogatepass")
 
     def get_bytes(self, ref: str) -> bytes:
         if not is_ref(ref):
@@ -299,14 +300,13 @@ class TextBlobs:
 
 
 def _make_durably(folder: Path) -> None:
-    """Make ``folder`` and any missing parent, each entry synced into its parent, so a
-    blob written there lasts a power cut with its path."""
-    if folder.is_dir():
+    """Make ``folder`` and any missing parent, never through a link, each new entry
+    synced into its parent, so a blob written there lasts a power cut with its path."""
+    if folder.is_dir() and not folder.is_symlink():
         return
     _make_durably(folder.parent)
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir()
-    fsync_directory(folder.parent)
+    if beneath.make_directory(folder):
+        fsync_directory(folder.parent)
 
 
 def _damaged(where: str, why: str) -> HistoryDamagedError:
@@ -318,4 +318,4 @@ def _starts_with(data: bytes, entry: _Entry) -> bool:
 
 
 def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
+    return text.encode("utf-8", "surrogatepass")

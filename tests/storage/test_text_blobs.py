@@ -141,3 +141,12 @@ def test_a_new_process_reads_the_references(tmp_path: Path) -> None:
         digest, length = line.split()
         assert f"sha256:{digest}" == refs[number]
         assert int(length) == len(prompts[number])
+
+
+def test_a_text_with_a_lone_surrogate_comes_back_as_it_was(tmp_path: Path) -> None:
+    # JSON allows "\ud800" in a prompt; the blob keeps it and gives it back unchanged.
+    blobs = TextBlobs(FileBlobBackend(tmp_path))
+    text = "before \ud800 after " * 400
+    grown = text + "\udfff and more " * 100
+    assert blobs.get(blobs.put(text, run_id="r")) == text
+    assert blobs.get(blobs.put(grown, run_id="r")) == grown
