@@ -254,6 +254,22 @@ class TextBlobs:
 
     # -- reading ----------------------------------------------------------------------
 
+    def links(self, ref: str) -> list[str]:
+        """The digests reading ``ref`` needs, from its own to its full copy's: a prune
+        that keeps a text must keep each of them (a link names its base)."""
+        if not is_ref(ref):
+            raise UsageError(f"{ref!r} is not a text reference ('{REF_PREFIX}' and 64 hex digits)")
+        chain = [ref[len(REF_PREFIX) :]]
+        for _ in range(MAX_DEPTH):
+            body = self.backend.read_blob(chain[-1])
+            if body is None or not body.startswith(_MAGIC) or b"\n" not in body:
+                break
+            head = body[len(_MAGIC) : body.find(b"\n")].decode("ascii", "replace").split(" ")
+            if head[0] != "delta" or len(head) != 4 or not _HEX.fullmatch(head[2]):
+                break
+            chain.append(head[2])
+        return chain
+
     def get(self, ref: str) -> str:
         """The text ``ref`` names, checked against its digest; a blob that is missing or
         does not give back its digest is refused naming it."""

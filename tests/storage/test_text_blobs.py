@@ -150,3 +150,16 @@ def test_a_text_with_a_lone_surrogate_comes_back_as_it_was(tmp_path: Path) -> No
     grown = text + "\udfff and more " * 100
     assert blobs.get(blobs.put(text, run_id="r")) == text
     assert blobs.get(blobs.put(grown, run_id="r")) == grown
+
+
+def test_links_name_every_blob_a_text_needs(tmp_path: Path) -> None:
+    prompts = transcript(12)
+    blobs = TextBlobs(FileBlobBackend(tmp_path))
+    refs = [blobs.put(prompt, run_id="loop-run") for prompt in prompts]
+    # Text 11 (0b1011) links to 10, 10 to 8, 8 to 0 (skip-deltas).
+    assert blobs.links(refs[11]) == [refs[n][7:] for n in (11, 10, 8, 0)]
+    assert blobs.links(refs[0]) == [refs[0][7:]]
+    for path in blob_files(tmp_path):
+        if path.name not in blobs.links(refs[11]):
+            path.unlink()
+    assert blobs.get(refs[11]) == prompts[11]  # what links names is all it needs
