@@ -15,7 +15,9 @@ imported only when a ``postgresql://`` store is named. The modules:
 - ``pruning``: ``orchestrate prune`` on the store, finished runs removed a batch per
   transaction;
 - ``task_board``: a task board (its ledger as rows, under a transaction's advisory lock);
-  :func:`board_store` opens one.
+  :func:`board_store` opens one;
+- ``text_blobs``: texts stored once (``storage.blobs``' backend over the ``text_blobs``
+  table).
 
 May import: ``orchestrator._ports``, ``storage``, ``formats`` and the base modules, like
 every adapter.

@@ -14,7 +14,9 @@
   the work directory a run belongs to (a state rolled back or copied is refused);
 - ``kept_texts``: what a save keeps for the next one (items' texts, segments' hashes),
   so that it encodes and hashes only what changed; and ``ReadMemo``, what one run's
-  handling learnt of the state's bytes (checked, parsed), owned and passed by its caller.
+  handling learnt of the state's bytes (checked, parsed), owned and passed by its caller;
+- ``blobs``: texts stored once by SHA-256 (a growing text as a link plus its tail),
+  checked against their digest when read, under ``.orchestrator/blobs/`` or a backend's.
 
 May import: ``formats`` and ``orchestrator._errors``. Never the engine, the evidence,
 the board, an adapter or the CLI.
