@@ -55,11 +55,21 @@ def until(what: str, check: Any, worker: subprocess.Popen[bytes], log: Path) -> 
 
 
 @pytest.fixture
-def worker(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+def signal_dsn(pg_fresh_dsn: str) -> str:
+    """A store of this test's own: the session's holds other tests' queued runs, which
+    this test's worker would claim."""
+    from orchestrator.adapters.postgres.migrations import upgrade
+
+    upgrade(pg_fresh_dsn)
+    return pg_fresh_dsn
+
+
+@pytest.fixture
+def worker(signal_dsn: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     log = tmp_path / "worker.err"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command("worker", "--store", pg_dsn),
+            command("worker", "--store", signal_dsn),
             env=child_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -78,63 +88,63 @@ def worker(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes
 
 
 def test_a_worker_resumes_a_run_when_its_signal_arrives(
-    pg_dsn: str, tmp_path: Path, worker: tuple[subprocess.Popen[bytes], Path]
+    signal_dsn: str, tmp_path: Path, worker: tuple[subprocess.Popen[bytes], Path]
 ) -> None:
     process, log = worker
-    started = orchestrate("run", TYPED, "--store", pg_dsn, "--workdir", tmp_path)
+    started = orchestrate("run", TYPED, "--store", signal_dsn, "--workdir", tmp_path)
     assert started.returncode == 42, started.stderr
     run_id = started.stdout.strip()
     assert "waiting for signal approve" in started.stderr
-    summary = status_of(pg_dsn, run_id)
+    summary = status_of(signal_dsn, run_id)
     assert summary["waiting_for_signal"] == "approve"
     assert "'orchestrate signal approve --store" in summary["next"]
 
     # A payload that does not fit: refused at the door, nothing kept, the run waits.
     refused = orchestrate(
-        "signal", "approve", "--store", pg_dsn, "--run", run_id, "--data", '{"approved": "y"}'
+        "signal", "approve", "--store", signal_dsn, "--run", run_id, "--data", '{"approved": "y"}'
     )
     assert refused.returncode == 2
     assert "payload.by: expected a string (a required field)" in refused.stderr
-    assert signal_rows(pg_dsn, run_id) == []
-    assert status_of(pg_dsn, run_id)["waiting_for_signal"] == "approve"
+    assert signal_rows(signal_dsn, run_id) == []
+    assert status_of(signal_dsn, run_id)["waiting_for_signal"] == "approve"
 
     good = '{"approved": true, "by": "ann"}'
-    sent = orchestrate("signal", "approve", "--store", pg_dsn, "--run", run_id, "--data", good)
+    sent = orchestrate("signal", "approve", "--store", signal_dsn, "--run", run_id, "--data", good)
     assert sent.returncode == 0, sent.stderr
     until(
         "the worker takes the signal and waits for the next",
-        lambda: status_of(pg_dsn, run_id).get("waiting_for_signal") == "go",
+        lambda: status_of(signal_dsn, run_id).get("waiting_for_signal") == "go",
         process,
         log,
     )
-    sent = orchestrate("signal", "go", "--store", pg_dsn, "--run", run_id, "--data", "3")
+    sent = orchestrate("signal", "go", "--store", signal_dsn, "--run", run_id, "--data", "3")
     assert sent.returncode == 0, sent.stderr
     until(
         "the worker completes the run",
-        lambda: status_of(pg_dsn, run_id)["status"] == "completed",
+        lambda: status_of(signal_dsn, run_id)["status"] == "completed",
         process,
         log,
     )
-    outputs = orchestrate("output", "--store", pg_dsn, "--run", run_id, "--json")
+    outputs = orchestrate("output", "--store", signal_dsn, "--run", run_id, "--json")
     assert outputs.returncode == 0, outputs.stderr
     assert json.loads(outputs.stdout)["decide"] == {
         "notes": [],
         "approval": {"approved": True, "by": "ann"},
         "go": 3,
     }
-    ended = orchestrate("signal", "go", "--store", pg_dsn, "--run", run_id, "--data", "4")
+    ended = orchestrate("signal", "go", "--store", signal_dsn, "--run", run_id, "--data", "4")
     assert ended.returncode == 2
     assert "takes no more signals" in ended.stderr
 
 
 def test_signals_before_and_after_the_wait_are_delivered_once_in_order_and_replay_clean(
-    pg_dsn: str, tmp_path: Path, worker: tuple[subprocess.Popen[bytes], Path]
+    signal_dsn: str, tmp_path: Path, worker: tuple[subprocess.Popen[bytes], Path]
 ) -> None:
     process, log = worker
-    started = orchestrate("run", APPROVALS, "--store", pg_dsn, "--workdir", tmp_path)
+    started = orchestrate("run", APPROVALS, "--store", signal_dsn, "--workdir", tmp_path)
     assert started.returncode == 42, started.stderr
     run_id = started.stdout.strip()
-    on_run = ("--store", pg_dsn, "--run", run_id)
+    on_run = ("--store", signal_dsn, "--run", run_id)
     for _ in range(2):  # sent twice with its id: kept once
         kept = orchestrate("signal", "approve", *on_run, "--data", '{"n": 1}', "--id", "s1")
         assert kept.returncode == 0, kept.stderr
@@ -153,11 +163,11 @@ def test_signals_before_and_after_the_wait_are_delivered_once_in_order_and_repla
     assert kept.returncode == 0, kept.stderr
     until(
         "the worker completes the run",
-        lambda: status_of(pg_dsn, run_id)["status"] == "completed",
+        lambda: status_of(signal_dsn, run_id)["status"] == "completed",
         process,
         log,
     )
-    assert signal_rows(pg_dsn, run_id) == [("s1", "approve"), ("s2", "approve")]
+    assert signal_rows(signal_dsn, run_id) == [("s1", "approve"), ("s2", "approve")]
     outputs = json.loads(orchestrate("output", *on_run, "--json").stdout)
     assert outputs["approve"] == {"first": {"n": 1}, "second": {"n": 2}, "rest": []}
     assert (tmp_path / "steps.log").read_text().split() == ["drafted", "first-1", "second-2"]

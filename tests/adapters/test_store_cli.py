@@ -237,7 +237,9 @@ def test_a_worker_stops_at_a_checkpoint_on_sigterm_and_another_goes_on(pg_fresh_
     worker.send_signal(signal.SIGTERM)  # while it waits on the agent's first answer
     _, stderr = worker.communicate(timeout=60)
     assert worker.returncode == 0, stderr
-    assert "stopped in phase 1 (one) at a checkpoint" in stderr
+    # Where it stops depends on when the signal lands: at the checkpoint after the step
+    # at hand, in whichever phase that is.
+    assert re.search(r"stopped in phase \d \((one|two|three)\) at a checkpoint", stderr), stderr
     assert status_of(pg_dsn, run_id)["status"] == "running"
     finisher = orchestrate("worker", "--store", pg_dsn, "--until-idle", "--agent", agent)
     assert finisher.returncode == 0, finisher.stderr
