@@ -52,6 +52,7 @@ from .journal import PhaseReplay
 from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
 from .prompt_diff import edited_prompt_message
 from .record import (
+    ContinueAsNew,
     JournalEntry,
     Pause,
     copy_json,
@@ -375,6 +376,23 @@ class PhaseContext:
                 JournalEntry(position=position, kind="patch", fingerprint=[change_id])
             )
         return True
+
+    def continue_as_new(self, inputs: dict[str, Any]) -> None:
+        """End this run here and start the workflow again as a new run with ``inputs``:
+        a fresh history under the same lineage (the new run's record names this one and
+        the lineage's first run; this one's names the new run). For a run that loops
+        without end: each run's history stays the size of one round.
+
+        This run ends ``completed`` (its record's ``continued_as`` says it went on);
+        ``run``, ``resume``, ``drive`` and a worker go straight on into the new run. A
+        replay of this run ends here."""
+        if not isinstance(inputs, dict):
+            raise RunFailedError(
+                f"phase {self._spec.name!r}: ctx.continue_as_new takes the new run's inputs "
+                f"as a dict, not {type(inputs).__name__}"
+            )
+        where = f"phase {self._spec.name!r}: the inputs of ctx.continue_as_new"
+        raise ContinueAsNew(to_json_value(inputs, where=where))
 
     def sleep(self, duration: timedelta | float) -> None:
         """Pause the run for ``duration`` (a ``timedelta``, or seconds): a durable timer.

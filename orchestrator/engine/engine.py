@@ -59,6 +59,7 @@ from .record import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_PAUSED,
+    ContinueAsNew,
     EngineRecord,
     Outcome,
     Pause,
@@ -395,6 +396,8 @@ class Engine:
             try:
                 result = self.run_phase(workflow, spec)
                 next_spec = self._complete_phase(spec, result)
+            except ContinueAsNew as going_on:
+                return self.continue_as_new(spec, going_on.inputs)
             except Pause:
                 self.tell_pause()
                 self.save(
@@ -580,6 +583,30 @@ class Engine:
             outputs=outputs,
             history_path=history,
         )
+
+    def continue_as_new(self, spec: PhaseSpec, inputs: dict[str, Any]) -> Outcome:
+        """End the run in ``spec`` (``ctx.continue_as_new``) and go straight on into a new
+        run of the same workflow and lineage with ``inputs``, in the same instance: the
+        old run moves to its history as a finished run does, naming the new one."""
+        record = self.record
+        new_run_id = self.new_id()
+        record.continued_as = new_run_id
+        summary = f"continued as new run {new_run_id}"
+        self.recorder.emit(
+            EVENT_DECISION,
+            {"skill": spec.name, "decision": "continue_as_new", "to": new_run_id},
+        )
+        self.close_phase(spec, status=STATUS_PASS, summary=summary)
+        self.finish()
+        self.lifecycle.begin(
+            workflow_ref=record.workflow,
+            workdir=Path(record.workdir),
+            inputs=inputs,
+            output_path=self.state.output_path,
+            run_id=new_run_id,
+            previous=record,
+        )
+        return self.advance()
 
     def _fail(
         self,

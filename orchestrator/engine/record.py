@@ -25,6 +25,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PAUSED",
     "EXIT_USAGE",
+    "ContinueAsNew",
     "EngineRecord",
     "JournalEntry",
     "OutboxEvent",
@@ -45,6 +46,16 @@ class Pause(BaseException):
 
     A ``BaseException`` so that a user's ``except Exception:`` cannot swallow it.
     """
+
+
+class ContinueAsNew(BaseException):
+    """Unwinds a phase to the engine when it calls ``ctx.continue_as_new``: the run ends
+    there, and the workflow starts again as a new run of the same lineage with ``inputs``.
+    A ``BaseException``, as :class:`Pause` is."""
+
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        super().__init__("continue as new")
+        self.inputs = inputs
 
 
 def prompt_digest(prompt: str) -> str:
@@ -154,6 +165,11 @@ class EngineRecord:
     children: list[str] = attrs.field(factory=list)
     # The child runs the current phase waits for (not yet ended).
     waiting_children: list[str] = attrs.field(factory=list)
+    # ``ctx.continue_as_new``: the run this one went on as (it ended there), the run it
+    # goes on from, and the first run of the lineage (each stays ``None`` when it has none).
+    continued_as: str | None = None
+    previous_run_id: str | None = None
+    lineage_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
