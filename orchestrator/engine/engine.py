@@ -143,6 +143,11 @@ class Engine:
         self.children: ChildRuns | None = None
         #: The run a run started here is a child of (its record names it).
         self.parent_run_id: str | None = None
+        #: Where the new run of ``ctx.continue_as_new`` lives, by its run id: a store
+        #: that keeps each run apart (a row per run) gives its bridge. ``None``, or a
+        #: bridge at this one's location: the instance keeps one run at a time (a work
+        #: directory), and the new run replaces the old one in it.
+        self.next_run_bridge: Callable[[str], Bridge] | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -597,14 +602,26 @@ class Engine:
             {"skill": spec.name, "decision": "continue_as_new", "to": new_run_id},
         )
         self.close_phase(spec, status=STATUS_PASS, summary=summary)
+        bridge = self.bridge
+        if self.next_run_bridge is not None:  # opened first: a refusal leaves the run as it is
+            bridge = self.next_run_bridge(new_run_id)
+            if bridge.location == self.bridge.location:
+                bridge = self.bridge
         self.finish()
+        if bridge is self.bridge:
+            return self._begin_next(record, inputs, new_run_id)
+        with bridge.lock():
+            self.bridge = self.recorder.bridge = bridge
+            return self._begin_next(record, inputs, new_run_id)
+
+    def _begin_next(self, previous: EngineRecord, inputs: dict[str, Any], run_id: str) -> Outcome:
         self.lifecycle.begin(
-            workflow_ref=record.workflow,
-            workdir=Path(record.workdir),
+            workflow_ref=previous.workflow,
+            workdir=Path(previous.workdir),
             inputs=inputs,
             output_path=self.state.output_path,
-            run_id=new_run_id,
-            previous=record,
+            run_id=run_id,
+            previous=previous,
         )
         return self.advance()
 

@@ -105,3 +105,49 @@ def test_drive_goes_on_through_the_lineage_to_its_end(tmp_path: Path) -> None:
         run_id = ended[run_id]["continued_as"]
         chain.append(run_id)
     assert chain[-1] == last["run_id"] and len(chain) == 4
+
+
+def test_on_postgresql_a_worker_goes_on_into_the_new_run_row(
+    pg_fresh_dsn: str, tmp_path: Path
+) -> None:
+    dsn, work = pg_fresh_dsn, tmp_path / "work"
+    work.mkdir()
+    queued = orchestrate(
+        "run", ROUNDS, "--input", "rounds=2", "--workdir", work, "--store", dsn, "--queue"
+    )
+    assert queued.returncode == 0, queued.stderr
+    first = queued.stdout.strip()
+
+    def pending() -> list[dict[str, Any]]:
+        listed = orchestrate("pending", "--store", dsn, "--json")
+        assert listed.returncode == 0, listed.stderr
+        found: list[dict[str, Any]] = json.loads(listed.stdout)
+        return found
+
+    def answer_and_work(text: str) -> str:
+        (item,) = pending()
+        answered = orchestrate("respond", "--store", dsn, "--run", item["run_id"], "--text", text)
+        assert answered.returncode == 0, answered.stderr
+        worked = orchestrate("worker", "--store", dsn, "--until-idle")
+        assert worked.returncode == 0, worked.stderr
+        return str(item["run_id"])
+
+    assert orchestrate("worker", "--store", dsn, "--until-idle").returncode == 0
+    assert answer_and_work("round one") == first
+    # the worker that went on with the first run went on into the second: it asks
+    (item,) = pending()
+    second = item["run_id"]
+    assert second != first
+    status = orchestrate("status", "--store", dsn, "--run", first)
+    assert f"lineage    went on as {second}" in status.stdout, status.stderr
+    status = orchestrate("status", "--store", dsn, "--run", second)
+    assert f"lineage    goes on from {first}" in status.stdout, status.stderr
+    assert f"lineage    first run {first}" in status.stdout
+
+    assert answer_and_work("round two") == second
+    assert pending() == []
+    output = orchestrate("output", "--store", dsn, "--run", second)
+    assert output.returncode == 0, output.stderr
+    assert json.loads(output.stdout)["loop"] == {"heard": ["round one", "round two"]}
+    ended = orchestrate("status", "--store", dsn, "--run", first)
+    assert "status     completed" in ended.stdout
