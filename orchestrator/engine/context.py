@@ -267,8 +267,7 @@ class PhaseContext:
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
-            # A failure is an outcome too: recorded, and raised again on replay, so the
-            # phase takes the same path (a step is not run again because it failed once).
+            # A failure is recorded and raised again on replay: a failed step is not run again.
             engine.recorder.step(name, started, error=f"{type(exc).__name__}: {exc}")
             engine.journal.record_step(position, name, None, error=failure_record(exc))
             raise
@@ -378,21 +377,8 @@ class PhaseContext:
         return True
 
     def continue_as_new(self, inputs: dict[str, Any]) -> None:
-        """End this run here and start the workflow again as a new run with ``inputs``:
-        a fresh history under the same lineage (the new run's record names this one and
-        the lineage's first run; this one's names the new run). For a run that loops
-        without end: each run's history stays the size of one round.
-
-        This run ends ``completed`` (its record's ``continued_as`` says it went on);
-        ``run``, ``resume``, ``drive`` and a worker go straight on into the new run. A
-        replay of this run ends here."""
-        if not isinstance(inputs, dict):
-            raise RunFailedError(
-                f"phase {self._spec.name!r}: ctx.continue_as_new takes the new run's inputs "
-                f"as a dict, not {type(inputs).__name__}"
-            )
-        where = f"phase {self._spec.name!r}: the inputs of ctx.continue_as_new"
-        raise ContinueAsNew(to_json_value(inputs, where=where))
+        """End this run and start it again as a new run of its lineage (``ContinueAsNew``)."""
+        raise ContinueAsNew.of(inputs, phase_name=self._spec.name)
 
     def sleep(self, duration: timedelta | float) -> None:
         """Pause the run for ``duration`` (a ``timedelta``, or seconds): a durable timer.

@@ -49,13 +49,31 @@ class Pause(BaseException):
 
 
 class ContinueAsNew(BaseException):
-    """Unwinds a phase to the engine when it calls ``ctx.continue_as_new``: the run ends
-    there, and the workflow starts again as a new run of the same lineage with ``inputs``.
-    A ``BaseException``, as :class:`Pause` is."""
+    """Unwinds a phase to the engine when it calls ``ctx.continue_as_new(inputs)``: the run
+    ends there, and the workflow starts again as a new run with ``inputs``, a fresh
+    history under the same lineage (the new run's record names this one and the lineage's
+    first run; this one's names the new run). For a run that loops without end: each
+    run's history stays the size of one round.
+
+    The run ends ``completed`` (its record's ``continued_as`` says it went on); ``run``,
+    ``resume``, ``drive`` and a worker go straight on into the new run; a replay of the
+    run ends here. A ``BaseException``, as :class:`Pause` is."""
 
     def __init__(self, inputs: dict[str, Any]) -> None:
         super().__init__("continue as new")
         self.inputs = inputs
+
+    @classmethod
+    def of(cls, inputs: Any, *, phase_name: str) -> ContinueAsNew:
+        """The unwinding for ``ctx.continue_as_new(inputs)`` in ``phase_name``; inputs
+        that are not a dict of JSON values fail the phase, saying so."""
+        if not isinstance(inputs, dict):
+            raise RunFailedError(
+                f"phase {phase_name!r}: ctx.continue_as_new takes the new run's inputs as a "
+                f"dict, not {type(inputs).__name__}"
+            )
+        where = f"phase {phase_name!r}: the inputs of ctx.continue_as_new"
+        return cls(to_json_value(inputs, where=where))
 
 
 def prompt_digest(prompt: str) -> str:
