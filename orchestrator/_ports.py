@@ -9,7 +9,7 @@ adapters meet here, so nothing above may leak in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -149,6 +149,11 @@ class FinishInput:
     state: CheckpointState
     outcome: str
     run_id: str
+    #: The first save of the run this one went on as (``ctx.continue_as_new``), at the
+    #: same location or in the same store: made together with the end, so no crash leaves
+    #: neither run live (files: in place of the state's removal, the new state replacing
+    #: the old in one rename; a database: in the same transaction).
+    then: Callable[[], None] | None = None
 
 
 class Bridge(Protocol):

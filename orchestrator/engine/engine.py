@@ -560,8 +560,10 @@ class Engine:
             {"skill": spec.name, "decision": "goto", "to": target, "visit": visit},
         )
 
-    def finish(self) -> Outcome:
-        """End a run whose every phase completed: save, then move it to its history."""
+    def finish(self, *, then: Callable[[], None] | None = None) -> Outcome:
+        """End a run whose every phase completed: save, then move it to its history;
+        ``then``: the first save of the run it went on as, made with the end (see
+        ``go_on_as_new``)."""
         state = self.state
         record = self.record
         if record.status != "completed":
@@ -576,10 +578,23 @@ class Engine:
         state.checkpoint_name = "completed"
         self._store_record()
         outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
+        mailbox = self.mailbox
+
+        def after() -> None:
+            mailbox.forget_consumed()
+            if then is not None:
+                then()
+
         history = self.bridge.finish(
-            FinishInput(state=state, outcome="completed", run_id=record.run_id)
+            FinishInput(
+                state=state,
+                outcome="completed",
+                run_id=record.run_id,
+                then=None if then is None else after,
+            )
         )
-        self.mailbox.forget_consumed()
+        if then is None:
+            mailbox.forget_consumed()
         return Outcome(
             status="completed",
             exit_code=EXIT_OK,
@@ -596,34 +611,48 @@ class Engine:
         record = self.record
         new_run_id = self.new_id()
         record.continued_as = new_run_id
+        record.continued_inputs = inputs
         summary = f"continued as new run {new_run_id}"
         self.recorder.emit(
             EVENT_DECISION,
             {"skill": spec.name, "decision": "continue_as_new", "to": new_run_id},
         )
         self.close_phase(spec, status=STATUS_PASS, summary=summary)
+        return self.go_on_as_new()
+
+    def go_on_as_new(self) -> Outcome:
+        """End the run, which went on as a new one (its record names that run and keeps
+        its inputs), and start the new run in the same step as the end: the old run's
+        history and the new run's first state are written together (see ``FinishInput``),
+        so a crash leaves the old run live, and its resume comes here again with the same
+        new run id and inputs, or leaves the new run live."""
+        record = self.record
+        run_id = record.continued_as
+        assert run_id is not None
+        inputs = dict(record.continued_inputs or {})
         bridge = self.bridge
         if self.next_run_bridge is not None:  # opened first: a refusal leaves the run as it is
-            bridge = self.next_run_bridge(new_run_id)
+            bridge = self.next_run_bridge(run_id)
             if bridge.location == self.bridge.location:
                 bridge = self.bridge
-        self.finish()
-        if bridge is self.bridge:
-            return self._begin_next(record, inputs, new_run_id)
-        with bridge.lock():
-            self.bridge = self.recorder.bridge = bridge
-            return self._begin_next(record, inputs, new_run_id)
 
-    def _begin_next(self, previous: EngineRecord, inputs: dict[str, Any], run_id: str) -> Outcome:
-        self.lifecycle.begin(
-            workflow_ref=previous.workflow,
-            workdir=Path(previous.workdir),
-            inputs=inputs,
-            output_path=self.state.output_path,
-            run_id=run_id,
-            previous=previous,
-        )
-        return self.advance()
+        def begin_next() -> None:
+            self.bridge = self.recorder.bridge = bridge
+            self.lifecycle.begin(
+                workflow_ref=record.workflow,
+                workdir=Path(record.workdir),
+                inputs=inputs,
+                output_path=self.state.output_path,
+                run_id=run_id,
+                previous=record,
+            )
+
+        if bridge is self.bridge:
+            self.finish(then=begin_next)
+            return self.advance()
+        with bridge.lock():
+            self.finish(then=begin_next)
+            return self.advance()
 
     def _fail(
         self,

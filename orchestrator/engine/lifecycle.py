@@ -230,6 +230,8 @@ class Lifecycle:
                     "('orchestrate cancel' removes it)",
                 )
             changed = mailbox.accept_responses(engine.bridge.read_responses())
+            if record.continued_as is not None:  # a crash cut the step into the next run
+                return engine.go_on_as_new()
             if record.status == "completed":  # every phase ran; a crash cut the cleanup
                 return engine.finish()
             changed |= mailbox.expire_overdue()

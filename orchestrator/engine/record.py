@@ -186,6 +186,9 @@ class EngineRecord:
     # ``ctx.continue_as_new``: the run this one went on as (it ended there), the run it
     # goes on from, and the first run of the lineage (each stays ``None`` when it has none).
     continued_as: str | None = None
+    # The inputs the run it went on as starts with: kept with ``continued_as`` before this
+    # run ends, so a crash between the two runs starts that run as it was meant to be.
+    continued_inputs: dict[str, Any] | None = None
     previous_run_id: str | None = None
     lineage_run_id: str | None = None
 

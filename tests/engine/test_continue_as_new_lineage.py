@@ -12,7 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support.cli import orchestrate
+from support.sweeps import SWEEPS, chosen
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support" / "lineage_workflows.py"
 ROUNDS = f"{SUPPORT}:Rounds"
@@ -151,3 +154,119 @@ def test_on_postgresql_a_worker_goes_on_into_the_new_run_row(
     assert json.loads(output.stdout)["loop"] == {"heard": ["round one", "round two"]}
     ended = orchestrate("status", "--store", dsn, "--run", first)
     assert "status     completed" in ended.stdout
+
+
+# -- kill -9 at every durable write of the step from one run to the next ----------------------
+
+EXPECTED_HEARD = ["round 1", "round 2", "round 3"]
+
+
+def live_round(work: Path) -> int | None:
+    """The round of the live run (its inputs say it), or ``None`` when none is live."""
+    if not (work / STATE).exists():
+        return None
+    return int(record_of(work / STATE)["inputs"].get("round", 1))
+
+
+def host_until_done(work: Path) -> None:
+    """What a host does with the work directory, whatever a crash left: start the run if
+    nothing of it is there, answer the live run's ask with its round, resume, until the
+    lineage completes."""
+    for _ in range(16):
+        round_no = live_round(work)
+        if round_no is None and not ended_runs(work):
+            done = orchestrate("run", ROUNDS, "--input", "rounds=3", "--workdir", work)
+        else:
+            if round_no is not None:
+                answered = orchestrate("respond", "--workdir", work, "--text", f"round {round_no}")
+                # 2: answered before the kill, or the live run asks nothing (it went on)
+                assert answered.returncode in (0, 2), answered.stderr
+            done = orchestrate("resume", "--workdir", work)
+        if done.returncode == 0 and not (work / STATE).exists():
+            return
+        assert done.returncode == 42, done.stderr
+    raise AssertionError(f"{work}: the lineage did not complete")
+
+
+def lineage_crash_labels(tmp_path: Path) -> list[list[str]]:
+    """The crash points of ``run`` and of the two ``resume``s that each end a run and
+    start the next, in order."""
+    work = tmp_path / "count"
+    work.mkdir()
+    logs = [tmp_path / f"{name}.points" for name in ("run", "resume-1", "resume-2")]
+
+    def counted(log: Path) -> dict[str, str]:
+        return {"ORCHESTRATOR_CRASH_AT": "count", "ORCHESTRATOR_CRASH_LOG": str(log)}
+
+    ran = orchestrate("run", ROUNDS, "--input", "rounds=3", "--workdir", work, env=counted(logs[0]))
+    assert ran.returncode == 42, ran.stderr
+    for round_no, log in ((1, logs[1]), (2, logs[2])):
+        orchestrate("respond", "--workdir", work, "--text", f"round {round_no}", check=True)
+        resumed = orchestrate("resume", "--workdir", work, env=counted(log))
+        assert resumed.returncode == 42, resumed.stderr
+    return [[line.partition(" ")[2] for line in log.read_text().splitlines()] for log in logs]
+
+
+def between_the_runs(labels: list[str]) -> list[int]:
+    """The points from the old run's history write to the new run's first state in
+    place: the window a crash there must not lose the lineage in."""
+    start = labels.index("before-write state.json") + 1
+    placed = next(
+        i for i, label in enumerate(labels, 1) if i > start and label == f"after-rename {STATE}"
+    )
+    return list(range(start, placed + 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_kill_9_at_every_durable_write_of_the_continue_cycle_loses_no_run(
+    tmp_path: Path, sweep: str
+) -> None:
+    labels = lineage_crash_labels(tmp_path)
+    cases = [("run", 0, p) for p in chosen(sweep, labels[0])]
+    for answered, resume_labels in ((1, labels[1]), (2, labels[2])):
+        window = between_the_runs(resume_labels)
+        assert len(window) >= 4, resume_labels
+        cases += [("resume", answered, p) for p in chosen(sweep, resume_labels, also=window)]
+    for command_name, answered, point in cases:
+        case = (command_name, answered, point)
+        work = tmp_path / f"{command_name}-{answered}-{point}"
+        work.mkdir()
+        if command_name == "resume":  # the lineage brought to the resume that is killed
+            ran = orchestrate("run", ROUNDS, "--input", "rounds=3", "--workdir", work)
+            assert ran.returncode == 42, ran.stderr
+            for round_no in range(1, answered + 1):
+                orchestrate("respond", "--workdir", work, "--text", f"round {round_no}", check=True)
+                if round_no < answered:
+                    went_on = orchestrate("resume", "--workdir", work)
+                    assert went_on.returncode == 42, went_on.stderr
+            killed = orchestrate(
+                "resume", "--workdir", work, env={"ORCHESTRATOR_CRASH_AT": str(point)}
+            )
+        else:
+            killed = orchestrate(
+                "run", ROUNDS, "--input", "rounds=3", "--workdir", work,
+                env={"ORCHESTRATOR_CRASH_AT": str(point)},
+            )  # fmt: skip
+        assert killed.returncode == -9, (case, killed.stderr)
+        host_until_done(work)
+
+        ended = ended_runs(work)
+        # each run of the lineage exists once: three kept runs, and no other run's files
+        assert len(ended) == 3, (case, sorted(ended))
+        assert sorted(p.name for p in (work / ".orchestrator" / "runs").iterdir()) == sorted(
+            ended
+        ), case
+        (first,) = [r for r in ended.values() if "previous_run_id" not in r]
+        chain = [first["run_id"]]
+        while "continued_as" in ended[chain[-1]]:
+            chain.append(ended[chain[-1]]["continued_as"])
+        assert len(chain) == 3 and set(chain) == set(ended), (case, chain)
+        for earlier, later in itertools.pairwise(chain):
+            assert ended[later]["previous_run_id"] == earlier, case
+            assert ended[later]["lineage_run_id"] == chain[0], case
+            assert ended[earlier]["continued_inputs"] == ended[later]["inputs"], case
+            assert ended[earlier]["status"] == "completed", case
+        assert [ended[r]["inputs"].get("round", 1) for r in chain] == [1, 2, 3], case
+        last = json.loads((work / ".orchestrator" / "runs" / chain[-1] / "state.json").read_text())
+        assert last["phase_data"]["loop"] == {"heard": EXPECTED_HEARD}, case
