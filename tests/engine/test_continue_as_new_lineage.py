@@ -270,3 +270,76 @@ def test_kill_9_at_every_durable_write_of_the_continue_cycle_loses_no_run(
         assert [ended[r]["inputs"].get("round", 1) for r in chain] == [1, 2, 3], case
         last = json.loads((work / ".orchestrator" / "runs" / chain[-1] / "state.json").read_text())
         assert last["phase_data"]["loop"] == {"heard": EXPECTED_HEARD}, case
+
+
+def test_on_postgresql_a_worker_killed_between_the_runs_leaves_the_old_one_live(
+    pg_fresh_dsn: str, tmp_path: Path
+) -> None:
+    """On PostgreSQL the old run's end and the new run's first row are one transaction: a
+    worker killed before it commits leaves the old run live, and the next worker goes on
+    into the same new run, once."""
+    dsn = pg_fresh_dsn
+
+    def pending() -> list[dict[str, Any]]:
+        listed = orchestrate("pending", "--store", dsn, "--json")
+        assert listed.returncode == 0, listed.stderr
+        found: list[dict[str, Any]] = json.loads(listed.stdout)
+        return found
+
+    def answer(text: str) -> str:
+        (item,) = pending()
+        answered = orchestrate("respond", "--store", dsn, "--run", item["run_id"], "--text", text)
+        assert answered.returncode == 0, answered.stderr
+        return str(item["run_id"])
+
+    def work(**env: str) -> int:
+        worked = orchestrate("worker", "--store", dsn, "--until-idle", env=env)
+        assert worked.returncode in (0, -9), worked.stderr
+        return worked.returncode
+
+    def start(name: str) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        queued = orchestrate(
+            "run", ROUNDS, "--input", "rounds=2", "--workdir", folder, "--store", dsn, "--queue"
+        )
+        assert queued.returncode == 0, queued.stderr
+        assert work() == 0
+        return queued.stdout.strip()
+
+    # the points of the worker that ends the first run and starts the second
+    log = tmp_path / "worker.points"
+    start("counted")
+    answer("round one")
+    assert work(ORCHESTRATOR_CRASH_AT="count", ORCHESTRATOR_CRASH_LOG=str(log)) == 0
+    answer("round two")
+    assert work() == 0 and pending() == []
+    labels = [line.partition(" ")[2] for line in log.read_text().splitlines()]
+    point = next(i for i, label in enumerate(labels, 1) if label.startswith("before-commit finish"))
+
+    first = start("killed")
+    assert answer("round one") == first
+    assert work(ORCHESTRATOR_CRASH_AT=str(point)) == -9
+    status = orchestrate("status", "--store", dsn, "--run", first)
+    assert status.returncode == 0, status.stderr
+    # its end was saved, not committed with the new run: it is still live, to go on from
+    assert f"(run {first})" in status.stdout, status.stdout
+    (named,) = [line for line in status.stdout.splitlines() if "went on as" in line]
+    second = named.rsplit(" ", 1)[1]
+    assert orchestrate("status", "--store", dsn, "--run", second).returncode != 0
+    assert work() == 0
+    (item,) = pending()
+    assert item["run_id"] == second  # the run it named, started once
+    went_on = orchestrate("status", "--store", dsn, "--run", first)
+    assert "status     completed" in went_on.stdout
+    assert f"lineage    went on as {second}" in went_on.stdout
+    assert answer("round two") == second
+    assert work() == 0 and pending() == []
+    output = orchestrate("output", "--store", dsn, "--run", second)
+    assert output.returncode == 0, output.stderr
+    assert json.loads(output.stdout)["loop"] == {"heard": ["round one", "round two"]}
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        counted = conn.execute("select count(*) from runs").fetchone()
+    assert counted is not None and counted[0] == 4  # two lineages of two runs each: none twice
