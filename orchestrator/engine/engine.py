@@ -12,6 +12,7 @@ attribute: ``lifecycle`` (start, resume, retry, rewind, fork, cancel, migrations
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -578,23 +579,10 @@ class Engine:
         state.checkpoint_name = "completed"
         self._store_record()
         outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
-        mailbox = self.mailbox
-
-        def after() -> None:
-            mailbox.forget_consumed()
-            if then is not None:
-                then()
-
         history = self.bridge.finish(
-            FinishInput(
-                state=state,
-                outcome="completed",
-                run_id=record.run_id,
-                then=None if then is None else after,
-            )
+            FinishInput(state=state, outcome="completed", run_id=record.run_id, then=then)
         )
-        if then is None:
-            mailbox.forget_consumed()
+        self.mailbox.forget_consumed()
         return Outcome(
             status="completed",
             exit_code=EXIT_OK,
@@ -621,11 +609,9 @@ class Engine:
         return self.go_on_as_new()
 
     def go_on_as_new(self) -> Outcome:
-        """End the run, which went on as a new one (its record names that run and keeps
-        its inputs), and start the new run in the same step as the end: the old run's
-        history and the new run's first state are written together (see ``FinishInput``),
-        so a crash leaves the old run live, and its resume comes here again with the same
-        new run id and inputs, or leaves the new run live."""
+        """End the run, which went on as the new run its record names (with its inputs),
+        and start that run in the same step (see ``FinishInput.then``): a crash leaves
+        the old run live, whose resume comes here again, or the new one."""
         record = self.record
         run_id = record.continued_as
         assert run_id is not None
@@ -637,6 +623,7 @@ class Engine:
                 bridge = self.bridge
 
         def begin_next() -> None:
+            self.mailbox.forget_consumed()  # the old run's answers went with it
             self.bridge = self.recorder.bridge = bridge
             self.lifecycle.begin(
                 workflow_ref=record.workflow,
@@ -647,10 +634,7 @@ class Engine:
                 previous=record,
             )
 
-        if bridge is self.bridge:
-            self.finish(then=begin_next)
-            return self.advance()
-        with bridge.lock():
+        with contextlib.nullcontext() if bridge is self.bridge else bridge.lock():
             self.finish(then=begin_next)
             return self.advance()
 
