@@ -400,6 +400,7 @@ class Lifecycle:
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         record.waiting_for_signal = None
         record.waiting_children = []  # the phase starts its children anew when it runs
+        record.continued_as = record.continued_inputs = None  # it goes on anew, if at all
         return moved
 
     def _routed_cut(
@@ -459,6 +460,7 @@ class Lifecycle:
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         record.waiting_for_signal = None
         record.waiting_children = []  # the phase starts its children anew when it runs
+        record.continued_as = record.continued_inputs = None  # it goes on anew, if at all
         return moved
 
     def fork(
