@@ -467,6 +467,11 @@ class FileBridge:
         self._clear_bridge_files()
         with _Naming("write", self.workdir):
             fsync_directory(self.workdir)
+        if request.then is not None:
+            # The run goes on as a new one here: its first state replaces this one in one
+            # rename, so a crash leaves one of the two live (a resume of the old goes on).
+            request.then()
+            return str(history)
         with _Naming("remove", self.state_path):
             remove_file(self.state_path)
             fsync_directory(self.workdir)

@@ -167,4 +167,6 @@ class MemoryBridge:
         self.state_bytes = None
         self.published = ()
         self.inbox.clear()
+        if request.then is not None:
+            request.then()
         return key

@@ -9,10 +9,10 @@ adapters meet here, so nothing above may leak in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -51,7 +51,9 @@ from ._board_ports import (
 )
 from ._errors import UsageError
 from .formats.bridge import AgentRequest, AgentRequestRecord, AgentResponse, CheckpointState
-from .formats.signals import SignalRecord
+
+if TYPE_CHECKING:
+    from .formats.signals import SignalRecord
 
 
 class HostRequired(BaseException):
@@ -182,6 +184,11 @@ class FinishInput:
     state: CheckpointState
     outcome: str
     run_id: str
+    #: The first save of the run this one went on as (``ctx.continue_as_new``), at the
+    #: same location or in the same store: made together with the end, so no crash leaves
+    #: neither run live (files: in place of the state's removal, the new state replacing
+    #: the old in one rename; a database: in the same transaction).
+    then: Callable[[], None] | None = None
 
 
 class Bridge(Protocol):

@@ -51,6 +51,7 @@ from ...formats.bridge_codec import (
 from ...formats.signals import SignalRecord
 from ...formats.state_signature import with_signature
 from ...formats.strict_json import loads_strict
+from ...storage.durable import crash_point
 from ...storage.runs import ENGINE_KEY
 from ...storage.state_key import EncodedItems, ReadMemo, read_signed, signed_document
 
@@ -393,6 +394,9 @@ class PostgresBridge:
             self.conn.execute("delete from requests where run_id = %s", (self.run_id,))
             self.conn.execute("delete from responses where run_id = %s", (self.run_id,))
             self._wake_parent(state.phase_data.get(ENGINE_KEY) or {})
+            if request.then is not None:  # the new run's first row, in the same transaction
+                request.then()
+                crash_point(f"before-commit finish {request.run_id}")
         self._published = ()
         self._version = None
         return f"{self.store_name} runs/{request.run_id}"

@@ -41,6 +41,10 @@ def engine_for(
     engine = Engine(workflow_cls, bridge=bridge, invoker=invoker(agent), clock=clock())
     if new:  # a run started inside a caller's trace (W3C Trace Context) stays in it
         engine.trace_parent = os.environ.get("TRACEPARENT")
+    # The new run of a ctx.continue_as_new lives in the same store.
+    engine.next_run_bridge = lambda next_id: store.bridge(
+        OpenRunInput(run_id=next_id, workflow_name=workflow_cls.name, new=True)
+    )
     # Its child runs live in the same store, advanced here as new work.
     engine.children = StoreChildRuns(store, agent)
     boards = store.run_boards()

@@ -152,6 +152,7 @@ def summarize_state(
         # child runs (ctx.child): those the current phase waits for, and all it started
         "waiting_for_children": list(record.waiting_children),
         "children": list(record.children),
+        "lineage": lineage_of(record),
         "usage": usage_of(state.agent_requests, prices=prices),
         "signature": "valid" if signature is None else "not valid",
         "signature_problem": signature,
@@ -192,6 +193,7 @@ def describe_ended(state: Any, *, source: str, prices: Prices | None = None) -> 
         "completed_phases": [p.phase_name for p in state.completed_phases],
         "outputs": outputs,  # JSON values, as 'orchestrate output --json' prints them
         "history": source,
+        "lineage": lineage_of(record),
         "usage": usage_of(state.agent_requests, prices=prices),
         "next": "'orchestrate output [PHASE]' prints the outputs; 'orchestrate history' "
         "tells the run; 'orchestrate run WORKFLOW' starts a new one here",
@@ -398,6 +400,26 @@ def validate_file(path: Path, *, kind: str | None, workflow_cls: Any = None) -> 
     return []
 
 
+def lineage_of(record: Any) -> dict[str, str] | None:
+    """A run's place in its lineage (``ctx.continue_as_new``): its first run, the run it
+    goes on from, the run it went on as; ``None`` for a run that has none."""
+    links = {
+        "first": record.lineage_run_id,
+        "previous": record.previous_run_id,
+        "continued_as": record.continued_as,
+    }
+    kept = {k: v for k, v in links.items() if v is not None}
+    return kept or None
+
+
+def describe_lineage(lineage: dict[str, str] | None) -> list[str]:
+    """The ``lineage`` lines of ``status`` and ``history``."""
+    if not lineage:
+        return []
+    said = {"first": "first run", "previous": "goes on from", "continued_as": "went on as"}
+    return [f"lineage    {said[k]} {v}" for k, v in lineage.items()]
+
+
 def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
     """``status`` of a run that has ended, for a person; ``named``: a run of a store of
     many, named by its id (not "the run here")."""
@@ -411,6 +433,7 @@ def format_ended(summary: dict[str, Any], *, named: bool = False) -> str:
     ]
     for name, value in summary["outputs"].items():
         lines.append(f"output     {name}: {printable(in_short(value))}")
+    lines += describe_lineage(summary.get("lineage"))
     lines += describe_usage(summary.get("usage") or {})
     lines.append(f"history    {summary['history']}")
     lines.append(f"next       {summary['next']}")
@@ -441,6 +464,7 @@ def format_status(summary: dict[str, Any]) -> str:
             f"  retry {request['retry_count']}"
             f"  -> answer in {request['response_file']}"
         )
+    lines += describe_lineage(summary.get("lineage"))
     for run_id in summary.get("waiting_for_children") or ():
         lines.append(f"waiting    for child run {run_id}")
     for waiting in summary.get("children_signals") or ():

@@ -46,12 +46,12 @@ from ..formats.times import format_time
 from ..storage import durable as _durable
 from ..storage.runs import ENGINE_KEY
 from .calls import ask_fingerprint, describe_asks, describe_call, edited_prompt, what_changed
-from .commands import check_argv
 from .dispatcher import TaskDispatcher, installed_dispatcher
 from .journal import PhaseReplay
 from .journal import ReplayRows as ReplayRows  # the class replays read, named here too
 from .prompt_diff import edited_prompt_message
 from .record import (
+    ContinueAsNew,
     JournalEntry,
     Pause,
     copy_json,
@@ -266,8 +266,7 @@ class PhaseContext:
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
-            # A failure is an outcome too: recorded, and raised again on replay, so the
-            # phase takes the same path (a step is not run again because it failed once).
+            # A failure is recorded and raised again on replay: a failed step is not run again.
             engine.recorder.step(name, started, error=f"{type(exc).__name__}: {exc}")
             engine.journal.record_step(position, name, None, error=failure_record(exc))
             raise
@@ -298,7 +297,7 @@ class PhaseContext:
         With ``check`` (the default) an exit code other than 0 raises
         :class:`CommandFailedError`. ``retry`` applies to both, as for :meth:`step`.
         """
-        from .commands import CommandResult, run_process
+        from .commands import CommandResult, check_argv, run_process
 
         where = f"phase {self._spec.name!r}: run_command {name!r}"
         command = check_argv(argv, where)
@@ -375,6 +374,10 @@ class PhaseContext:
                 JournalEntry(position=position, kind="patch", fingerprint=[change_id])
             )
         return True
+
+    def continue_as_new(self, inputs: dict[str, Any]) -> None:
+        """End this run and start it again as a new run of its lineage (``ContinueAsNew``)."""
+        raise ContinueAsNew.of(inputs, phase_name=self._spec.name)
 
     def sleep(self, duration: timedelta | float) -> None:
         """Pause the run for ``duration`` (a ``timedelta``, or seconds): a durable timer.

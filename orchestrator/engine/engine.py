@@ -12,6 +12,7 @@ attribute: ``lifecycle`` (start, resume, retry, rewind, fork, cancel, migrations
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ from .record import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_PAUSED,
+    ContinueAsNew,
     EngineRecord,
     Outcome,
     Pause,
@@ -143,6 +145,10 @@ class Engine:
         self.children: ChildRuns | None = None
         #: The run a run started here is a child of (its record names it).
         self.parent_run_id: str | None = None
+        #: Where the new run of ``ctx.continue_as_new`` lives, by its run id (a store of a
+        #: row per run); ``None``, or a bridge at this one's location: the new run
+        #: replaces the old one in the instance (a work directory).
+        self.next_run_bridge: Callable[[str], Bridge] | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -401,6 +407,8 @@ class Engine:
             try:
                 result = self.run_phase(workflow, spec)
                 next_spec = self._complete_phase(spec, result)
+            except ContinueAsNew as going_on:
+                return self.continue_as_new(spec, going_on.inputs)
             except Pause:
                 self.tell_pause()
                 self.save(
@@ -558,8 +566,10 @@ class Engine:
             {"skill": spec.name, "decision": "goto", "to": target, "visit": visit},
         )
 
-    def finish(self) -> Outcome:
-        """End a run whose every phase completed: save, then move it to its history."""
+    def finish(self, *, then: Callable[[], None] | None = None) -> Outcome:
+        """End a run whose every phase completed: save, then move it to its history;
+        ``then``: the first save of the run it went on as, made with the end (see
+        ``go_on_as_new``)."""
         state = self.state
         record = self.record
         if record.status != "completed":
@@ -575,7 +585,7 @@ class Engine:
         self._store_record()
         outputs = {k: v for k, v in state.phase_data.items() if k != ENGINE_KEY}
         history = self.bridge.finish(
-            FinishInput(state=state, outcome="completed", run_id=record.run_id)
+            FinishInput(state=state, outcome="completed", run_id=record.run_id, then=then)
         )
         self.mailbox.forget_consumed()
         return Outcome(
@@ -586,6 +596,52 @@ class Engine:
             outputs=outputs,
             history_path=history,
         )
+
+    def continue_as_new(self, spec: PhaseSpec, inputs: dict[str, Any]) -> Outcome:
+        """End the run in ``spec`` (``ctx.continue_as_new``) and go straight on into a new
+        run of the same workflow and lineage with ``inputs``, in the same instance: the
+        old run moves to its history as a finished run does, naming the new one."""
+        record = self.record
+        new_run_id = self.new_id()
+        record.continued_as = new_run_id
+        record.continued_inputs = inputs
+        summary = f"continued as new run {new_run_id}"
+        self.recorder.emit(
+            EVENT_DECISION,
+            {"skill": spec.name, "decision": "continue_as_new", "to": new_run_id},
+        )
+        self.close_phase(spec, status=STATUS_PASS, summary=summary)
+        return self.go_on_as_new()
+
+    def go_on_as_new(self) -> Outcome:
+        """End the run, which went on as the new run its record names (with its inputs),
+        and start that run in the same step (see ``FinishInput.then``): a crash leaves
+        the old run live, whose resume comes here again, or the new one."""
+        record = self.record
+        run_id = record.continued_as
+        assert run_id is not None
+        inputs = dict(record.continued_inputs or {})
+        bridge = self.bridge
+        if self.next_run_bridge is not None:  # opened first: a refusal leaves the run as it is
+            bridge = self.next_run_bridge(run_id)
+            if bridge.location == self.bridge.location:
+                bridge = self.bridge
+
+        def begin_next() -> None:
+            self.mailbox.forget_consumed()  # the old run's answers went with it
+            self.bridge = self.recorder.bridge = bridge
+            self.lifecycle.begin(
+                workflow_ref=record.workflow,
+                workdir=Path(record.workdir),
+                inputs=inputs,
+                output_path=self.state.output_path,
+                run_id=run_id,
+                previous=record,
+            )
+
+        with contextlib.nullcontext() if bridge is self.bridge else bridge.lock():
+            self.finish(then=begin_next)
+            return self.advance()
 
     def _fail(
         self,

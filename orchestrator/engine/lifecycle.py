@@ -130,37 +130,59 @@ class Lifecycle:
                     "'orchestrate resume' continues it, 'orchestrate cancel' removes it"
                 )
             self._clear_leftovers()
-            inputs = dict(inputs or {})
-            first = workflow_cls.phases[0]
-            now = format_time(engine.clock.now())
-            from ..evidence.otel import new_trace_context
-
-            run_id = run_id or engine.new_id()
-            record = EngineRecord(
-                run_id=run_id,
-                workflow=workflow_ref,
-                workflow_name=workflow_cls.name,
-                workflow_version=workflow_cls.version,
-                workdir=str(workdir),
-                started_at=now,
-                inputs=inputs,
-                evidence=True,
-                trace=new_trace_context(run_id, parent=engine.trace_parent),
-                parent_run_id=engine.parent_run_id,
-            )
-            state = CheckpointState(
-                phase=first.number,
-                phase_name=first.name,
-                checkpoint_name="started",
-                created_at=now,
+            self.begin(
+                workflow_ref=workflow_ref,
+                workdir=workdir,
+                inputs=dict(inputs or {}),
                 output_path=str(output_path or workdir),
-                project_path=_optional_str(inputs.get("project_path")),
-                template_name=_optional_str(inputs.get("template_name")),
+                run_id=run_id or engine.new_id(),
             )
-            engine.attach(state, record)
-            self._tell_start()
-            engine.save("started")
             return engine.advance()
+
+    def begin(
+        self,
+        *,
+        workflow_ref: str,
+        workdir: Path,
+        inputs: dict[str, Any],
+        output_path: str,
+        run_id: str,
+        previous: EngineRecord | None = None,
+    ) -> None:
+        """Attach a new run at its first phase and save it (the caller holds the lock);
+        ``previous``: the run it continues (``ctx.continue_as_new``), of the same lineage."""
+        engine = self._engine
+        first = engine.workflow_cls.phases[0]
+        now = format_time(engine.clock.now())
+        from ..evidence.otel import new_trace_context
+
+        record = EngineRecord(
+            run_id=run_id,
+            workflow=workflow_ref,
+            workflow_name=engine.workflow_cls.name,
+            workflow_version=engine.workflow_cls.version,
+            workdir=str(workdir),
+            started_at=now,
+            inputs=inputs,
+            evidence=True,
+            trace=new_trace_context(run_id, parent=engine.trace_parent),
+            parent_run_id=engine.parent_run_id if previous is None else previous.parent_run_id,
+        )
+        if previous is not None:
+            record.previous_run_id = previous.run_id
+            record.lineage_run_id = previous.lineage_run_id or previous.run_id
+        state = CheckpointState(
+            phase=first.number,
+            phase_name=first.name,
+            checkpoint_name="started",
+            created_at=now,
+            output_path=output_path,
+            project_path=_optional_str(inputs.get("project_path")),
+            template_name=_optional_str(inputs.get("template_name")),
+        )
+        engine.attach(state, record)
+        self._tell_start()
+        engine.save("started")
 
     def _tell_start(self) -> None:
         engine = self._engine
@@ -208,6 +230,8 @@ class Lifecycle:
                     "('orchestrate cancel' removes it)",
                 )
             changed = mailbox.accept_responses(engine.bridge.read_responses())
+            if record.continued_as is not None:  # a crash cut the step into the next run
+                return engine.go_on_as_new()
             if record.status == "completed":  # every phase ran; a crash cut the cleanup
                 return engine.finish()
             changed |= mailbox.expire_overdue()
@@ -376,6 +400,7 @@ class Lifecycle:
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         record.waiting_for_signal = None
         record.waiting_children = []  # the phase starts its children anew when it runs
+        record.continued_as = record.continued_inputs = None  # it goes on anew, if at all
         return moved
 
     def _routed_cut(
@@ -435,6 +460,7 @@ class Lifecycle:
         record.reopened, record.waiting_until, record.phase_started_at = False, None, None
         record.waiting_for_signal = None
         record.waiting_children = []  # the phase starts its children anew when it runs
+        record.continued_as = record.continued_inputs = None  # it goes on anew, if at all
         return moved
 
     def fork(

@@ -25,6 +25,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PAUSED",
     "EXIT_USAGE",
+    "ContinueAsNew",
     "EngineRecord",
     "JournalEntry",
     "OutboxEvent",
@@ -45,6 +46,34 @@ class Pause(BaseException):
 
     A ``BaseException`` so that a user's ``except Exception:`` cannot swallow it.
     """
+
+
+class ContinueAsNew(BaseException):
+    """Unwinds a phase to the engine when it calls ``ctx.continue_as_new(inputs)``: the run
+    ends there, and the workflow starts again as a new run with ``inputs``, a fresh
+    history under the same lineage (the new run's record names this one and the lineage's
+    first run; this one's names the new run). For a run that loops without end: each
+    run's history stays the size of one round.
+
+    The run ends ``completed`` (its record's ``continued_as`` says it went on); ``run``,
+    ``resume``, ``drive`` and a worker go straight on into the new run; a replay of the
+    run ends here. A ``BaseException``, as :class:`Pause` is."""
+
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        super().__init__("continue as new")
+        self.inputs = inputs
+
+    @classmethod
+    def of(cls, inputs: Any, *, phase_name: str) -> ContinueAsNew:
+        """The unwinding for ``ctx.continue_as_new(inputs)`` in ``phase_name``; inputs
+        that are not a dict of JSON values fail the phase, saying so."""
+        if not isinstance(inputs, dict):
+            raise RunFailedError(
+                f"phase {phase_name!r}: ctx.continue_as_new takes the new run's inputs as a "
+                f"dict, not {type(inputs).__name__}"
+            )
+        where = f"phase {phase_name!r}: the inputs of ctx.continue_as_new"
+        return cls(to_json_value(inputs, where=where))
 
 
 def prompt_digest(prompt: str) -> str:
@@ -160,6 +189,14 @@ class EngineRecord:
     history_largest: list[list[Any]] | None = None
     # The size warnings told (``"state"``, ``"history"``): each once per run.
     size_warned: list[str] | None = None
+    # ``ctx.continue_as_new``: the run this one went on as (it ended there), the run it
+    # goes on from, and the first run of the lineage (each stays ``None`` when it has none).
+    continued_as: str | None = None
+    # The inputs the run it went on as starts with: kept with ``continued_as`` before this
+    # run ends, so a crash between the two runs starts that run as it was meant to be.
+    continued_inputs: dict[str, Any] | None = None
+    previous_run_id: str | None = None
+    lineage_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -36,7 +36,15 @@ from ..storage.durable import sha256_hex
 from ..storage.files import STATE_MAX_BYTES, read_json_file_bytes, read_regular_file
 from ..storage.runs import ARCHIVE_FILE, ENGINE_KEY, runs_dir
 from .engine import Engine
-from .record import EngineRecord, JournalEntry, Pause, copy_json, load_record, to_json_value
+from .record import (
+    ContinueAsNew,
+    EngineRecord,
+    JournalEntry,
+    Pause,
+    copy_json,
+    load_record,
+    to_json_value,
+)
 from .routing import outputs_at, visits_of
 from .workflow import Goto, PhaseResult, PhaseSpec, Workflow
 
@@ -155,6 +163,8 @@ def replay_run(
             result = engine.run_phase(workflow, spec)
         except Pause:
             break  # the recorded run waits here: replayed as far as it went
+        except ContinueAsNew:
+            break  # the recorded run ended here, going on as a new run
         except NonDeterminismError as exc:
             return ReplayReport(
                 run_id=record.run_id,
@@ -281,6 +291,8 @@ def replay_outputs(
             now = to_json_value(result.output, where=f"phase {name!r} output")
         except Pause:
             break  # the recorded run waits here: replayed as far as it went
+        except ContinueAsNew:
+            break  # the recorded run ended here, going on as a new run
         except NonDeterminismError as exc:
             return found(divergence=_divergence_of(exc))
         except Exception as exc:

@@ -43,7 +43,16 @@ def timeline(state: CheckpointState, log: Sequence[dict[str, Any]] = ()) -> list
         f"{record.get('workflow_name', '?')}  run {record.get('run_id', '?')}  "
         f"{status}{failure}  phase {state.phase} {state.phase_name}"
     )
-    return [header, *lines]
+    lineage = [
+        f"  {said} run {record[key]}"
+        for key, said in (
+            ("lineage_run_id", "lineage: first"),
+            ("previous_run_id", "goes on from"),
+            ("continued_as", "went on as"),
+        )
+        if isinstance(record.get(key), str)
+    ]
+    return [header, *lineage, *lines]
 
 
 #: One line of the timeline: when, phase, ask 0 / done 1, text.
