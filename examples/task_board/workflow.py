@@ -119,7 +119,12 @@ class TaskBoardDemo(Workflow):
 
         def copy() -> list[str]:
             if not workspace.exists():
-                shutil.copytree(source, workspace)
+                # Copied beside it, then renamed into place: a copy killed half-way is
+                # never taken for the workspace when the step runs again.
+                partial = workspace.with_name(workspace.name + ".partial")
+                shutil.rmtree(partial, ignore_errors=True)
+                shutil.copytree(source, partial)
+                partial.rename(workspace)
             return sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*.*"))
 
         files = ctx.step("copy the repository", copy)
